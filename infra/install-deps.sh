@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the loader runs with, when any is missing:
+#   mariadb-server, mariadb-client  the private MariaDB of the demo and the tests
+#   libmariadb-java                 the JDBC driver Spark's initial load reads the source with
+# As root it installs them with apt-get; otherwise it prints the exact command and fails.
+# Quiet and fast when everything is there already.
+set -euo pipefail
+
+missing=()
+have() { command -v "$1" >/dev/null 2>&1 || [[ -x "/usr/sbin/$1" ]]; }
+have mariadbd || missing+=(mariadb-server)
+have mariadb || missing+=(mariadb-client)
+[[ -f /usr/share/java/mariadb-java-client.jar ]] || missing+=(libmariadb-java)
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ "$(id -u)" -ne 0 ]]; then
+    echo "Missing Debian packages: ${missing[*]}" >&2
+    echo "Install them with:  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+echo "Installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# The package's own service is not wanted (the loader starts a private server); where
+# policy-rc.d allows it, Debian starts it anyway, which is harmless.
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

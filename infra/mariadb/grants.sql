@@ -1,0 +1,8 @@
+-- The account the loader uses on the source. Replace the password, and the host pattern with
+-- the address the loader connects from.
+--   REPLICATION SLAVE  : read the binlog over the replication protocol (COM_BINLOG_DUMP)
+--   REPLICATION CLIENT : SHOW MASTER STATUS / SHOW BINARY LOG STATUS / SHOW BINARY LOGS
+--   SELECT             : the initial load and reading table schemas
+-- On MariaDB 10.5+ REPLICATION CLIENT is called BINLOG MONITOR (the old name still works).
+CREATE USER IF NOT EXISTS 'loader'@'%' IDENTIFIED BY 'change-me';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'loader'@'%';

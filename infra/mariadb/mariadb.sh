@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A private MariaDB with the binlog on, for the demo and the tests.
+#
+#   infra/mariadb/mariadb.sh start DIR PORT   initialise DIR (once) and start mariadbd on PORT
+#   infra/mariadb/mariadb.sh stop DIR         stop the server whose PID is in DIR
+#   infra/mariadb/mariadb.sh status DIR       exit 0 when it is running
+#
+# It never touches the machine's default server: its own data directory, socket, PID file and
+# loopback port, and --no-defaults so no /etc/mysql file is read. Binlog settings come from
+# binlog.cnf beside this script, the same file users copy to their own server.
+# The 'loader' account gets the grants in grants.sql with password $LOADER_SOURCE_PASSWORD
+# (default 'loader'); an 'app' account with all privileges and the same password does the
+# demo's and the tests' writes.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cmd="${1:-}"
+dir="${2:-}"
+port="${3:-33061}"
+[[ -n "$cmd" && -n "$dir" ]] || { sed -n '2,14p' "$0"; exit 2; }
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+pidfile="$dir/mariadbd.pid"
+sock="$dir/mariadbd.sock"
+
+find_bin() {
+    for name in "$@"; do
+        for d in "" /usr/sbin/ /usr/bin/ /usr/local/sbin/; do
+            if [[ -z "$d" ]]; then command -v "$name" >/dev/null 2>&1 && { command -v "$name"; return; }
+            elif [[ -x "$d$name" ]]; then echo "$d$name"; return; fi
+        done
+    done
+    echo "mariadb.sh: none of $* found; install the Debian packages mariadb-server and mariadb-client" >&2
+    exit 1
+}
+
+running() { [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+case "$cmd" in
+start)
+    if running; then echo "MariaDB already running (pid $(cat "$pidfile"), port $port)"; exit 0; fi
+    mariadbd="$(find_bin mariadbd mysqld)"
+    client="$(find_bin mariadb mysql)"
+    install_db="$(find_bin mariadb-install-db mysql_install_db)"
+    user="$(id -un)"
+    if [[ ! -d "$dir/data/mysql" ]]; then
+        mkdir -p "$dir/data" "$dir/binlog"
+        "$install_db" --no-defaults --datadir="$dir/data" --user="$user" \
+            --auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 \
+            || { cat "$dir/install.log" >&2; exit 1; }
+    fi
+    mkdir -p "$dir/binlog"
+    "$mariadbd" --defaults-file="$here/binlog.cnf" --datadir="$dir/data" --user="$user" \
+        --port="$port" --bind-address=127.0.0.1 --socket="$sock" --pid-file="$pidfile" \
+        --log-bin="$dir/binlog/mysql-bin" --log-error="$dir/error.log" \
+        --innodb-buffer-pool-size=256M --skip-name-resolve >/dev/null 2>&1 &
+    for _ in $(seq 1 300); do
+        if "$client" --no-defaults --socket="$sock" -uroot -e "SELECT 1" >/dev/null 2>&1; then break; fi
+        if ! kill -0 $! 2>/dev/null; then
+            echo "mariadb.sh: mariadbd exited while starting; its log:" >&2; tail -20 "$dir/error.log" >&2; exit 1
+        fi
+        sleep 0.1
+    done
+    password="${LOADER_SOURCE_PASSWORD:-loader}"
+    sed -e "s/'%'/'127.0.0.1'/g" -e "s/change-me/${password//\'/\'\'}/" "$here/grants.sql" \
+        | "$client" --no-defaults --socket="$sock" -uroot
+    # An application account for the demo's and the tests' writes (the loader itself only reads).
+    "$client" --no-defaults --socket="$sock" -uroot -e "CREATE USER IF NOT EXISTS 'app'@'127.0.0.1' IDENTIFIED BY '${password//\'/\'\'}'; GRANT ALL ON *.* TO 'app'@'127.0.0.1'"
+    echo "MariaDB running: port $port, socket $sock, binlog $dir/binlog (pid $(cat "$pidfile"))"
+    ;;
+stop)
+    if ! running; then echo "MariaDB in $dir is not running"; exit 0; fi
+    pid="$(cat "$pidfile")"
+    kill "$pid"
+    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; fi
+    echo "MariaDB in $dir stopped"
+    ;;
+status)
+    running && { echo "running (pid $(cat "$pidfile"))"; exit 0; }
+    echo "not running"; exit 1
+    ;;
+*)
+    sed -n '2,14p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,149 @@
+"""The ``loader`` command line: the pipeline's steps for on-call work outside Airflow.
+
+Exit codes:
+    0  success
+    1  a terminal error: bad input, bad config, a source that cannot be loaded (do not retry)
+    2  the command line itself is wrong
+    3  a transient error: network or storage (retrying may help)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pymysql
+
+from loader import __version__
+from loader.config import Config, load_config
+from loader.errors import LoaderError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRANSIENT = 0, 1, 2, 3
+
+# Lost or refused connections and lock waits: worth a retry.
+_TRANSIENT_MYSQL_CODES = frozenset({1205, 1213, 2003, 2006, 2013})
+
+Command = Callable[[argparse.Namespace, Config], int]
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    if args.output == "json":
+        print(json.dumps(data, default=str, sort_keys=True))
+    else:
+        print(text)
+
+
+def cmd_config(args: argparse.Namespace, cfg: Config) -> int:
+    """Print the configuration as validated, with overrides applied (no secrets in it)."""
+    data = dataclasses.asdict(cfg)
+    _emit(args, data, json.dumps(data, indent=2, default=str))
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace, cfg: Config) -> int:
+    """Connect to the source, verify its binlog settings and print its current position."""
+    from loader import source
+
+    conn = source.connect(source.credentials(cfg.source))
+    try:
+        settings = source.check_binlog_settings(conn)
+        pos = source.current_position(conn)
+    finally:
+        conn.close()
+    data = {"source": cfg.source.name, "position": str(pos), "settings": settings}
+    text = "\n".join(
+        [f"source {cfg.source.name}: {cfg.source.host}:{cfg.source.port}, current position {pos}"]
+        + [f"  {k} = {v}" for k, v in sorted(settings.items())]
+    )
+    _emit(args, data, text)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
+    """Write the demo workload to the source and report the binlog range it produced."""
+    from loader import demo, source
+
+    creds = source.credentials(cfg.source)
+    conn = source.connect(dataclasses.replace(creds, user=args.writer))
+    try:
+        settings = source.check_binlog_settings(conn)
+        print(
+            f"demo: source {cfg.source.host}:{cfg.source.port} ({settings.get('version', '?')}), "
+            f"binlog_format={settings['binlog_format']} binlog_row_image={settings['binlog_row_image']} "
+            f"binlog_row_metadata={settings.get('binlog_row_metadata', '?')}"
+        )
+        demo.create_schema(conn)
+        print(f"demo: schema {demo.DEMO_SCHEMA} ready: {', '.join(demo.DEMO_TABLES)}")
+        summary = demo.write_changes(conn, seed=args.seed, rows=args.rows)
+    finally:
+        conn.close()
+    data = {f.name: getattr(summary, f.name) for f in dataclasses.fields(summary)}
+    data.update(start=str(summary.start), end=str(summary.end))
+    _emit(
+        args,
+        data,
+        f"demo: wrote {summary.inserts} inserts, {summary.updates} updates, {summary.deletes} deletes "
+        f"in {summary.transactions} transactions (and one rolled back)\n"
+        f"demo: binlog range [{summary.start}, {summary.end})",
+    )
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; one sub-parser per subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="loader",
+        description="Load MySQL/MariaDB binlog changes into Spark warehouse tables.",
+        epilog="Exit codes: 0 ok, 1 error (do not retry), 2 bad command line, 3 transient error (retry).",
+    )
+    parser.add_argument("--version", action="version", version=f"loader {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="TOML config file (default: $LOADER_CONFIG)")
+    common.add_argument("--output", choices=("text", "json"), default="text", help="output format")
+    common.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, func: Command, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    add("config", cmd_config, "print the validated configuration")
+    add("check", cmd_check, "check the source's binlog settings and print its current position")
+    p = add("demo", cmd_demo, "write the demo workload to the source and print its binlog range")
+    p.add_argument("--seed", type=int, default=1, help="seed of this round of writes")
+    p.add_argument("--rows", type=int, default=20, help="rows inserted per table and round")
+    p.add_argument("--writer", default="app", help="account that writes the demo data (same password)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        return int(args.func(args, cfg))
+    except LoaderError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"loader {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_TRANSIENT if exc.transient else EXIT_ERROR
+    except pymysql.err.Error as exc:
+        if args.debug:
+            traceback.print_exc()
+        code = exc.args[0] if exc.args else 0
+        print(f"loader {args.command}: source error: {exc.args[-1] if exc.args else exc}", file=sys.stderr)
+        return EXIT_TRANSIENT if code in _TRANSIENT_MYSQL_CODES else EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"loader {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

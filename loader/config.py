@@ -1,0 +1,281 @@
+"""The one typed configuration: a TOML file plus environment overrides, validated once.
+
+The file comes from ``--config`` or ``LOADER_CONFIG``. Any field can be overridden from the
+environment as ``LOADER__<SECTION>__<FIELD>`` (for example ``LOADER__SOURCE__PORT=3307``);
+the value is read as a TOML value when it parses as one (numbers, booleans, lists), otherwise
+as a plain string. Relative local paths are resolved against the config file's folder, so a
+config works from any current directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loader.errors import ConfigError
+
+ENV_FILE = "LOADER_CONFIG"
+ENV_PREFIX = "LOADER__"
+
+TRANSPORTS = ("server", "files")
+CATALOGS = ("derby", "hive")
+STAGING_SCHEMES = ("file", "s3", "hdfs")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Where the binlog comes from."""
+
+    name: str = "demo"
+    transport: str = "server"
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "loader"
+    password_env: str = "LOADER_SOURCE_PASSWORD"
+    airflow_conn_id: str = ""
+    binlog_dir: str = ""
+    server_id: int = 5401
+
+    def password(self) -> str:
+        """The password from the environment variable named by ``password_env`` ('' if unset)."""
+        return os.environ.get(self.password_env, "") if self.password_env else ""
+
+
+@dataclass(frozen=True)
+class TablesConfig:
+    """Which tables are loaded, and key columns for tables that have no primary key."""
+
+    include: tuple[str, ...] = ("*.*",)
+    exclude: tuple[str, ...] = ()
+    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StagingConfig:
+    """Where the CSV change files and manifests go."""
+
+    uri: str = "staging"
+    gzip: bool = False
+    part_bytes: int = 128 * 1024 * 1024
+    s3_endpoint_url: str = ""
+    aws_conn_id: str = ""
+
+    @property
+    def scheme(self) -> str:
+        """``file``, ``s3`` or ``hdfs``."""
+        return self.uri.split("://", 1)[0] if "://" in self.uri else "file"
+
+
+@dataclass(frozen=True)
+class WarehouseConfig:
+    """The Spark catalog the warehouse tables live in."""
+
+    database: str = "warehouse"
+    catalog: str = "derby"
+    metastore_uri: str = ""
+    dir: str = "warehouse"
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """How Spark jobs are started."""
+
+    master: str = "local[2]"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration, as validated at start."""
+
+    source: SourceConfig = field(default_factory=SourceConfig)
+    tables: TablesConfig = field(default_factory=TablesConfig)
+    staging: StagingConfig = field(default_factory=StagingConfig)
+    warehouse: WarehouseConfig = field(default_factory=WarehouseConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    path: str = ""
+
+
+_SECTIONS: dict[str, type] = {
+    "source": SourceConfig,
+    "tables": TablesConfig,
+    "staging": StagingConfig,
+    "warehouse": WarehouseConfig,
+    "spark": SparkConfig,
+}
+
+
+def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read, override and validate the configuration.
+
+    Args:
+        path: the TOML file; defaults to ``$LOADER_CONFIG``; no file means all defaults.
+        env: the environment to read overrides from (defaults to ``os.environ``).
+
+    Raises:
+        ConfigError: naming the file, the field and the accepted values.
+    """
+    env = os.environ if env is None else env
+    chosen = str(path) if path else env.get(ENV_FILE, "")
+    raw: dict[str, Any] = {}
+    base = Path.cwd()
+    if chosen:
+        p = Path(chosen)
+        try:
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {chosen} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {chosen} is not valid TOML: {exc}") from None
+        base = p.resolve().parent
+    _apply_env(raw, env)
+    return _build(raw, base, chosen)
+
+
+def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, text in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].lower().split("__")
+        if len(parts) != 2:
+            raise ConfigError(f"environment override {name} must look like LOADER__SECTION__FIELD")
+        section, key = parts
+        raw.setdefault(section, {})[key] = _parse_env_value(text)
+
+
+def _parse_env_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _build(raw: Mapping[str, Any], base: Path, where: str) -> Config:
+    origin = where or "defaults"
+    unknown = set(raw) - set(_SECTIONS)
+    if unknown:
+        raise ConfigError(
+            f"{origin}: unknown section [{sorted(unknown)[0]}]; accepted sections: {', '.join(_SECTIONS)}"
+        )
+    sections = {name: _section(cls, raw.get(name, {}), name, origin) for name, cls in _SECTIONS.items()}
+    cfg = Config(**sections, path=where)
+    return _validate(cfg, base, origin)
+
+
+def _section(cls: type, values: Any, name: str, origin: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{origin}: [{name}] must be a table of fields")
+    hints = typing.get_type_hints(cls)
+    accepted = [f.name for f in dataclasses.fields(cls)]
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in hints:
+            raise ConfigError(f"{origin}: unknown field {name}.{key}; accepted fields: {', '.join(accepted)}")
+        kwargs[key] = _coerce(value, hints[key], f"{name}.{key}", origin)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, fq: str, origin: str) -> Any:
+    bad = ConfigError(f"{origin}: {fq} must be {_describe(hint)}, got {value!r}")
+    origin_type = typing.get_origin(hint)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise bad
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    if origin_type is tuple:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise bad
+    if origin_type in (Mapping, dict):
+        if not isinstance(value, Mapping):
+            raise bad
+        _, vt = typing.get_args(hint)
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if typing.get_origin(vt) is tuple:
+                out[str(k)] = _coerce(v, vt, f"{fq}.{k}", origin)
+            else:
+                out[str(k)] = v if isinstance(v, str) else _stringify(v)
+        return out
+    raise bad  # pragma: no cover - a field type this module does not know
+
+
+def _stringify(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _describe(hint: Any) -> str:
+    if hint is bool:
+        return "true or false"
+    if hint is int:
+        return "an integer"
+    if hint is str:
+        return "a string"
+    if typing.get_origin(hint) is tuple:
+        return "a list of strings"
+    return "a table"
+
+
+def _one_of(value: str, accepted: tuple[str, ...], fq: str, origin: str) -> None:
+    if value not in accepted:
+        raise ConfigError(
+            f"{origin}: {fq} = {value!r} is not accepted; accepted values: {', '.join(accepted)}"
+        )
+
+
+def _validate(cfg: Config, base: Path, origin: str) -> Config:
+    src, stg, wh = cfg.source, cfg.staging, cfg.warehouse
+    _one_of(src.transport, TRANSPORTS, "source.transport", origin)
+    if src.transport == "files" and not src.binlog_dir:
+        raise ConfigError(f"{origin}: source.binlog_dir is required when source.transport = 'files'")
+    if not 1 <= src.port <= 65535:
+        raise ConfigError(f"{origin}: source.port must be between 1 and 65535, got {src.port}")
+    if not 1 <= src.server_id < 2**32:
+        raise ConfigError(f"{origin}: source.server_id must be between 1 and 4294967295, got {src.server_id}")
+    if not src.name or "/" in src.name or src.name.startswith("."):
+        raise ConfigError(f"{origin}: source.name {src.name!r} must be a non-empty name without '/'")
+    _one_of(stg.scheme, STAGING_SCHEMES, "staging.uri scheme", origin)
+    if stg.part_bytes < 1024 * 1024:
+        raise ConfigError(f"{origin}: staging.part_bytes must be at least 1048576, got {stg.part_bytes}")
+    _one_of(wh.catalog, CATALOGS, "warehouse.catalog", origin)
+    if wh.catalog == "hive" and not wh.metastore_uri:
+        raise ConfigError(
+            f"{origin}: warehouse.metastore_uri (thrift://host:9083) is required when catalog = 'hive'"
+        )
+    if not wh.database.replace("_", "").isalnum():
+        raise ConfigError(f"{origin}: warehouse.database {wh.database!r} must be letters, digits and '_'")
+    for pattern in (*cfg.tables.include, *cfg.tables.exclude, *cfg.tables.keys):
+        if "." not in pattern:
+            raise ConfigError(
+                f"{origin}: table pattern {pattern!r} must look like schema.table (wildcards * and ?)"
+            )
+
+    staging_uri = stg.uri
+    if stg.scheme == "file":
+        local = stg.uri[len("file://") :] if stg.uri.startswith("file://") else stg.uri
+        staging_uri = "file://" + str((base / local).resolve())
+    binlog_dir = str((base / src.binlog_dir).resolve()) if src.binlog_dir else ""
+    return dataclasses.replace(
+        cfg,
+        source=dataclasses.replace(src, binlog_dir=binlog_dir),
+        staging=dataclasses.replace(stg, uri=staging_uri),
+        warehouse=dataclasses.replace(wh, dir=str((base / wh.dir).resolve())),
+    )

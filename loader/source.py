@@ -1,0 +1,107 @@
+"""SQL access to the source server: connecting, its binlog position and its binlog settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from loader.config import SourceConfig
+from loader.errors import SourceError, TransientError
+from loader.positions import Position
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How to reach the source; built from the config or an Airflow connection."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+
+    def __repr__(self) -> str:  # never print the password
+        return f"Credentials(host={self.host!r}, port={self.port}, user={self.user!r})"
+
+
+def credentials(cfg: SourceConfig) -> Credentials:
+    """Resolve the source's credentials: an Airflow connection when one is named, else the config."""
+    if cfg.airflow_conn_id:
+        from airflow.sdk import BaseHook  # heavy import, only when asked for
+
+        conn = BaseHook.get_connection(cfg.airflow_conn_id)
+        return Credentials(
+            conn.host or cfg.host, int(conn.port or cfg.port), conn.login or cfg.user, conn.password or ""
+        )
+    return Credentials(cfg.host, cfg.port, cfg.user, cfg.password())
+
+
+def connect(creds: Credentials, database: str | None = None, **extra: Any) -> pymysql.connections.Connection:
+    """Open a SQL connection; a refused or timed-out connection is a TransientError."""
+    try:
+        return pymysql.connect(
+            host=creds.host,
+            port=creds.port,
+            user=creds.user,
+            password=creds.password,
+            database=database,
+            charset="utf8mb4",
+            connect_timeout=10,
+            autocommit=True,
+            **extra,
+        )
+    except pymysql.err.OperationalError as exc:
+        code = exc.args[0] if exc.args else 0
+        where = f"{creds.user}@{creds.host}:{creds.port}"
+        if code in (1044, 1045, 1049):
+            raise SourceError(f"source {where} refused the login: {exc.args[-1]}") from None
+        raise TransientError(f"cannot connect to source {where}: {exc.args[-1]}") from None
+
+
+def current_position(conn: pymysql.connections.Connection) -> Position:
+    """The server's current binlog position (end of the last written event).
+
+    MySQL 8.4+ only knows ``SHOW BINARY LOG STATUS``; MariaDB and older MySQL only
+    ``SHOW MASTER STATUS``.
+    """
+    with conn.cursor() as cur:
+        for stmt in ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"):
+            try:
+                cur.execute(stmt)
+            except pymysql.err.ProgrammingError:
+                continue
+            row = cur.fetchone()
+            if not row:
+                raise SourceError("the source has no binary log: start it with log_bin enabled")
+            return Position(str(row[0]), int(row[1]))
+    raise SourceError("the source answers neither SHOW BINARY LOG STATUS nor SHOW MASTER STATUS")
+
+
+REQUIRED_SETTINGS = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
+
+
+def check_binlog_settings(conn: pymysql.connections.Connection) -> dict[str, str]:
+    """Verify the server writes a binlog the loader can read; returns the settings it read.
+
+    Raises:
+        SourceError: naming each setting that is wrong, its value and the value needed.
+    """
+    with conn.cursor() as cur:
+        cur.execute(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+            "('log_bin','binlog_format','binlog_row_image','binlog_row_metadata','server_id',"
+            "'server_uuid','binlog_checksum','version')"
+        )
+        found = {str(k): str(v) for k, v in cur.fetchall()}
+    wrong = [
+        f"{name} = {found.get(name, '<unset>')} (needs {want})"
+        for name, want in REQUIRED_SETTINGS.items()
+        if found.get(name, "").upper() != want
+    ]
+    if wrong:
+        raise SourceError(
+            "the source's binlog cannot be loaded: " + "; ".join(wrong) + " (see infra/mariadb/binlog.cnf)"
+        )
+    return found

@@ -1,0 +1,57 @@
+"""Spark session settings shared by the loader's Spark jobs and the test suite.
+
+One function decides the catalog (embedded Derby or an external Hive metastore), where the
+warehouse and Derby's files go, and the settings that keep logs readable, so that a job and
+its tests run Spark the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loader.config import Config
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+QUIET_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def spark_conf(cfg: Config) -> dict[str, str]:
+    """Every Spark setting the loader's jobs run with, from the config."""
+    wh = cfg.warehouse
+    conf = {
+        **QUIET_CONF,
+        "spark.sql.warehouse.dir": Path(wh.dir, "tables").as_uri(),
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if wh.catalog == "derby":
+        # Without these, Derby's metastore_db and derby.log land in the current folder.
+        derby_home = Path(wh.dir, "metastore")
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={derby_home / 'metastore_db'};create=true"
+        )
+        conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={derby_home}"
+    else:
+        conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
+    conf.update(cfg.spark.conf)
+    return conf
+
+
+def build_session(cfg: Config, app_name: str = "loader") -> SparkSession:
+    """Start (or reuse) the Spark session for this config."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    Path(cfg.warehouse.dir, "metastore").mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
+    for key, value in spark_conf(cfg).items():
+        builder = builder.config(key, value)
+    return builder.enableHiveSupport().getOrCreate()

@@ -1,0 +1,167 @@
+"""Session-scoped fixtures for the real parts: a private MariaDB, a local Spark, an S3 endpoint.
+
+Each starts once per test session on its own free loopback port and temporary folder, and is
+stopped and removed at the end. Tests that use them are marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from loader.config import Config, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+BINLOG_TESTDATA = SHARED / "testdata" / "binlogs"
+MARIADB_SH = ROOT / "infra" / "mariadb" / "mariadb.sh"
+PASSWORD = "loader-test"
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class MariaDB:
+    """The private test server: where it listens and where its binlog files are."""
+
+    host: str
+    port: int
+    datadir: Path
+    password: str
+
+    @property
+    def binlog_dir(self) -> Path:
+        return self.datadir / "binlog"
+
+    def connect(self, user: str = "app", database: str | None = None) -> pymysql.connections.Connection:
+        """A connection as ``app`` (all privileges, for writing test data) or ``loader``."""
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=user,
+            password=self.password,
+            database=database,
+            charset="utf8mb4",
+            autocommit=True,
+        )
+
+    def config(self, tmp: Path, **sections: dict[str, object]) -> Config:
+        """A loader config pointing at this server, with staging and warehouse under ``tmp``."""
+        env = {
+            "LOADER__SOURCE__HOST": self.host,
+            "LOADER__SOURCE__PORT": str(self.port),
+            "LOADER__SOURCE__USER": "loader",
+            "LOADER__SOURCE__PASSWORD_ENV": "LOADER_TEST_PASSWORD",
+            "LOADER__STAGING__URI": str(tmp / "staging"),
+            "LOADER__WAREHOUSE__DIR": str(tmp / "warehouse"),
+        }
+        for section, fields in sections.items():
+            for key, value in fields.items():
+                env[f"LOADER__{section.upper()}__{key.upper()}"] = str(value)
+        os.environ["LOADER_TEST_PASSWORD"] = self.password
+        return load_config(None, env=env)
+
+
+@pytest.fixture(scope="session")
+def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDB]:
+    """A private MariaDB with binlog on (ROW, FULL image, FULL metadata) on a free port."""
+    if not (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()):
+        pytest.fail("mariadbd is not installed: run `make test`, which installs it (infra/install-deps.sh)")
+    datadir = tmp_path_factory.mktemp("mariadb")
+    port = free_port()
+    env = {**os.environ, "LOADER_SOURCE_PASSWORD": PASSWORD}
+    subprocess.run(
+        [str(MARIADB_SH), "start", str(datadir), str(port)], check=True, env=env, capture_output=True
+    )
+    try:
+        yield MariaDB("127.0.0.1", port, datadir, PASSWORD)
+    finally:
+        subprocess.run([str(MARIADB_SH), "stop", str(datadir)], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def spark_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    """A config whose warehouse and Derby metastore live in a temporary folder."""
+    tmp = tmp_path_factory.mktemp("spark")
+    return load_config(
+        None,
+        env={
+            "LOADER__WAREHOUSE__DIR": str(tmp / "warehouse"),
+            "LOADER__WAREHOUSE__DATABASE": "test_wh",
+            "LOADER__SPARK__MASTER": "local[2]",
+            "LOADER__SPARK__CONF": '{ "spark.sql.shuffle.partitions" = "2", "spark.default.parallelism" = "2" }',
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(spark_config: Config) -> Iterator[object]:
+    """One local Spark session (local[2], UI off) for the whole test session."""
+    from loader.spark import build_session
+
+    session = build_session(spark_config, app_name="loader-tests")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server over real HTTP on a free loopback port; returns its endpoint URL."""
+    port = free_port()
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
+    moto = Path(sys.executable).with_name("moto_server")
+    proc = subprocess.Popen(
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=1)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto_server did not start on {url}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty bucket on the S3 endpoint; returns its name."""
+    import boto3
+
+    name = "test-" + request.node.name.lower().replace("_", "-")[:40].strip("-")
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket=name)
+    return name

@@ -1,0 +1,84 @@
+"""The typed config: the example file, environment overrides, and errors that list accepted values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loader.config import load_config
+from loader.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "loader.example.toml"
+
+
+def test_example_config_loads_with_paths_resolved_against_its_folder() -> None:
+    cfg = load_config(EXAMPLE, env={})
+    assert cfg.source.port == 33061
+    assert cfg.source.transport == "server"
+    assert cfg.tables.include == ("demo.*",)
+    assert cfg.staging.uri == "file://" + str(ROOT / ".demo" / "staging")
+    assert cfg.warehouse.dir == str(ROOT / ".demo" / "warehouse")
+    assert cfg.spark.master == "local[2]"
+    assert cfg.spark.conf["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_config_file_comes_from_loader_config_variable() -> None:
+    cfg = load_config(None, env={"LOADER_CONFIG": str(EXAMPLE)})
+    assert cfg.warehouse.database == "demo_wh"
+
+
+def test_environment_overrides_are_typed() -> None:
+    cfg = load_config(
+        EXAMPLE,
+        env={
+            "LOADER__SOURCE__PORT": "3307",
+            "LOADER__TABLES__INCLUDE": '["shop.*", "crm.customers"]',
+            "LOADER__STAGING__URI": "s3://bucket/prefix",
+            "LOADER__STAGING__GZIP": "true",
+        },
+    )
+    assert cfg.source.port == 3307
+    assert cfg.tables.include == ("shop.*", "crm.customers")
+    assert cfg.staging.uri == "s3://bucket/prefix"
+    assert cfg.staging.scheme == "s3"
+    assert cfg.staging.gzip is True
+
+
+def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_SECRET", "s3cr3t")
+    cfg = load_config(EXAMPLE, env={"LOADER__SOURCE__PASSWORD_ENV": "MY_SECRET"})
+    assert cfg.source.password() == "s3cr3t"
+    assert "s3cr3t" not in repr(cfg)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"LOADER__SOURCE__TRANSPORT": "kafka"}, "accepted values: server, files"),
+        ({"LOADER__WAREHOUSE__CATALOG": "glue"}, "accepted values: derby, hive"),
+        ({"LOADER__STAGING__URI": "gs://b/p"}, "accepted values: file, s3, hdfs"),
+        ({"LOADER__SOURCE__PORT": "many"}, "source.port must be an integer"),
+        ({"LOADER__SOURCE__COLOUR": "red"}, "accepted fields: name, transport, host"),
+        ({"LOADER__SOURCE__TRANSPORT": "files"}, "source.binlog_dir is required"),
+        ({"LOADER__WAREHOUSE__CATALOG": "hive"}, "metastore_uri"),
+        ({"LOADER__TABLES__INCLUDE": '["customers"]'}, "must look like schema.table"),
+    ],
+)
+def test_invalid_values_fail_naming_field_and_accepted_values(override: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")) as info:
+        load_config(EXAMPLE, env=override)
+    assert str(EXAMPLE) in str(info.value)
+
+
+def test_unknown_section_and_bad_toml_are_reported(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[sources]\nhost = 'x'\n")
+    with pytest.raises(ConfigError, match=r"unknown section \[sources\]; accepted sections: source, tables"):
+        load_config(bad, env={})
+    bad.write_text("[source\n")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_config(bad, env={})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.toml", env={})

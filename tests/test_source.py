@@ -1,0 +1,108 @@
+"""The private MariaDB: binlog settings, positions, and the demo workload against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loader import source
+from loader.errors import SourceError
+from loader.positions import Position
+from tests.conftest import MariaDB
+
+pytestmark = pytest.mark.integration
+LOADER = str(Path(sys.executable).with_name("loader"))
+
+
+def creds(db: MariaDB, user: str = "loader") -> source.Credentials:
+    return source.Credentials(db.host, db.port, user, db.password)
+
+
+def test_private_server_has_row_binlog_with_full_images_and_metadata(mariadb: MariaDB) -> None:
+    assert mariadb.port != 3306
+    conn = source.connect(creds(mariadb))
+    try:
+        settings = source.check_binlog_settings(conn)
+    finally:
+        conn.close()
+    assert settings["binlog_format"] == "ROW"
+    assert settings["binlog_row_image"] == "FULL"
+    assert settings["binlog_row_metadata"] == "FULL"
+    assert (mariadb.binlog_dir / "mysql-bin.index").exists()
+
+
+def test_position_advances_with_each_committed_write(mariadb: MariaDB) -> None:
+    app = mariadb.connect()
+    try:
+        with app.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS t_pos")
+            cur.execute("CREATE TABLE IF NOT EXISTS t_pos.t (id INT PRIMARY KEY, v VARCHAR(10))")
+            before = source.current_position(app)
+            cur.execute("REPLACE INTO t_pos.t VALUES (1, 'x')")
+            after = source.current_position(app)
+    finally:
+        app.close()
+    assert after > before
+    binlog = mariadb.binlog_dir / after.file
+    assert binlog.stat().st_size == after.pos
+
+
+def test_statement_format_is_refused_with_a_clear_error(mariadb: MariaDB) -> None:
+    app = mariadb.connect()
+    try:
+        with app.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_format = 'STATEMENT'")
+        conn = source.connect(creds(mariadb))
+        try:
+            with pytest.raises(SourceError, match=r"binlog_format = STATEMENT \(needs ROW\)"):
+                source.check_binlog_settings(conn)
+        finally:
+            conn.close()
+    finally:
+        with app.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_format = 'ROW'")
+        app.close()
+
+
+def test_wrong_password_is_a_terminal_error(mariadb: MariaDB) -> None:
+    with pytest.raises(SourceError, match="refused the login"):
+        source.connect(source.Credentials(mariadb.host, mariadb.port, "loader", "wrong"))
+
+
+def test_demo_writes_changes_and_reports_their_binlog_range(mariadb: MariaDB, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "LOADER_SOURCE_PASSWORD": mariadb.password,
+        "LOADER__SOURCE__PORT": str(mariadb.port),
+        "LOADER__STAGING__URI": str(tmp_path / "staging"),
+    }
+    example = Path(__file__).resolve().parents[1] / "loader.example.toml"
+    out = subprocess.run(
+        [LOADER, "demo", "--config", str(example), "--output", "json", "--rows", "8"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    start, end = Position.parse(summary["start"]), Position.parse(summary["end"])
+    assert start < end
+    assert summary["inserts"] == 8 + 2 * 3 + 4
+    assert summary["deletes"] == 3
+
+    conn = mariadb.connect(database="demo")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM customers WHERE email = 'rolled.back@example.com'")
+            assert cur.fetchone()[0] == 0
+            cur.execute("SELECT COUNT(*) FROM order_lines")
+            assert cur.fetchone()[0] == 2 * 3 - 1
+            assert source.current_position(conn) == end
+    finally:
+        conn.close()
