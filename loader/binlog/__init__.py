@@ -1,0 +1,1 @@
+"""Binlog decoding: events, column values, transactions, and the transports that read them."""

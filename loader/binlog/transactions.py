@@ -1,0 +1,272 @@
+"""Events to committed transactions, with seqno, row_id and commit time (DESIGN.md section 2).
+
+A transaction starts at a GTID (MySQL, MariaDB) or BEGIN and ends at its Xid or COMMIT; a
+statement outside BEGIN (DDL, or a non-transactional write) is a transaction of its own; a
+group that ends in ROLLBACK yields nothing. Rows are decoded only for the tables the filter
+selects; other tables' rows are passed over undecoded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from loader.binlog import events as ev
+from loader.binlog.parser import BinlogParser
+from loader.binlog.rowplan import Row, TablePlan, compile_plan
+from loader.binlog.schema import SchemaProvider
+from loader.binlog.transport import RawEvent
+from loader.errors import DecodeError, LoaderError
+from loader.positions import Position, seqno_of
+
+TableFilter = Callable[[str, str], bool]
+
+
+class IncidentError(LoaderError):
+    """The server wrote an incident event: it lost changes at this point of the log."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowsBatch:
+    """The rows of one rows event: a table, an op, and (before, after) images in order."""
+
+    table: TablePlan
+    op: str  # I, U or D as decoded (an update is split into D then I downstream)
+    rows: list[tuple[Row | None, Row | None]]
+    first_row_id: int
+    position: Position
+
+    def row_ids(self) -> Iterator[int]:
+        """The row_id of each row: updates take two (their D and their I)."""
+        step = 2 if self.op == "U" else 1
+        return iter(range(self.first_row_id, self.first_row_id + step * len(self.rows), step))
+
+    @property
+    def change_count(self) -> int:
+        return len(self.rows) * (2 if self.op == "U" else 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """A statement logged as a query (DDL, TRUNCATE, ...), with where it was written."""
+
+    schema: str
+    query: str
+    position: Position
+
+
+@dataclass(slots=True)
+class Transaction:
+    """A committed transaction."""
+
+    start: Position
+    end: Position  # end of the commit event: where the next transaction starts
+    seqno: int
+    commit_ts: int  # microseconds since the epoch, UTC
+    gtid: str
+    batches: list[RowsBatch] = field(default_factory=list)
+    statements: list[Statement] = field(default_factory=list)
+
+    @property
+    def change_count(self) -> int:
+        return sum(b.change_count for b in self.batches)
+
+
+_BEGIN = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|XA\s+START)\b", re.I)
+_COMMIT = re.compile(r"^\s*COMMIT\b", re.I)
+_ROLLBACK = re.compile(r"^\s*ROLLBACK\s*$", re.I)
+_SAVEPOINT = re.compile(r"^\s*(SAVEPOINT|ROLLBACK\s+TO|RELEASE\s+SAVEPOINT|XA\s+END)\b", re.I)
+_XA_COMMIT = re.compile(r"^\s*XA\s+(COMMIT|ROLLBACK)\b", re.I)
+
+
+@dataclass(slots=True)
+class _Open:
+    start: Position
+    gtid: str = ""
+    commit_ts: int = 0
+    began: bool = False
+    standalone: bool = False
+    batches: list[RowsBatch] = field(default_factory=list)
+    statements: list[Statement] = field(default_factory=list)
+    row_id: int = 0
+
+
+class TransactionReader:
+    """Turns a stream of raw events into committed transactions.
+
+    Args:
+        table_filter: which tables' rows to decode (others are skipped undecoded).
+        schema: where to read table schemas when table maps lack full metadata.
+        strict: refuse values that cannot be decoded exactly (see ``rowplan.compile_plan``).
+    """
+
+    def __init__(
+        self,
+        table_filter: TableFilter | None = None,
+        schema: SchemaProvider | None = None,
+        strict: bool = True,
+    ) -> None:
+        self.parser = BinlogParser()
+        self.table_filter = table_filter
+        self.schema = schema
+        self.strict = strict
+        # Plans by table map record (the parser hands out the same record for the same bytes).
+        self._plans: dict[int, tuple[ev.TableMap, TablePlan | None]] = {}
+        self._open: _Open | None = None
+        self.file = ""
+        self.last_position: Position | None = None  # end of the last event read
+
+    def read(self, raw_events: Iterable[RawEvent]) -> Iterator[Transaction]:
+        """Yield each committed transaction of the stream, in log order."""
+        for raw in raw_events:
+            if raw.file != self.file:
+                self.file = raw.file
+                self.parser.file = raw.file
+            event = self.parser.parse(raw.data, raw.pos)
+            if raw.artificial:
+                continue
+            end = Position(raw.file, raw.pos + len(raw.data))
+            self.last_position = end
+            yield from self._handle(event, Position(raw.file, raw.pos), end)
+        if self._open is not None and (self._open.began or self._open.batches):
+            self._open = None
+
+    @property
+    def in_transaction(self) -> bool:
+        """An unfinished transaction was left open by the last event read."""
+        return self._open is not None
+
+    def _handle(self, event: ev.Event, pos: Position, end: Position) -> Iterator[Transaction]:
+        body = event.body
+        h = event.header
+        if isinstance(body, ev.Rows):
+            self._rows(body, pos)
+        elif isinstance(body, ev.Xid):
+            yield from self._commit(end, h.timestamp)
+        elif isinstance(body, ev.Query):
+            yield from self._query(body, pos, end, h.timestamp)
+        elif isinstance(body, ev.Gtid):
+            self._start(pos).gtid = body.text()
+            self._open_tx().commit_ts = body.original_commit_ts
+        elif isinstance(body, ev.MariaGtid):
+            tx = self._start(pos)
+            tx.gtid = body.text(h.server_id)
+            tx.standalone = body.standalone
+        elif isinstance(body, ev.TransactionPayload):
+            yield from self._payload(body, pos, end)
+        elif isinstance(body, ev.XaPrepare):
+            if not body.one_phase:
+                raise DecodeError(
+                    "XA PREPARE: two-phase XA transactions are not supported (their rows commit later)",
+                    str(pos),
+                    "XA_PREPARE",
+                )
+            yield from self._commit(end, h.timestamp)
+        elif isinstance(body, ev.Incident):
+            raise IncidentError(
+                f"{pos}: incident event {body.code} ({body.message or 'no message'}): the server lost "
+                "changes here; load the affected tables again with a new initial load"
+            )
+        elif isinstance(body, ev.FormatDescription):
+            self._plans.clear()
+
+    def _start(self, pos: Position) -> _Open:
+        self._open = _Open(start=pos)
+        return self._open
+
+    def _open_tx(self) -> _Open:
+        assert self._open is not None
+        return self._open
+
+    def _query(self, q: ev.Query, pos: Position, end: Position, timestamp: int) -> Iterator[Transaction]:
+        text = q.query
+        if _BEGIN.match(text):
+            (self._open or self._start(pos)).began = True
+            return
+        if _COMMIT.match(text):
+            yield from self._commit(end, timestamp)
+            return
+        if _ROLLBACK.match(text):
+            self._open = None
+            return
+        current = self._open
+        if current is not None and current.began and not _XA_COMMIT.match(text):
+            if not _SAVEPOINT.match(text):
+                current.statements.append(Statement(q.schema, text, pos))
+            return
+        # A statement of its own: DDL, TRUNCATE, XA COMMIT of a prepared transaction, ...
+        (current or self._start(pos)).statements.append(Statement(q.schema, text, pos))
+        # The statement may have changed any table: compile plans again from fresh schemas.
+        self._plans.clear()
+        if self.schema is not None and q.schema:
+            self.schema.invalidate(q.schema)
+        yield from self._commit(end, timestamp)
+
+    def _rows(self, rows: ev.Rows, pos: Position) -> None:
+        tx = self._open or self._start(pos)
+        plan = self._plan(rows.table_id, pos)
+        if plan is not None:
+            decoded = plan.decode(rows, str(pos))
+            batch = RowsBatch(plan, rows.kind, decoded, tx.row_id, pos)
+            tx.batches.append(batch)
+            tx.row_id += batch.change_count
+
+    def _plan(self, table_id: int, pos: Position) -> TablePlan | None:
+        tm = self.parser.tables.get(table_id)
+        if tm is None:
+            raise DecodeError(f"rows event for table id {table_id} without a table map before it", str(pos))
+        cached = self._plans.get(id(tm))
+        if cached is not None and cached[0] is tm:
+            return cached[1]
+        plan: TablePlan | None = None
+        if self.table_filter is None or self.table_filter(tm.schema, tm.table):
+            source = None
+            if self.schema is not None and not tm.has_full_metadata:
+                source = self.schema.get(tm.schema, tm.table)
+                if source is None and self.strict:
+                    raise DecodeError(f"table {tm.qualified} is not in the source schema", str(pos))
+            try:
+                plan = compile_plan(tm, source, strict=self.strict, mariadb=self.parser.fde.is_mariadb)
+            except DecodeError as exc:
+                raise DecodeError(exc.message, str(pos), "TABLE_MAP") from None
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[id(tm)] = (tm, plan)
+        return plan
+
+    def _commit(self, end: Position, timestamp: int) -> Iterator[Transaction]:
+        tx = self._open
+        self._open = None
+        if tx is None:
+            return
+        yield Transaction(
+            start=tx.start,
+            end=end,
+            seqno=seqno_of(end.file, end.pos),
+            commit_ts=tx.commit_ts or timestamp * 1_000_000,
+            gtid=tx.gtid,
+            batches=tx.batches,
+            statements=tx.statements,
+        )
+
+    def _payload(self, payload: ev.TransactionPayload, pos: Position, end: Position) -> Iterator[Transaction]:
+        """Inner events of a compressed transaction: no CRC32, positions of the outer event."""
+        data = payload.payload
+        off = 0
+        while off < len(data):
+            if off + 19 > len(data):
+                raise DecodeError(
+                    "transaction payload ends inside an event header", str(pos), "TRANSACTION_PAYLOAD"
+                )
+            size = int.from_bytes(data[off + 9 : off + 13], "little")
+            if size < 19 or off + size > len(data):
+                raise DecodeError(
+                    f"inner event of {size} bytes runs past the transaction payload",
+                    str(pos),
+                    "TRANSACTION_PAYLOAD",
+                )
+            inner = self.parser.parse(data[off : off + size], pos.pos, in_payload=True)
+            off += size
+            # Every inner event sits at the outer event's position; the commit ends where it ends.
+            yield from self._handle(inner, pos, end)
