@@ -166,6 +166,10 @@ class BinlogFiles:
                 return
             yield RawEvent(name, pos, raw)
             typ = raw[4]
+            pos += len(raw)
+            if typ == EventType.ROTATE and pos < os.fstat(f.fileno()).st_size:
+                # A relay log carries its source's rotate events in the middle of the file.
+                continue
             if typ == EventType.ROTATE:
                 body_end = len(raw) - (4 if checksum else 0)
                 yield raw[HEADER_LEN + 8 : body_end].decode("utf-8")
@@ -173,7 +177,6 @@ class BinlogFiles:
             if typ == EventType.STOP:
                 yield ""
                 return
-            pos += len(raw)
 
 
 def _read_event(f: BinaryIO, name: str, pos: int) -> bytes | None:

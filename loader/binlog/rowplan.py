@@ -395,7 +395,12 @@ def _resolve(tm: TableMap, col: Column, src: SourceColumn | None, *, strict: boo
             )
     unsigned = col.unsigned if col.unsigned is not None else (src.unsigned if src else None)
     charset: str | None = None
-    if real in (ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING, ColumnType.BLOB):
+    if real in (ColumnType.ENUM, ColumnType.SET):
+        if col.collation is not None:
+            charset = _charset_name(tm, name, col.collation)
+        elif src is not None:
+            charset = src.charset
+    elif real in (ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING, ColumnType.BLOB):
         if col.collation is not None:
             charset = None if col.collation == BINARY_COLLATION else _charset_name(tm, name, col.collation)
         elif src is not None:
@@ -491,9 +496,10 @@ def _reader(
             return temporal.timestamp2_reader(col.meta)
         if t in (ColumnType.VARCHAR, ColumnType.VAR_STRING):
             return strings.varchar_reader(col.meta, _codec(tm, pc))
-        if t in (ColumnType.STRING, ColumnType.ENUM, ColumnType.SET):
-            binary = pc.charset is None
-            return strings.string_column_reader(col.meta, _codec(tm, pc), pc.labels, binary)[1]
+        if t in (ColumnType.ENUM, ColumnType.SET):
+            return strings.string_column_reader(col.meta, None, pc.labels, False)[1]
+        if t == ColumnType.STRING:
+            return strings.string_column_reader(col.meta, _codec(tm, pc), None, pc.charset is None)[1]
         if t in (ColumnType.BLOB, ColumnType.GEOMETRY, ColumnType.VECTOR):
             return strings.blob_reader(col.meta, _codec(tm, pc) if t == ColumnType.BLOB else None)
         if t == ColumnType.JSON:
