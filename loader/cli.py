@@ -10,9 +10,12 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,7 +24,8 @@ import pymysql
 
 from loader import __version__
 from loader.config import Config, load_config
-from loader.errors import LoaderError
+from loader.errors import ConfigError, LoaderError
+from loader.positions import Position
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRANSIENT = 0, 1, 2, 3
 
@@ -94,6 +98,71 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def _binlog_range(args: argparse.Namespace, cfg: Config, transport: object) -> tuple[Position, Position]:
+    """The start and end positions a binlog command was asked for, with their defaults."""
+    from loader import source
+    from loader.binlog.files import BinlogFiles
+
+    if isinstance(transport, BinlogFiles):
+        first, last = transport.first_position(), transport.end_position()
+    else:
+        conn = source.connect(source.credentials(cfg.source))
+        try:
+            last = source.current_position(conn)
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                first = Position(str(cur.fetchone()[0]), 4)
+        finally:
+            conn.close()
+    start = first
+    if args.start:
+        start = Position.parse(args.start)
+    elif args.lognum is not None:
+        start = Position.from_lognum(first.file.rsplit(".", 1)[0], args.lognum, args.logpos or 4)
+    elif args.logpos is not None:
+        raise ConfigError("--logpos needs --lognum")
+    end = Position.parse(args.end) if args.end else last
+    return start, end
+
+
+def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
+    """Print the decoded changes between two positions, from files or from the server."""
+    from loader.binlog import show
+    from loader.binlog.reader import open_transport, read_transactions, source_schema
+    from loader.binlog.server import BinlogServer
+    from loader.source import credentials
+    from loader.tables import TableSelector
+
+    transport = open_transport(cfg.source, args.file)
+    start, end = _binlog_range(args, cfg, transport)
+    if args.tables:
+        selector = TableSelector(tuple(args.tables))
+    elif args.config or os.environ.get("LOADER_CONFIG"):
+        selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    else:
+        selector = TableSelector()
+    render = show.jsonl if args.format == "jsonl" else show.text
+    started = time.monotonic()
+    txs = changes = 0
+    with contextlib.ExitStack() as stack:
+        schema = None
+        if isinstance(transport, BinlogServer):
+            schema = stack.enter_context(source_schema(credentials(cfg.source)))
+        for tx in read_transactions(
+            transport, start, end, selector, schema, strict=schema is not None, allow_partial_end=True
+        ):
+            txs += 1
+            changes += tx.change_count
+            for line in render(tx):
+                print(line)
+    print(
+        f"binlog show: [{start}, {end}): {txs} transactions, {changes} change rows, "
+        f"{time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; one sub-parser per subcommand."""
     parser = argparse.ArgumentParser(
@@ -119,6 +188,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of this round of writes")
     p.add_argument("--rows", type=int, default=20, help="rows inserted per table and round")
     p.add_argument("--writer", default="app", help="account that writes the demo data (same password)")
+
+    binlog = sub.add_parser("binlog", help="read the binlog")
+    binlog_sub = binlog.add_subparsers(dest="binlog_command", metavar="COMMAND", required=True)
+    p = binlog_sub.add_parser(
+        "show",
+        parents=[common],
+        help="print decoded changes between two positions",
+        description="Print decoded row changes like mysqlbinlog -v, from binlog files or the source server.",
+    )
+    p.set_defaults(func=cmd_binlog_show)
+    p.add_argument(
+        "--file", help="a binlog file, the folder holding them, or their .index (default: the source)"
+    )
+    p.add_argument("--from", dest="start", metavar="FILE:POS", help="start position (default: the oldest)")
+    p.add_argument("--to", dest="end", metavar="FILE:POS", help="end position (default: the current end)")
+    p.add_argument("--lognum", type=int, help="start file number (with --logpos)")
+    p.add_argument("--logpos", type=int, help="start offset in that file (default 4)")
+    p.add_argument("--format", choices=("text", "jsonl"), default="text", help="output format")
+    p.add_argument(
+        "--tables", nargs="+", metavar="PATTERN", help="schema.table patterns (default: the config's)"
+    )
     return parser
 
 
@@ -140,6 +230,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.args[0] if exc.args else 0
         print(f"loader {args.command}: source error: {exc.args[-1] if exc.args else exc}", file=sys.stderr)
         return EXIT_TRANSIENT if code in _TRANSIENT_MYSQL_CODES else EXIT_ERROR
+    except BrokenPipeError:
+        # The reader of our output went away (| head): not an error of ours.
+        sys.stderr.close()
+        return EXIT_OK
     except KeyboardInterrupt:
         print(f"loader {args.command}: interrupted", file=sys.stderr)
         return 130

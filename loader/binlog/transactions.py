@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from loader.binlog import events as ev
+from loader.binlog.constants import ColumnType, EventType
 from loader.binlog.parser import BinlogParser
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
@@ -73,6 +74,7 @@ class Transaction:
         return sum(b.change_count for b in self.batches)
 
 
+_OLD_TEMPORAL = frozenset({ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP})
 _BEGIN = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|XA\s+START)\b", re.I)
 _COMMIT = re.compile(r"^\s*COMMIT\b", re.I)
 _ROLLBACK = re.compile(r"^\s*ROLLBACK\s*$", re.I)
@@ -123,19 +125,20 @@ class TransactionReader:
             if raw.file != self.file:
                 self.file = raw.file
                 self.parser.file = raw.file
-            event = self.parser.parse(raw.data, raw.pos)
             if raw.artificial:
+                # Only a re-sent format description matters: it says how to read what follows.
+                if raw.data[4] == EventType.FORMAT_DESCRIPTION:
+                    self.parser.parse(raw.data, raw.pos)
                 continue
+            event = self.parser.parse(raw.data, raw.pos)
             end = Position(raw.file, raw.pos + len(raw.data))
             self.last_position = end
             yield from self._handle(event, Position(raw.file, raw.pos), end)
-        if self._open is not None and (self._open.began or self._open.batches):
-            self._open = None
 
     @property
-    def in_transaction(self) -> bool:
-        """An unfinished transaction was left open by the last event read."""
-        return self._open is not None
+    def open_since(self) -> Position | None:
+        """Where the transaction left unfinished by the last event read started, if one was."""
+        return self._open.start if self._open is not None else None
 
     def _handle(self, event: ev.Event, pos: Position, end: Position) -> Iterator[Transaction]:
         body = event.body
@@ -222,7 +225,7 @@ class TransactionReader:
         plan: TablePlan | None = None
         if self.table_filter is None or self.table_filter(tm.schema, tm.table):
             source = None
-            if self.schema is not None and not tm.has_full_metadata:
+            if self.schema is not None and (not tm.has_full_metadata or self._needs_fsp(tm)):
                 source = self.schema.get(tm.schema, tm.table)
                 if source is None and self.strict:
                     raise DecodeError(f"table {tm.qualified} is not in the source schema", str(pos))
@@ -234,6 +237,10 @@ class TransactionReader:
             self._plans.clear()
         self._plans[id(tm)] = (tm, plan)
         return plan
+
+    def _needs_fsp(self, tm: ev.TableMap) -> bool:
+        """MariaDB's pre-10.1 temporal columns hide their precision even from full metadata."""
+        return self.parser.fde.is_mariadb and any(c.type in _OLD_TEMPORAL for c in tm.columns)
 
     def _commit(self, end: Position, timestamp: int) -> Iterator[Transaction]:
         tx = self._open

@@ -1,0 +1,65 @@
+"""The binlog reader as the rest of the loader uses it: a transport chosen by the config, and
+committed transactions between two positions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from loader.binlog.files import BinlogFiles
+from loader.binlog.schema import InformationSchema, SchemaProvider
+from loader.binlog.server import BinlogServer
+from loader.binlog.transactions import TableFilter, Transaction, TransactionReader
+from loader.binlog.transport import Transport
+from loader.config import SourceConfig
+from loader.errors import DecodeError
+from loader.positions import Position
+from loader.source import Credentials, connect, credentials
+
+
+def open_transport(cfg: SourceConfig, location: str | None = None) -> Transport:
+    """Files (``location``, or ``binlog_dir`` when the transport is ``files``) or the server."""
+    if location:
+        return BinlogFiles(location)
+    if cfg.transport == "files":
+        return BinlogFiles(cfg.binlog_dir)
+    return BinlogServer(credentials(cfg), cfg.server_id)
+
+
+@contextmanager
+def source_schema(creds: Credentials) -> Iterator[SchemaProvider]:
+    """Table schemas read from the source's information_schema, on a connection of their own."""
+    conn = connect(creds)
+    try:
+        yield InformationSchema(conn)
+    finally:
+        conn.close()
+
+
+def read_transactions(
+    transport: Transport,
+    start: Position,
+    end: Position | None,
+    table_filter: TableFilter | None = None,
+    schema: SchemaProvider | None = None,
+    strict: bool = True,
+    allow_partial_end: bool = False,
+) -> Iterator[Transaction]:
+    """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
+
+    Raises:
+        DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
+            that transaction is left out).
+    """
+    reader = TransactionReader(table_filter=table_filter, schema=schema, strict=strict)
+    try:
+        yield from reader.read(transport.events(start, end))
+    finally:
+        transport.close()
+    since = reader.open_since
+    if since is not None and end is not None and not allow_partial_end:
+        raise DecodeError(
+            f"the end position {end} is inside the transaction that starts at {since}; "
+            "an interval must end on a transaction boundary",
+            str(end),
+        )
