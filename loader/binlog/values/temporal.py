@@ -87,14 +87,16 @@ def time2_reader(fsp: int) -> Reader:
             return time_packed_text(packed, fsp), off + 6
         intpart = int.from_bytes(buf[off : off + 3], "big") - TIMEF_INT_OFS
         frac = 0
+        # The fraction is unsigned here, counted back from the next second for negative times
+        # (my_time_packed_from_binary).
         if fsp in (1, 2):
-            frac = _read_frac_be(buf, off + 3, fsp, signed=True)
+            frac = _read_frac_be(buf, off + 3, fsp, signed=False)
             if intpart < 0 and frac:
                 intpart += 1
                 frac -= 0x100
             frac *= 10000
         elif fsp in (3, 4):
-            frac = _read_frac_be(buf, off + 3, fsp, signed=True)
+            frac = _read_frac_be(buf, off + 3, fsp, signed=False)
             if intpart < 0 and frac:
                 intpart += 1
                 frac -= 0x10000

@@ -1,0 +1,410 @@
+"""Every column type family written to the private MariaDB, read back from the binlog over both
+transports, and compared value by value with what SELECT returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from loader.binlog.files import BinlogFiles
+from loader.binlog.reader import read_transactions
+from loader.binlog.schema import InformationSchema
+from loader.binlog.server import BinlogServer
+from loader.binlog.transactions import Transaction
+from loader.errors import DecodeError, SourceError
+from loader.positions import Position
+from loader.source import Credentials, current_position
+from loader.tables import TableSelector
+from tests.conftest import MariaDB
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = "types_test"
+BIG_BLOB = bytes(range(256)) * 300  # 76,800 bytes: past the 64 KB of a BLOB's 2-byte length
+
+TABLES = {
+    "ints": """(
+        id INT PRIMARY KEY, t TINYINT, tu TINYINT UNSIGNED, s SMALLINT, su SMALLINT UNSIGNED,
+        m MEDIUMINT, mu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, b BIGINT, bu BIGINT UNSIGNED,
+        y YEAR, bit1 BIT(1), bit13 BIT(13), bit64 BIT(64))""",
+    "nums": """(
+        id INT PRIMARY KEY, f FLOAT, d DOUBLE, d52 DECIMAL(5,2), d6530 DECIMAL(65,30),
+        d180 DECIMAL(18,0), d1010 DECIMAL(10,10), d389 DECIMAL(38,9))""",
+    "temporal": """(
+        id INT PRIMARY KEY, dt DATE, t0 TIME, t3 TIME(3), t6 TIME(6), dt0 DATETIME, dt1 DATETIME(1),
+        dt6 DATETIME(6), ts0 TIMESTAMP NULL, ts3 TIMESTAMP(3) NULL, ts6 TIMESTAMP(6) NULL)""",
+    "strs": """(
+        id INT PRIMARY KEY, c CHAR(10), v VARCHAR(300), v1 VARCHAR(10) CHARACTER SET latin1,
+        u3 VARCHAR(20) CHARACTER SET utf8mb3, vb VARBINARY(20), bn BINARY(8), txt TEXT,
+        mt MEDIUMTEXT, tb TINYBLOB, lb LONGBLOB, e ENUM('a','b','ç'), st SET('x','y','z'), j JSON,
+        g GEOMETRY NULL) DEFAULT CHARSET=utf8mb4""",
+}
+
+ROWS: dict[str, list[tuple[Any, ...]]] = {
+    "ints": [
+        (1, -128, 0, -32768, 0, -8388608, 0, -2147483648, 0, -(2**63), 0, 1901, 0, 0, 0),
+        (
+            2,
+            127,
+            255,
+            32767,
+            65535,
+            8388607,
+            16777215,
+            2147483647,
+            4294967295,
+            2**63 - 1,
+            2**64 - 1,
+            2155,
+            1,
+            8191,
+            2**64 - 1,
+        ),
+        (3, 0, 1, -1, 1, -1, 1, -1, 1, -1, 1, 2000, 1, 4096, 2**63),
+        (4, *([None] * 14)),
+    ],
+    "nums": [
+        (
+            1,
+            1.5,
+            1.7976931348623157e308,
+            Decimal("999.99"),
+            Decimal("-" + "9" * 35 + "." + "9" * 30),
+            Decimal("999999999999999999"),
+            Decimal("0.0000000001"),
+            Decimal("-12345678901234567890123456789.123456789"),
+        ),
+        (
+            2,
+            -1024.125,
+            -2.2250738585072014e-308,
+            Decimal("-999.99"),
+            Decimal("0.000000000000000000000000000001"),
+            Decimal("-999999999999999999"),
+            Decimal("-0.9999999999"),
+            Decimal("0.000000001"),
+        ),
+        (3, 0.0, 0.1, Decimal("0.00"), Decimal("0E-30"), Decimal("0"), Decimal("0E-10"), Decimal("1")),
+        (4, *([None] * 7)),
+    ],
+    "temporal": [
+        (
+            1,
+            "1000-01-01",
+            "-838:59:59",
+            "-838:59:59.000",
+            "-838:59:59.000000",
+            "1000-01-01 00:00:00",
+            "1000-01-01 00:00:00.0",
+            "1000-01-01 00:00:00.000000",
+            "1970-01-01 00:00:01",
+            "1970-01-01 00:00:01.000",
+            "1970-01-01 00:00:01.000001",
+        ),
+        (
+            2,
+            "9999-12-31",
+            "838:59:59",
+            "838:59:59.999",
+            "838:59:59.999999",
+            "9999-12-31 23:59:59",
+            "9999-12-31 23:59:59.9",
+            "9999-12-31 23:59:59.999999",
+            "2038-01-19 03:14:07",
+            "2038-01-19 03:14:07.999",
+            "2038-01-19 03:14:07.999999",
+        ),
+        (
+            3,
+            "0000-00-00",
+            "00:00:00",
+            "-00:00:00.500",
+            "-00:00:01.000001",
+            "0000-00-00 00:00:00",
+            "2024-02-29 12:34:56.7",
+            "2024-02-29 12:34:56.000007",
+            "0000-00-00 00:00:00",
+            "2024-02-29 12:34:56.123",
+            "2024-02-29 12:34:56.123456",
+        ),
+        (4, *([None] * 10)),
+    ],
+    "strs": [
+        (1, "", "", "", "", b"", b"", "", "", b"", b"", "a", "", "[]", None),
+        (
+            2,
+            "ñandú🚀",
+            "x" * 300,
+            "café€",
+            "日本語",
+            b"\x00\x01\xff",
+            b"\x01\x00\x00",
+            "línea 1\nlínea 2\r\n",
+            "'quoted' \"double\" \\back\\ ,comma",
+            bytes(range(255)),
+            BIG_BLOB,
+            "ç",
+            "x,z",
+            '{"k": [1, 2.5, "ü"], "n": null}',
+            "POINT(1 2)",
+        ),
+        (
+            3,
+            "\\N",
+            "null",
+            "NULL",
+            "\t",
+            b"\\N",
+            b"\x00" * 8,
+            "😀" * 1000,
+            "x" * 70000,
+            b"\x00",
+            b"",
+            "b",
+            "x,y,z",
+            '"text"',
+            "LINESTRING(0 0,1 1,2 5)",
+        ),
+        (4, *([None] * 14)),
+    ],
+}
+
+UPDATES = {
+    "ints": "UPDATE ints SET t = t + 1, bu = 18446744073709551614, bit64 = 1 WHERE id = 1",
+    "nums": "UPDATE nums SET d52 = -d52, f = 2.5 WHERE id IN (1, 2)",
+    "temporal": "UPDATE temporal SET t6 = '12:00:00.5', ts6 = '2001-02-03 04:05:06.070809' WHERE id = 3",
+    "strs": "UPDATE strs SET v = CONCAT(v, '!'), lb = REPEAT('z', 100000), e = 'b' WHERE id IN (2, 3)",
+}
+
+SELECT_AS_TEXT = {"dt", "t0", "t3", "t6", "dt0", "dt1", "dt6", "ts0", "ts3", "ts6"}
+
+
+def _select(conn: Any, table: str) -> dict[int, tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM {SCHEMA}.{table} LIMIT 0")
+        names = [d[0] for d in cur.description]
+        cols = ", ".join(
+            f"CAST({n} AS CHAR)" if n in SELECT_AS_TEXT else (f"ST_AsBinary({n})" if n == "g" else n)
+            for n in names
+        )
+        cur.execute(f"SELECT {cols} FROM {SCHEMA}.{table} ORDER BY id")
+        return {row[0]: row for row in cur.fetchall()}
+
+
+def _normal(table: str, name: str, value: Any) -> Any:
+    """A decoded value in the form SELECT returned it in."""
+    if value is None:
+        return None
+    if name.startswith("bit"):
+        return value
+    if name == "f":
+        # SELECT prints a FLOAT with 6 significant digits; the binlog holds the exact float32.
+        return float(f"{value:.6g}")
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if name == "g":
+        return value[4:]  # the stored value is SRID + WKB; ST_AsBinary gives the WKB
+    return value
+
+
+def _selected(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if name.startswith("bit"):
+        return int.from_bytes(value, "big")
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return value
+
+
+@pytest.fixture(scope="module")
+def workload(mariadb: MariaDB) -> Iterator[dict[str, Any]]:
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00', sql_mode = ''")
+        cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
+        cur.execute(f"CREATE DATABASE {SCHEMA}")
+        cur.execute(f"USE {SCHEMA}")
+        for name, ddl in TABLES.items():
+            cur.execute(f"CREATE TABLE {name} {ddl}")
+        start = current_position(conn)
+        snapshots: dict[str, list[dict[int, tuple[Any, ...]]]] = {t: [] for t in TABLES}
+        conn.begin()
+        for table, rows in ROWS.items():
+            for row in rows:
+                marks = ", ".join(
+                    "ST_GeomFromText(%s)" if n == 14 and table == "strs" else "%s" for n in range(len(row))
+                )
+                cur.execute(f"INSERT INTO {table} VALUES ({marks})", row)
+        conn.commit()
+        for table in TABLES:
+            snapshots[table].append(_select(conn, table))
+        for table, sql in UPDATES.items():
+            conn.begin()
+            cur.execute(sql)
+            conn.commit()
+            snapshots[table].append(_select(conn, table))
+        conn.begin()
+        for table in TABLES:
+            cur.execute(f"DELETE FROM {table} WHERE id IN (3, 4)")
+        conn.commit()
+        end = current_position(conn)
+    conn.close()
+    yield {"start": start, "end": end, "snapshots": snapshots}
+
+
+def _read(mariadb: MariaDB, transport: str, start: Position, end: Position) -> list[Transaction]:
+    creds = Credentials(mariadb.host, mariadb.port, "loader", mariadb.password)
+    t = BinlogServer(creds, server_id=4242) if transport == "server" else BinlogFiles(mariadb.binlog_dir)
+    schema_conn = mariadb.connect(user="loader")
+    try:
+        return list(
+            read_transactions(t, start, end, TableSelector((f"{SCHEMA}.*",)), InformationSchema(schema_conn))
+        )
+    finally:
+        schema_conn.close()
+
+
+@pytest.mark.parametrize("transport", ["files", "server"])
+def test_every_value_equals_select(mariadb: MariaDB, workload: dict[str, Any], transport: str) -> None:
+    txs = [tx for tx in _read(mariadb, transport, workload["start"], workload["end"]) if tx.batches]
+    assert len(txs) == 1 + len(UPDATES) + 1
+    snaps = workload["snapshots"]
+    inserted, deleted = txs[0], txs[-1]
+    updates = txs[1:-1]
+
+    def check(table: str, image: tuple[Any, ...], expected: tuple[Any, ...], names: tuple[str, ...]) -> None:
+        for name, got, want in zip(names, image, expected, strict=True):
+            assert _normal(table, name, got) == _selected(name, want), f"{table}.{name} (id {image[0]})"
+
+    for batch in inserted.batches:
+        table = batch.table.table
+        assert batch.op == "I"
+        for _, after in batch.rows:
+            assert after is not None
+            check(table, after, snaps[table][0][after[0]], batch.table.names)
+    for tx, table in zip(updates, UPDATES, strict=True):
+        for batch in tx.batches:
+            assert (batch.op, batch.table.table) == ("U", table)
+            for before, after in batch.rows:
+                assert before is not None and after is not None
+                check(table, before, snaps[table][0][before[0]], batch.table.names)
+                check(table, after, snaps[table][1][after[0]], batch.table.names)
+    deleted_ids: dict[str, list[int]] = {}
+    for batch in deleted.batches:
+        table = batch.table.table
+        assert batch.op == "D"
+        for before, _ in batch.rows:
+            assert before is not None
+            check(table, before, snaps[table][-1][before[0]], batch.table.names)
+            deleted_ids.setdefault(table, []).append(before[0])
+    assert deleted_ids == {t: [3, 4] for t in TABLES}
+
+
+def test_both_transports_yield_the_same_transactions(mariadb: MariaDB, workload: dict[str, Any]) -> None:
+    def summary(txs: list[Transaction]) -> list[Any]:
+        return [
+            (tx.start, tx.end, tx.seqno, tx.gtid, [(b.table.qualified, b.op, b.rows) for b in tx.batches])
+            for tx in txs
+        ]
+
+    files = _read(mariadb, "files", workload["start"], workload["end"])
+    server = _read(mariadb, "server", workload["start"], workload["end"])
+    assert summary(files) == summary(server)
+    assert files[-1].end == workload["end"]
+
+
+def test_row_ids_and_seqnos(mariadb: MariaDB, workload: dict[str, Any]) -> None:
+    txs = [tx for tx in _read(mariadb, "files", workload["start"], workload["end"]) if tx.batches]
+    for tx in txs:
+        assert tx.seqno == (tx.end.lognum << 32) + tx.end.pos
+        # An update's row_id is its D's; its I takes the next one.
+        ids = [j for b in tx.batches for i in b.row_ids() for j in ((i, i + 1) if b.op == "U" else (i,))]
+        assert ids == list(range(tx.change_count))
+    update = txs[1].batches[0]
+    assert update.op == "U" and list(update.row_ids()) == [0]  # D gets 0, I gets 1
+    assert txs[1].change_count == 2
+
+
+def test_rolled_back_and_uncommitted_changes_produce_nothing(mariadb: MariaDB) -> None:
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS rb_test")
+        cur.execute("CREATE TABLE IF NOT EXISTS rb_test.inno (id INT PRIMARY KEY) ENGINE=InnoDB")
+        cur.execute("CREATE TABLE IF NOT EXISTS rb_test.my (id INT PRIMARY KEY) ENGINE=MyISAM")
+        start = current_position(conn)
+        conn.begin()
+        cur.execute("INSERT INTO rb_test.inno VALUES (1)")
+        cur.execute("INSERT INTO rb_test.my VALUES (1)")
+        conn.rollback()
+        cur.execute("INSERT INTO rb_test.inno VALUES (2)")
+        end = current_position(conn)
+    conn.close()
+    txs = _read_filtered(mariadb, start, end, "rb_test.inno")
+    rows = [after for tx in txs for b in tx.batches for _, after in b.rows]
+    assert rows == [(2,)]
+
+
+def _read_filtered(mariadb: MariaDB, start: Position, end: Position, pattern: str) -> list[Transaction]:
+    schema_conn = mariadb.connect(user="loader")
+    try:
+        return list(
+            read_transactions(
+                BinlogFiles(mariadb.binlog_dir),
+                start,
+                end,
+                TableSelector((pattern,)),
+                InformationSchema(schema_conn),
+            )
+        )
+    finally:
+        schema_conn.close()
+
+
+def test_mariadb_pre_10_1_temporals_take_their_precision_from_the_schema(mariadb: MariaDB) -> None:
+    conn = mariadb.connect()
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
+        try:
+            cur.execute("SET time_zone = '+00:00'")
+            cur.execute("CREATE DATABASE IF NOT EXISTS hires_test")
+            cur.execute("DROP TABLE IF EXISTS hires_test.t")
+            cur.execute(
+                "CREATE TABLE hires_test.t (id INT PRIMARY KEY, ts TIMESTAMP(3) NULL, dt DATETIME(6), tm TIME(4), tm1 TIME(1))"
+            )
+        finally:
+            cur.execute("SET GLOBAL mysql56_temporal_format = ON")
+        start = current_position(conn)
+        values = (1, "2021-02-03 04:05:06.789", "2021-02-03 04:05:06.123456", "-12:34:56.7891", "-00:00:01.5")
+        cur.execute("INSERT INTO hires_test.t VALUES (%s, %s, %s, %s, %s)", values)
+        end = current_position(conn)
+    conn.close()
+    txs = _read_filtered(mariadb, start, end, "hires_test.*")
+    assert [after for tx in txs for b in tx.batches for _, after in b.rows] == [values]
+    with pytest.raises(DecodeError, match="source schema is needed"):
+        list(read_transactions(BinlogFiles(mariadb.binlog_dir), start, end))
+
+
+def test_purged_file_and_bad_positions_are_refused(mariadb: MariaDB, workload: dict[str, Any]) -> None:
+    creds = Credentials(mariadb.host, mariadb.port, "loader", mariadb.password)
+    missing = Position("mysql-bin.000999", 4)
+    with pytest.raises(SourceError, match=r"mysql-bin\.000999"):
+        list(read_transactions(BinlogFiles(mariadb.binlog_dir), missing, None))
+    with pytest.raises(SourceError, match=r"mysql-bin\.000999"):
+        list(read_transactions(BinlogServer(creds, 4243), missing, None))
+    inside = Position(workload["start"].file, workload["start"].pos + 3)
+    with pytest.raises(DecodeError, match="not an event boundary"):
+        list(read_transactions(BinlogFiles(mariadb.binlog_dir), inside, None))
+    with pytest.raises(SourceError, match=str(inside.pos)):
+        list(read_transactions(BinlogServer(creds, 4244), inside, workload["end"]))
+
+
+def test_end_inside_a_transaction_is_refused(mariadb: MariaDB, workload: dict[str, Any]) -> None:
+    txs = _read(mariadb, "files", workload["start"], workload["end"])
+    big = next(tx for tx in txs if tx.batches)
+    middle = big.batches[1].position
+    with pytest.raises(DecodeError, match="inside the transaction"):
+        list(read_transactions(BinlogFiles(mariadb.binlog_dir), workload["start"], middle))
