@@ -35,7 +35,9 @@ TABLES = {
         d180 DECIMAL(18,0), d1010 DECIMAL(10,10), d389 DECIMAL(38,9))""",
     "temporal": """(
         id INT PRIMARY KEY, dt DATE, t0 TIME, t3 TIME(3), t6 TIME(6), dt0 DATETIME, dt1 DATETIME(1),
-        dt6 DATETIME(6), ts0 TIMESTAMP NULL, ts3 TIMESTAMP(3) NULL, ts6 TIMESTAMP(6) NULL)""",
+        dt6 DATETIME(6), ts0 TIMESTAMP NULL, ts3 TIMESTAMP(3) NULL, ts6 TIMESTAMP(6) NULL,
+        t1 TIME(1), t2 TIME(2), t4 TIME(4), t5 TIME(5), dt2 DATETIME(2), dt5 DATETIME(5),
+        ts1 TIMESTAMP(1) NULL, ts4 TIMESTAMP(4) NULL)""",
     "strs": """(
         id INT PRIMARY KEY, c CHAR(10), v VARCHAR(300), v1 VARCHAR(10) CHARACTER SET latin1,
         u3 VARCHAR(20) CHARACTER SET utf8mb3, vb VARBINARY(20), bn BINARY(8), txt TEXT,
@@ -172,6 +174,42 @@ ROWS: dict[str, list[tuple[Any, ...]]] = {
     ],
 }
 
+# More fractional precisions, negative times in particular (columns t1 .. ts4).
+_MORE_TEMPORAL: dict[int, tuple[Any, ...]] = {
+    1: (
+        "-838:59:59.0",
+        "-00:00:00.01",
+        "-00:00:00.0001",
+        "-00:00:00.00001",
+        "1000-01-01 00:00:00.01",
+        "1000-01-01 00:00:00.00001",
+        "1970-01-01 00:00:01.9",
+        "1970-01-01 00:00:01.0001",
+    ),
+    2: (
+        "838:59:59.9",
+        "838:59:59.99",
+        "838:59:59.9999",
+        "838:59:59.99999",
+        "9999-12-31 23:59:59.99",
+        "9999-12-31 23:59:59.99999",
+        "2038-01-19 03:14:07.9",
+        "2038-01-19 03:14:07.9999",
+    ),
+    3: (
+        "-01:00:00.5",
+        "-12:34:56.78",
+        "-00:00:01.2345",
+        "-100:00:00.12345",
+        "2024-02-29 12:34:56.78",
+        "2024-02-29 12:34:56.12345",
+        "2024-02-29 12:34:56.1",
+        "2024-02-29 12:34:56.1234",
+    ),
+    4: (None,) * 8,
+}
+ROWS["temporal"] = [row + _MORE_TEMPORAL[row[0]] for row in ROWS["temporal"]]
+
 UPDATES = {
     "ints": "UPDATE ints SET t = t + 1, bu = 18446744073709551614, bit64 = 1 WHERE id = 1",
     "nums": "UPDATE nums SET d52 = -d52, f = 2.5 WHERE id IN (1, 2)",
@@ -179,7 +217,9 @@ UPDATES = {
     "strs": "UPDATE strs SET v = CONCAT(v, '!'), lb = REPEAT('z', 100000), e = 'b' WHERE id IN (2, 3)",
 }
 
-SELECT_AS_TEXT = {"dt", "t0", "t3", "t6", "dt0", "dt1", "dt6", "ts0", "ts3", "ts6"}
+SELECT_AS_TEXT = {"dt", "dt0", "dt1", "dt2", "dt5", "dt6", "ts0", "ts1", "ts3", "ts4", "ts6"} | {
+    f"t{n}" for n in range(7)
+}
 
 
 def _select(conn: Any, table: str) -> dict[int, tuple[Any, ...]]:
