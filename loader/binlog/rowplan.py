@@ -17,6 +17,7 @@ from typing import Any
 from loader.binlog.charsets import BINARY_COLLATION, codec_for_charset
 from loader.binlog.constants import ColumnType, column_type_name
 from loader.binlog.events import Column, Rows, TableMap
+from loader.binlog.rowcode import Fixed, ImageDecoder, Inline, Prefixed, compile_image_decoder
 from loader.binlog.schema import SourceColumn, SourceTable
 from loader.binlog.values import Reader, jsonb, numeric, strings, temporal
 from loader.binlog.values.decimal import decimal_reader
@@ -139,6 +140,7 @@ class TablePlan:
     readers: tuple[Reader, ...]
     json_columns: frozenset[int]
     strict: bool = True
+    full_image: ImageDecoder | None = None
     _subsets: dict[int, tuple[tuple[int, Reader], ...]] = field(default_factory=dict)
 
     @property
@@ -211,28 +213,8 @@ class TablePlan:
         return out
 
     def _image(self, data: bytes, off: int, present: int, full: int) -> tuple[Row, int]:
-        if present == full:
-            nb = (len(self.readers) + 7) >> 3
-            nulls = int.from_bytes(data[off : off + nb], "little")
-            off += nb
-            if not nulls:
-                row: list[Any] = []
-                append = row.append
-                for read in self.readers:
-                    v, off = read(data, off)
-                    append(v)
-                return tuple(row), off
-            values: list[Any] = []
-            append = values.append
-            bit = 1
-            for read in self.readers:
-                if nulls & bit:
-                    append(None)
-                else:
-                    v, off = read(data, off)
-                    append(v)
-                bit <<= 1
-            return tuple(values), off
+        if present == full and self.full_image is not None:
+            return self.full_image(data, off)
         subset = self._present(present)
         nb = (len(subset) + 7) >> 3
         if off + nb > len(data):
@@ -351,11 +333,13 @@ def compile_plan(
         )
     columns: list[PlanColumn] = []
     readers: list[Reader] = []
+    inlines: list[Inline | None] = []
     for col in tm.columns:
         src = source.columns[col.index] if source is not None else None
         pc = _resolve(tm, col, src, strict=strict)
         columns.append(pc)
         readers.append(_reader(tm, pc, col, src, strict=strict, mariadb=mariadb))
+        inlines.append(_inline(tm, pc, col))
     if tm.primary_key is not None:
         pk = tuple(columns[i].name for i in tm.primary_key)
     elif source is not None:
@@ -371,7 +355,34 @@ def compile_plan(
         tuple(readers),
         frozenset(c.index for c in columns if c.type == ColumnType.JSON),
         strict,
+        compile_image_decoder(list(zip(inlines, readers, strict=True))),
     )
+
+
+_INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+
+
+def _inline(tm: TableMap, pc: PlanColumn, col: Column) -> Inline | None:
+    """How the generated decoder reads a column in place, when it can (see ``rowcode``)."""
+    t = pc.type
+    size = _INT_SIZES.get(t)
+    if size is not None and size != 3:
+        fmt = _INT_FORMATS[size]
+        return Fixed("<" + (fmt.upper() if pc.unsigned else fmt), size)
+    if t == ColumnType.FLOAT:
+        return Fixed("<f", 4)
+    if t == ColumnType.DOUBLE:
+        return Fixed("<d", 8)
+    if t in (ColumnType.VARCHAR, ColumnType.VAR_STRING):
+        return Prefixed(1 if col.meta < 256 else 2, _codec(tm, pc))
+    if t == ColumnType.STRING and pc.charset is not None:
+        max_len = strings.string_meta(col.meta)[1]
+        return Prefixed(1 if max_len < 256 else 2, _codec(tm, pc))
+    if t == ColumnType.BLOB:
+        return Prefixed(col.meta, _codec(tm, pc))
+    if t in (ColumnType.GEOMETRY, ColumnType.VECTOR):
+        return Prefixed(col.meta, None)
+    return None
 
 
 def _resolve(tm: TableMap, col: Column, src: SourceColumn | None, *, strict: bool) -> PlanColumn:

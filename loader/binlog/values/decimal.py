@@ -50,17 +50,59 @@ def decode_decimal(data: bytes, precision: int, scale: int) -> Decimal:
     return Decimal("-" + text if negative else text)
 
 
+def _groups(precision: int, scale: int) -> list[tuple[int, int]]:
+    """(bits, decimal digits) of each digit group, last group first."""
+    intg = precision - scale
+    groups = [(DIG2BYTES[intg % 9] * 8, intg % 9)] + [(32, 9)] * (intg // 9)
+    groups += [(32, 9)] * (scale // 9) + [(DIG2BYTES[scale % 9] * 8, scale % 9)]
+    return [g for g in reversed(groups) if g[0]]
+
+
 def decimal_reader(meta: int) -> Reader:
-    """NEWDECIMAL reader; the metadata holds precision (high byte) and scale (low byte)."""
+    """NEWDECIMAL reader; the metadata holds precision (high byte) and scale (low byte).
+
+    The value is read as one big-endian integer whose digit groups are peeled off with the
+    group loop unrolled for this precision and scale (generated once per column); the result
+    equals ``decode_decimal``'s, exponent included, and a group holding more digits than it
+    may is an error.
+    """
     precision, scale = meta >> 8, meta & 0xFF
-    if precision < 1 or scale > precision:
+    if precision < 1 or precision > 65 or scale > precision or scale > 30:
         raise ValueError(f"invalid DECIMAL metadata precision={precision} scale={scale}")
     size = decimal_size(precision, scale)
-
-    def read_decimal(buf: bytes, off: int) -> tuple[Decimal, int]:
-        end = off + size
-        if end > len(buf):
-            raise IndexError("DECIMAL value runs past the event")
-        return decode_decimal(buf[off:end], precision, scale), end
-
-    return read_decimal
+    bits = size * 8
+    sign_bit = 1 << (bits - 1)
+    env: dict[str, object] = {
+        "_from_bytes": int.from_bytes,
+        "_Decimal": Decimal,
+        "SIGN": sign_bit,
+        "NEG": ((1 << bits) - 1) ^ sign_bit,
+    }
+    lines = [
+        "def read_decimal(buf, off):",
+        f"    end = off + {size}",
+        "    if end > len(buf):",
+        "        raise IndexError('DECIMAL value runs past the event')",
+        "    raw = _from_bytes(buf[off:end], 'big')",
+        "    neg = not raw & SIGN",
+        "    raw ^= NEG if neg else SIGN",
+    ]
+    groups = _groups(precision, scale)
+    terms, checks = [], []
+    mult = 1
+    for i, (nbits, digits) in enumerate(groups):
+        last = i == len(groups) - 1
+        lines.append(f"    g{i} = raw" if last else f"    g{i} = raw & {(1 << nbits) - 1}")
+        if not last:
+            lines.append(f"    raw >>= {nbits}")
+        checks.append(f"g{i} >= {10**digits}")
+        terms.append(f"g{i}" if mult == 1 else f"g{i} * {mult}")
+        mult *= 10**digits
+    lines.append(f"    if {' or '.join(checks) or 'False'}:")
+    lines.append("        raise ValueError('DECIMAL digit group holds more digits than it may')")
+    suffix = f"E-{scale}" if scale else ""
+    lines.append(f"    text = str({' + '.join(terms) or '0'}) + {suffix!r}")
+    lines.append("    return _Decimal('-' + text if neg else text), end")
+    exec(compile("\n".join(lines), "<decimal reader>", "exec"), env)
+    reader: Reader = env["read_decimal"]  # type: ignore[assignment]
+    return reader
