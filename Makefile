@@ -60,6 +60,10 @@ test: lint ## set up, lint, then run the whole test suite (integration tests inc
 unit: setup ## only the tests that need no server (fast)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
+.PHONY: bench
+bench: setup ## run the benchmarks (each compares with another tool on the same data)
+	$(BIN)/python bench/binlog_decode.py
+
 .PHONY: clean
 clean: demo-stop ## stop the demo server and remove its data
 	rm -rf $(DEMO_DIR)

@@ -7,7 +7,8 @@ Starts a private MariaDB, writes about 1,000,000 row changes (multi-row inserts,
 - ``ours-server``: this reader over the replication protocol;
 - ``pymysqlrepl``: python-mysql-replication 1.0.17's BinLogStreamReader, touching every value.
 
-Each run is a separate process, so its peak memory (max RSS) is its own. ``ours-files`` also runs
+Each run is a separate process, so its peak memory (max RSS) is its own; each reader runs
+``--repeat`` times and its fastest run counts. ``ours-files`` also runs
 on the first quarter of the binlog, to show that memory does not grow with the binlog's size.
 
     .venv/bin/python bench/binlog_decode.py [--changes 1000000] [--keep DIR]
@@ -224,6 +225,7 @@ def main() -> None:
     )
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--keep", help="a data directory to keep the server and workload in between runs")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each reader; the fastest counts")
     parser.add_argument("--child", dest="run", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--datadir", help=argparse.SUPPRESS)
@@ -242,7 +244,11 @@ def main() -> None:
         print(f"binlog file: {size / 1e6:.0f} MB")
         results = {}
         for run in ("ours-files", "ours-server", "pymysqlrepl"):
-            results[run] = r = measure(run, port, datadir, info)
+            # The same number of runs for every reader; the fastest shows each at its best on
+            # this shared machine.
+            runs = [measure(run, port, datadir, info) for _ in range(args.repeat)]
+            results[run] = r = min(runs, key=lambda x: x["seconds"])
+            r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
             print(
                 f"{run:12s} {r['rows']:>9,.0f} rows in {r['seconds']:6.2f} s = {r['rows'] / r['seconds']:>9,.0f} rows/s, "
                 f"peak RSS {r['peak_rss_mb']:.0f} MB"

@@ -154,6 +154,8 @@ class BinlogFiles:
         checksum = probe.fde.checksum_alg == CHECKSUM_CRC32
         yield RawEvent(name, 4, fde, artificial=pos > 4)
         after_fde = 4 + len(fde)
+        if 4 < pos < after_fde:
+            raise DecodeError(f"position {name}:{pos} is not an event boundary", f"{name}:{pos}")
         if pos < after_fde:
             pos = after_fde
         elif pos > after_fde:

@@ -17,7 +17,15 @@ from typing import Any
 from loader.binlog.charsets import BINARY_COLLATION, codec_for_charset
 from loader.binlog.constants import ColumnType, column_type_name
 from loader.binlog.events import Column, Rows, TableMap
-from loader.binlog.rowcode import Fixed, ImageDecoder, Inline, Prefixed, compile_image_decoder
+from loader.binlog.rowcode import (
+    Date,
+    Datetime2,
+    Fixed,
+    ImageDecoder,
+    Inline,
+    Prefixed,
+    compile_image_decoder,
+)
 from loader.binlog.schema import SourceColumn, SourceTable
 from loader.binlog.values import Reader, jsonb, numeric, strings, temporal
 from loader.binlog.values.decimal import decimal_reader
@@ -178,6 +186,8 @@ class TablePlan:
         kind = ev.kind
         # Servers may set the unused high bits of the last bitmap byte.
         present, present_after = ev.present & full, ev.present_after & full
+        if kind != "U" and present == full and self.full_image is not None:
+            return self._decode_full(ev, where)
         try:
             while off < end:
                 if kind == "I":
@@ -195,6 +205,35 @@ class TablePlan:
                     out.append((before, after))
         except DecodeError:
             raise
+        except (
+            IndexError,
+            ValueError,
+            UnicodeDecodeError,
+            OverflowError,
+            KeyError,
+            TypeError,
+            struct.error,
+        ) as exc:
+            column = self._locate(data, ev, len(out))
+            raise DecodeError(
+                f"cannot decode row {len(out)} of {self.qualified}{column}: {exc}", where
+            ) from None
+        if off != end:
+            raise DecodeError(f"rows of {self.qualified} overrun their event by {off - end} bytes", where)
+        return out
+
+    def _decode_full(self, ev: Rows, where: str) -> list[tuple[Row | None, Row | None]]:
+        """The common case: inserts or deletes with every column in the image."""
+        data, off, end = ev.data, ev.rows_off, len(ev.data)
+        decode = self.full_image
+        assert decode is not None
+        out: list[tuple[Row | None, Row | None]] = []
+        append = out.append
+        insert = ev.kind == "I"
+        try:
+            while off < end:
+                row, off = decode(data, off)
+                append((None, row) if insert else (row, None))
         except (
             IndexError,
             ValueError,
@@ -355,7 +394,7 @@ def compile_plan(
         tuple(readers),
         frozenset(c.index for c in columns if c.type == ColumnType.JSON),
         strict,
-        compile_image_decoder(list(zip(inlines, readers, strict=True))),
+        compile_image_decoder(list(zip(inlines, readers, strict=True)), [not c.nullable for c in tm.columns]),
     )
 
 
@@ -382,6 +421,10 @@ def _inline(tm: TableMap, pc: PlanColumn, col: Column) -> Inline | None:
         return Prefixed(col.meta, _codec(tm, pc))
     if t in (ColumnType.GEOMETRY, ColumnType.VECTOR):
         return Prefixed(col.meta, None)
+    if t == ColumnType.DATETIME2:
+        return Datetime2(col.meta)
+    if t in (ColumnType.DATE, ColumnType.NEWDATE):
+        return Date()
     return None
 
 

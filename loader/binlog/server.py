@@ -104,14 +104,12 @@ class BinlogServer:
     def _stream(self, conn: Any, start: Position, end: Position | None) -> Iterator[RawEvent]:
         file = start.file
         first = True
-        while True:
-            packet = conn._read_packet()
-            data = packet.get_all_data()
-            if packet.is_eof_packet():
+        for data in _packets(conn):
+            if data[0] == 0xFE and len(data) < 9:  # EOF: the end of the server's log
                 if end is not None:
                     raise DecodeError(f"the source's binlog ended before the end position {end}", f"{file}")
                 return
-            raw = bytes(data[1:])
+            raw = data[1:]
             if len(raw) < HEADER_LEN:
                 raise DecodeError(f"the source sent an event of {len(raw)} bytes", file)
             timestamp, typ, _sid, size, log_pos, _flags = _HEADER.unpack_from(raw, 0)
@@ -140,6 +138,28 @@ class BinlogServer:
                 return
             if typ == EventType.ROTATE:
                 file = _rotate_name(raw, self._checksum)
+
+
+def _packets(conn: Any) -> Iterator[bytes]:
+    """Packet payloads straight from the connection's buffered socket reader.
+
+    pymysql's own packet reader builds an object per packet; the dump stream is one packet per
+    event, so reading the 4-byte header and the payload here halves the cost per event.
+    """
+    read = conn._read_bytes
+    while True:
+        header = read(4)
+        length = header[0] | header[1] << 8 | header[2] << 16
+        payload = read(length)
+        while length == 0xFFFFFF:  # a payload of 16 MB or more continues in the next packet
+            header = read(4)
+            length = header[0] | header[1] << 8 | header[2] << 16
+            payload += read(length)
+        if payload[:1] == b"\xff":
+            code = int.from_bytes(payload[1:3], "little")
+            message = payload[9:] if payload[3:4] == b"#" else payload[3:]
+            raise pymysql.err.OperationalError(code, message.decode("utf-8", "replace"))
+        yield payload
 
 
 def _rotate_name(raw: bytes, checksum: bool) -> str:

@@ -48,28 +48,28 @@ class _TextCache(dict[int, str]):
         return text
 
 
-_DATES = _TextCache()  # year*13+month << 5 | day -> "YYYY-MM-DD"
-_CLOCKS = _TextCache()  # hour << 12 | minute << 6 | second -> "HH:MM:SS"
+DATES = _TextCache()  # year*13+month << 5 | day -> "YYYY-MM-DD"
+CLOCKS = _TextCache()  # hour << 12 | minute << 6 | second -> "HH:MM:SS"
 
 
-def _date_text(ymd: int) -> str:
+def date_text(ymd: int) -> str:
     ym = ymd >> 5
-    return _DATES.remember(ymd, f"{ym // 13:04d}-{ym % 13:02d}-{ymd & 31:02d}")
+    return DATES.remember(ymd, f"{ym // 13:04d}-{ym % 13:02d}-{ymd & 31:02d}")
 
 
-def _clock_text(hms: int) -> str:
-    return _CLOCKS.remember(hms, f"{hms >> 12:02d}:{(hms >> 6) & 63:02d}:{hms & 63:02d}")
+def clock_text(hms: int) -> str:
+    return CLOCKS.remember(hms, f"{hms >> 12:02d}:{(hms >> 6) & 63:02d}:{hms & 63:02d}")
 
 
 def date_reader() -> Reader:
     """DATE: 3 bytes little-endian, day | month << 5 | year << 9."""
-    get = _DATES.get
+    get = DATES.get
 
     def read_date(buf: bytes, off: int) -> tuple[str, int]:
         v = buf[off] | buf[off + 1] << 8 | buf[off + 2] << 16
         # Same bits as the DATETIME key: year*13+month << 5 | day.
         key = (v >> 9) * 13 + ((v >> 5) & 15) << 5 | v & 31
-        return get(key) or _date_text(key), off + 3
+        return get(key) or date_text(key), off + 3
 
     return read_date
 
@@ -175,7 +175,7 @@ def datetime2_reader(fsp: int) -> Reader:
         raise ValueError(f"invalid DATETIME2 fsp {fsp}")
     size = 5 + _FRAC_BYTES[fsp]
     scale = (0, 10000, 10000, 100, 100, 1, 1)[fsp]
-    get_date, get_clock = _DATES.get, _CLOCKS.get
+    get_date, get_clock = DATES.get, CLOCKS.get
 
     def read_datetime2(buf: bytes, off: int) -> tuple[str, int]:
         if off + size > len(buf):
@@ -185,7 +185,7 @@ def datetime2_reader(fsp: int) -> Reader:
             frac = _read_frac_be(buf, off + 5, fsp, signed=True) * scale if fsp else 0
             return datetime_packed_text((v << 24) + frac, fsp), off + size
         ymd, hms = v >> 17, v & 0x1FFFF
-        text = (get_date(ymd) or _date_text(ymd)) + " " + (get_clock(hms) or _clock_text(hms))
+        text = (get_date(ymd) or date_text(ymd)) + " " + (get_clock(hms) or clock_text(hms))
         if fsp:
             micro = int.from_bytes(buf[off + 5 : off + size], "big") * scale
             # str(10**6 + n)[1:] is n zero-padded to six digits, at a third of format()'s cost.
