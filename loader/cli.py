@@ -86,16 +86,37 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
         summary = demo.write_changes(conn, seed=args.seed, rows=args.rows)
     finally:
         conn.close()
+    decoded = _decode_counts(cfg, summary.start, summary.end)
     data = {f.name: getattr(summary, f.name) for f in dataclasses.fields(summary)}
-    data.update(start=str(summary.start), end=str(summary.end))
-    _emit(
-        args,
-        data,
+    data.update(start=str(summary.start), end=str(summary.end), decoded=decoded)
+    lines = [
         f"demo: wrote {summary.inserts} inserts, {summary.updates} updates, {summary.deletes} deletes "
-        f"in {summary.transactions} transactions (and one rolled back)\n"
+        f"in {summary.transactions} transactions (and one rolled back)",
         f"demo: binlog range [{summary.start}, {summary.end})",
-    )
+        f"demo: read back from the binlog ({cfg.source.transport}):",
+    ]
+    lines += [
+        f"  {table:<20} " + "  ".join(f"{op}={n}" for op, n in sorted(ops.items()))
+        for table, ops in decoded.items()
+    ]
+    _emit(args, data, "\n".join(lines))
     return EXIT_OK
+
+
+def _decode_counts(cfg: Config, start: Position, end: Position) -> dict[str, dict[str, int]]:
+    """Row changes per table and op in a binlog range, as the reader decodes them."""
+    from loader.binlog.reader import open_transport, read_transactions, source_schema
+    from loader.source import credentials
+    from loader.tables import TableSelector
+
+    counts: dict[str, dict[str, int]] = {}
+    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    with source_schema(credentials(cfg.source)) as schema:
+        for tx in read_transactions(open_transport(cfg.source), start, end, selector, schema):
+            for batch in tx.batches:
+                ops = counts.setdefault(batch.table.qualified, {})
+                ops[batch.op] = ops.get(batch.op, 0) + len(batch.rows)
+    return counts
 
 
 def _binlog_range(args: argparse.Namespace, cfg: Config, transport: object) -> tuple[Position, Position]:

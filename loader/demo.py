@@ -79,7 +79,8 @@ def write_changes(
     base_time = datetime(2026, 1, 1) + timedelta(days=seed)
     with conn.cursor() as cur:
         cur.execute(f"USE `{schema}`")
-        cur.execute("SELECT COALESCE(MAX(id), 0) FROM events")
+        # Some ids are pushed past 2**63 (BIGINT UNSIGNED range); count on the small ones.
+        cur.execute("SELECT COALESCE(MAX(id), 0) FROM events WHERE id < 9223372036854775808")
         next_event = int(cur.fetchone()[0]) + 1
         cur.execute("SELECT COALESCE(MAX(order_id), 0) FROM order_lines")
         next_order = int(cur.fetchone()[0]) + 1

@@ -28,6 +28,7 @@ from loader.binlog.constants import (
     OptionalMetadata,
     event_name,
 )
+from loader.binlog.values import lenenc
 from loader.binlog.values.strings import string_meta
 from loader.errors import DecodeError
 
@@ -39,22 +40,6 @@ _U64 = struct.Struct("<Q")
 
 class BodyError(ValueError):
     """Raised inside a body decoder; the parser adds file:position and the event type."""
-
-
-def lenenc(data: bytes, pos: int) -> tuple[int, int]:
-    """A length-encoded integer (1, 3, 4 or 9 bytes) at ``pos``; returns (value, next pos)."""
-    if pos >= len(data):
-        raise BodyError("length-encoded integer runs past the event")
-    first = data[pos]
-    if first < 0xFB:
-        return first, pos + 1
-    size = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if size is None:
-        raise BodyError(f"bad length-encoded integer prefix {first:#x}")
-    end = pos + 1 + size
-    if end > len(data):
-        raise BodyError("length-encoded integer runs past the event")
-    return int.from_bytes(data[pos + 1 : end], "little"), end
 
 
 def _take(data: bytes, pos: int, n: int, what: str) -> tuple[bytes, int]:
@@ -547,10 +532,89 @@ def _gtid(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     return ev.Gtid(h.type == EventType.ANONYMOUS_GTID, flags, sid, gno, "", last_committed, seq, imm, orig)
 
 
+def _varlen(body: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned integer of the MySQL serialization library: the count of trailing one bits of
+    the first byte, plus one, is its length in bytes; the value sits above those bits."""
+    if pos >= len(body):
+        raise BodyError("serialized integer runs past the event")
+    first = body[pos]
+    n = 1
+    while n < 9 and first >> (n - 1) & 1:
+        n += 1
+    if pos + n > len(body):
+        raise BodyError("serialized integer runs past the event")
+    if n == 9:
+        return int.from_bytes(body[pos + 1 : pos + 9], "little"), pos + 9
+    return int.from_bytes(body[pos : pos + n], "little") >> n, pos + n
+
+
+def _varlen_signed(body: bytes, pos: int) -> tuple[int, int]:
+    value, pos = _varlen(body, pos)
+    return (-(value >> 1) - 1 if value & 1 else value >> 1), pos
+
+
+# Field ids of the tagged GTID event (libs/mysql/binlog/event/control_events.h).
+_TAG_FLAGS, _TAG_SID, _TAG_GNO, _TAG_TAG, _TAG_LAST_COMMITTED, _TAG_SEQUENCE = 0, 1, 2, 3, 4, 5
+_TAG_IMMEDIATE_TS, _TAG_ORIGINAL_TS = 6, 7
+_TAG_UNSIGNED_FIELDS = frozenset({8, 9, 10, 11})  # length, server versions, commit group ticket
+
+
 def _gtid_tagged(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
-    # MySQL 8.4+ serializes this event field by field (mysql::serialization); the loader
-    # needs only the fact that a transaction starts here, so the fields are left encoded.
-    return ev.Gtid(False, 0, "", 0, tag="(tagged)")
+    """MySQL 8.4+ tagged GTID: a serialization library message (version byte, size, fields)."""
+    if not body or body[0] != 2:
+        raise BodyError(f"tagged GTID serialization version {body[:1].hex() or 'missing'} is not supported")
+    size, pos = _varlen(body, 1)
+    last_non_ignorable, pos = _varlen(body, pos)
+    if size > len(body) or size < pos:
+        raise BodyError(f"tagged GTID declares {size} bytes, the event holds {len(body)}")
+    flags = gno = last_committed = seq = immediate = 0
+    original: int | None = None
+    sid, tag = "", ""
+    while pos < size:
+        field, pos = _varlen(body, pos)
+        if field == _TAG_FLAGS:
+            flags, pos = _varlen(body, pos)
+        elif field == _TAG_SID:
+            raw = bytearray()
+            for _ in range(16):
+                b, pos = _varlen(body, pos)
+                if b > 255:
+                    raise BodyError("tagged GTID uuid byte out of range")
+                raw.append(b)
+            sid = _format_uuid(bytes(raw))
+        elif field == _TAG_GNO:
+            gno, pos = _varlen_signed(body, pos)
+        elif field == _TAG_TAG:
+            n, pos = _varlen(body, pos)
+            raw_tag, pos = _take(body, pos, n, "GTID tag")
+            tag = raw_tag.decode("ascii")
+        elif field == _TAG_LAST_COMMITTED:
+            last_committed, pos = _varlen_signed(body, pos)
+        elif field == _TAG_SEQUENCE:
+            seq, pos = _varlen_signed(body, pos)
+        elif field == _TAG_IMMEDIATE_TS:
+            immediate, pos = _varlen(body, pos)
+        elif field == _TAG_ORIGINAL_TS:
+            original, pos = _varlen(body, pos)
+        elif field in _TAG_UNSIGNED_FIELDS:
+            _, pos = _varlen(body, pos)
+        elif field <= last_non_ignorable:
+            raise BodyError(f"tagged GTID has an unknown field {field} that may not be ignored")
+        else:
+            break  # an ignorable field of a newer server: nothing after it is needed
+    if gno < 0 or not sid:
+        raise BodyError("tagged GTID without its uuid or with a negative number")
+    return ev.Gtid(
+        False,
+        flags,
+        sid,
+        gno,
+        tag,
+        last_committed,
+        seq,
+        immediate,
+        immediate if original is None else original,
+    )
 
 
 def _maria_gtid(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:

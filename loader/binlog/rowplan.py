@@ -27,7 +27,7 @@ from loader.binlog.rowcode import (
     compile_image_decoder,
 )
 from loader.binlog.schema import SourceColumn, SourceTable
-from loader.binlog.values import Reader, jsonb, numeric, strings, temporal
+from loader.binlog.values import Reader, jsonb, lenenc, numeric, strings, temporal
 from loader.binlog.values.decimal import decimal_reader
 from loader.errors import DecodeError
 
@@ -50,6 +50,8 @@ class _Absent:
 
 
 ABSENT = _Absent()
+# What a value reader raises on bytes that are not a valid value.
+VALUE_ERRORS = (IndexError, ValueError, UnicodeDecodeError, OverflowError, KeyError, TypeError, struct.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,22 +207,9 @@ class TablePlan:
                     out.append((before, after))
         except DecodeError:
             raise
-        except (
-            IndexError,
-            ValueError,
-            UnicodeDecodeError,
-            OverflowError,
-            KeyError,
-            TypeError,
-            struct.error,
-        ) as exc:
-            column = self._locate(data, ev, len(out))
-            raise DecodeError(
-                f"cannot decode row {len(out)} of {self.qualified}{column}: {exc}", where
-            ) from None
-        if off != end:
-            raise DecodeError(f"rows of {self.qualified} overrun their event by {off - end} bytes", where)
-        return out
+        except VALUE_ERRORS as exc:
+            raise self._row_error(ev, len(out), exc, where) from None
+        return self._finished(off, end, out, where)
 
     def _decode_full(self, ev: Rows, where: str) -> list[tuple[Row | None, Row | None]]:
         """The common case: inserts or deletes with every column in the image."""
@@ -234,19 +223,17 @@ class TablePlan:
             while off < end:
                 row, off = decode(data, off)
                 append((None, row) if insert else (row, None))
-        except (
-            IndexError,
-            ValueError,
-            UnicodeDecodeError,
-            OverflowError,
-            KeyError,
-            TypeError,
-            struct.error,
-        ) as exc:
-            column = self._locate(data, ev, len(out))
-            raise DecodeError(
-                f"cannot decode row {len(out)} of {self.qualified}{column}: {exc}", where
-            ) from None
+        except VALUE_ERRORS as exc:
+            raise self._row_error(ev, len(out), exc, where) from None
+        return self._finished(off, end, out, where)
+
+    def _row_error(self, ev: Rows, row: int, exc: Exception, where: str) -> DecodeError:
+        column = self._locate(ev.data, ev, row)
+        return DecodeError(f"cannot decode row {row} of {self.qualified}{column}: {exc}", where)
+
+    def _finished(
+        self, off: int, end: int, out: list[tuple[Row | None, Row | None]], where: str
+    ) -> list[tuple[Row | None, Row | None]]:
         if off != end:
             raise DecodeError(f"rows of {self.qualified} overrun their event by {off - end} bytes", where)
         return out
@@ -269,7 +256,7 @@ class TablePlan:
         return tuple(row_list), off
 
     def _partial_after(self, data: bytes, off: int, present: int, before: Row) -> tuple[Row, int]:
-        options, off = _lenenc(data, off)
+        options, off = lenenc(data, off)
         if not options & 1:
             return self._image(data, off, present, (1 << len(self.readers)) - 1)
         json_present = [i for i, _ in self._present(present) if i in self.json_columns]
@@ -336,14 +323,6 @@ class TablePlan:
         except Exception:
             return ""
         return ""
-
-
-def _lenenc(data: bytes, pos: int) -> tuple[int, int]:
-    first = data[pos]
-    if first < 0xFB:
-        return first, pos + 1
-    size = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
-    return int.from_bytes(data[pos + 1 : pos + 1 + size], "little"), pos + 1 + size
 
 
 def _column_error(tm: TableMap, name: str, message: str) -> DecodeError:

@@ -8,6 +8,7 @@ selects; other tables' rows are passed over undecoded.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from loader.errors import DecodeError, LoaderError
 from loader.positions import Position, seqno_of
 
 TableFilter = Callable[[str, str], bool]
+log = logging.getLogger(__name__)
 
 
 class IncidentError(LoaderError):
@@ -173,6 +175,8 @@ class TransactionReader:
             )
         elif isinstance(body, ev.FormatDescription):
             self._plans.clear()
+        elif isinstance(body, ev.Skipped) and body.reason.startswith(("unknown", "ignorable")):
+            log.warning("skipped %s at %s", body.reason, pos)
 
     def _start(self, pos: Position) -> _Open:
         self._open = _Open(start=pos)

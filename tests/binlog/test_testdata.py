@@ -5,6 +5,7 @@ expectations quoted in SOURCES.md."""
 from __future__ import annotations
 
 import itertools
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,41 @@ def test_mariadb_hires_timestamps_with_the_schemas_precision(tmp_path: Path) -> 
     rows = after_images("tiflow/mysql-bin.000001", tmp_path)
     fractions = {len(r[1].partition(".")[2]) for r in rows if len(r) == 2 and isinstance(r[1], str)}
     assert fractions == {0, 1, 3, 4}
+
+
+def test_tagged_gtid_of_mysql_9(tmp_path: Path) -> None:
+    path = prepare(BINLOG_TESTDATA / "rust_mysql_common/binlog_transaction_with_GTID_TAG.000001", tmp_path)
+    txs = [tx for tx in decode(path) if tx.batches]
+    assert [tx.gtid for tx in txs] == ["55778904-0299-11f1-b1b8-4ef0c4956feb:mytag:3"]
+    assert txs[0].batches[0].rows == [(None, (3, 100, Decimal("250.00")))]
+
+
+def test_source_schema_that_no_longer_matches_is_an_error(tmp_path: Path) -> None:
+    path = prepare(BINLOG_TESTDATA / "binlog-parser/mysql-bin.07", tmp_path)
+    wrong_count = StaticSchema(
+        {
+            ("test_db", "departments"): SourceTable(
+                "test_db", "departments", (SourceColumn("a", "char"),), ("a",)
+            )
+        }
+    )
+    with pytest.raises(DecodeError, match="the binlog has 2 columns but the source schema has 1"):
+        list(
+            TransactionReader(schema=wrong_count).read(BinlogFiles(path).events(Position(path.name, 4), None))
+        )
+    wrong_type = StaticSchema(
+        {
+            ("test_db", "departments"): SourceTable(
+                "test_db",
+                "departments",
+                (SourceColumn("dept_no", "int"), SourceColumn("dept_name", "varchar", charset="utf8mb3")),
+                ("dept_no",),
+            )
+        }
+    )
+    with pytest.raises(
+        DecodeError, match="dept_no: the binlog has type STRING but the source schema says int"
+    ):
+        list(
+            TransactionReader(schema=wrong_type).read(BinlogFiles(path).events(Position(path.name, 4), None))
+        )

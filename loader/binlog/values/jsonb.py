@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from loader.binlog.constants import ColumnType
+from loader.binlog.values import lenenc
 from loader.binlog.values.decimal import decode_decimal
 from loader.binlog.values.temporal import datetime_packed_text, time_packed_text
 
@@ -180,10 +181,6 @@ def parse_document(data: bytes) -> Any:
         raise JsonbError(f"malformed binary JSON: {exc}") from None
 
 
-def _base_adjusted(data: bytes) -> Any:
-    return parse_document(data)
-
-
 def dumps(value: Any) -> str:
     """JSON text as MySQL prints it."""
     if value is None:
@@ -230,18 +227,6 @@ def json_text(data: bytes) -> str:
 DIFF_REPLACE, DIFF_INSERT, DIFF_REMOVE = 0, 1, 2
 
 
-def _lenenc(data: bytes, pos: int) -> tuple[int, int]:
-    if pos >= len(data):
-        raise JsonbError("JSON diff truncated")
-    first = data[pos]
-    if first < 0xFB:
-        return first, pos + 1
-    size = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if size is None or pos + 1 + size > len(data):
-        raise JsonbError("JSON diff has a bad length")
-    return int.from_bytes(data[pos + 1 : pos + 1 + size], "little"), pos + 1 + size
-
-
 def parse_diffs(data: bytes) -> list[tuple[int, list[str | int], Any]]:
     """The list of (operation, path, value) of a partial update."""
     diffs: list[tuple[int, list[str | int], Any]] = []
@@ -250,14 +235,14 @@ def parse_diffs(data: bytes) -> list[tuple[int, list[str | int], Any]]:
         op = data[pos]
         if op not in (DIFF_REPLACE, DIFF_INSERT, DIFF_REMOVE):
             raise JsonbError(f"unknown JSON diff operation {op}")
-        plen, pos = _lenenc(data, pos + 1)
+        plen, pos = lenenc(data, pos + 1)
         if pos + plen > len(data):
             raise JsonbError("JSON diff path runs past its value")
         path = parse_path(data[pos : pos + plen].decode("utf-8"))
         pos += plen
         value: Any = None
         if op != DIFF_REMOVE:
-            vlen, pos = _lenenc(data, pos)
+            vlen, pos = lenenc(data, pos)
             if pos + vlen > len(data):
                 raise JsonbError("JSON diff value runs past its column")
             value = parse_document(data[pos : pos + vlen])
