@@ -437,8 +437,6 @@ def _rows(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
         extra, _ = _take(body, pos + 2, extra_len - 2, "rows extra data")
         _check_extra_data(extra, kind)
         pos += extra_len
-    if h.type in _MARIA_COMPRESSED_ROWS:
-        body = body[:pos] + _maria_uncompress(body[pos:])
     ncols, pos = lenenc(body, pos)
     nbytes = (ncols + 7) // 8
     raw, pos = _take(body, pos, nbytes, "columns-present bitmap")
@@ -447,6 +445,9 @@ def _rows(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     if kind == "U":
         raw, pos = _take(body, pos, nbytes, "after-image columns bitmap")
         present_after = int.from_bytes(raw, "little")
+    if h.type in _MARIA_COMPRESSED_ROWS:
+        # MariaDB compresses only the row images, after the column bitmaps.
+        body = body[:pos] + _maria_uncompress(body[pos:])
     return ev.Rows(
         kind,
         table_id,

@@ -448,3 +448,51 @@ def test_end_inside_a_transaction_is_refused(mariadb: MariaDB, workload: dict[st
     middle = big.batches[1].position
     with pytest.raises(DecodeError, match="inside the transaction"):
         list(read_transactions(BinlogFiles(mariadb.binlog_dir), workload["start"], middle))
+
+
+def test_mariadb_compressed_events(mariadb: MariaDB) -> None:
+    conn = mariadb.connect()
+    rows = [(i, "compressible text " * 20 + str(i)) for i in range(50)]
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS zip_test")
+        cur.execute("CREATE TABLE IF NOT EXISTS zip_test.t (id INT PRIMARY KEY, v TEXT)")
+        cur.execute("DELETE FROM zip_test.t")
+        cur.execute("SET GLOBAL log_bin_compress = ON")
+        cur.execute("SET GLOBAL log_bin_compress_min_len = 10")
+        try:
+            # A new connection takes the global setting.
+            writer = mariadb.connect()
+            with writer.cursor() as w:
+                start = current_position(writer)
+                w.executemany("INSERT INTO zip_test.t VALUES (%s, %s)", rows)
+                w.execute("UPDATE zip_test.t SET v = 'short' WHERE id < 10")
+                w.execute("DELETE FROM zip_test.t WHERE id >= 40")
+                w.execute("CREATE TABLE IF NOT EXISTS zip_test.t2 (id INT PRIMARY KEY, note VARCHAR(100))")
+                end = current_position(writer)
+            writer.close()
+        finally:
+            cur.execute("SET GLOBAL log_bin_compress = OFF")
+    conn.close()
+    # The events really are compressed ones.
+    raw = (mariadb.binlog_dir / end.file).read_bytes()[start.pos : end.pos]
+    assert bytes([166]) in raw  # MARIA_WRITE_ROWS_COMPRESSED_V1
+    for transport in ("files", "server"):
+        txs = (
+            _read_filtered(mariadb, start, end, "zip_test.t")
+            if transport == "files"
+            else [
+                tx
+                for tx in read_transactions(
+                    BinlogServer(Credentials(mariadb.host, mariadb.port, "loader", mariadb.password), 4245),
+                    start,
+                    end,
+                    TableSelector(("zip_test.t",)),
+                )
+            ]
+        )
+        changes = [(b.op, before, after) for tx in txs for b in tx.batches for before, after in b.rows]
+        assert [c for c in changes if c[0] == "I"] == [("I", None, r) for r in rows]
+        assert [c[2] for c in changes if c[0] == "U"] == [(i, "short") for i in range(10)]
+        assert [c[1] for c in changes if c[0] == "D"] == [r for r in rows if r[0] >= 40]
+        # The DDL is a compressed query event.
+        assert any("CREATE TABLE IF NOT EXISTS zip_test.t2" in st.query for tx in txs for st in tx.statements)
