@@ -1,0 +1,1 @@
+"""Staging: the CSV change files, their manifests, and the stores that hold them."""

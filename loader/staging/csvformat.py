@@ -1,0 +1,116 @@
+"""The CSV dialect of the staging files: how the extractor writes values and how Spark reads them.
+
+This module is the one place that knows the format (DESIGN.md section 3), so the writer and the
+reader cannot drift apart:
+
+- RFC 4180: ``,`` between fields, ``"`` around them, a ``"`` inside doubled; ``\\n`` ends a row;
+  UTF-8; a header line names the columns.
+- NULL is an unquoted empty field. Every non-NULL text value is quoted, so an empty string is
+  ``""`` and values holding separators, quotes, CR, LF or NUL stay intact.
+- Numbers are written unquoted in exact text: integers in full (unsigned 64-bit included),
+  DECIMAL in fixed notation with its scale, FLOAT/DOUBLE as the shortest text that reads back to
+  the same binary value.
+- Binary values are base64, quoted. Temporal values are text with their microseconds.
+
+Spark's CSV reader turns both an unquoted empty field and ``""`` into NULL unless told apart: it
+reads ``""`` as ``EMPTY_MARKER`` (``SPARK_READ_OPTIONS``), which ``empty_string_sql`` maps back
+to ``''``. A text value equal to the marker itself cannot be staged and is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+from typing import Any
+
+from loader.errors import LoaderError
+
+META_COLUMNS = ("op", "seqno", "row_id", "commit_ts")
+EMPTY_MARKER = "\x00\ue000loader-empty-string\ue000\x00"
+LINE_END = "\n"
+
+# Options for spark.read.csv; the files must be read with an explicit all-string schema.
+SPARK_READ_OPTIONS: dict[str, str] = {
+    "header": "true",
+    "sep": ",",
+    "quote": '"',
+    "escape": '"',
+    "encoding": "UTF-8",
+    "multiLine": "true",  # values may hold newlines
+    "nullValue": "",
+    "emptyValue": EMPTY_MARKER,
+    "mode": "FAILFAST",  # a malformed file is an error, never dropped rows
+    "ignoreLeadingWhiteSpace": "false",
+    "ignoreTrailingWhiteSpace": "false",
+    "maxCharsPerColumn": "-1",
+    "enforceSchema": "true",
+    "unescapedQuoteHandling": "RAISE_ERROR",
+}
+
+
+class CsvValueError(LoaderError):
+    """A value cannot be written to a staging file."""
+
+
+def quote(text: str) -> str:
+    """A text field: always quoted, inner quotes doubled."""
+    if text == EMPTY_MARKER:
+        raise CsvValueError("a text value equals the staging format's empty-string marker")
+    return '"' + text.replace('"', '""') + '"'
+
+
+def encode_value(value: Any) -> str:
+    """One field of a staging file, from a value as the binlog reader decodes it."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, bool):  # a bool is an int; never produced by the reader
+        raise CsvValueError(f"unexpected boolean value {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, bytes):
+        return '"' + base64.b64encode(value).decode("ascii") + '"'
+    raise CsvValueError(f"a value of type {type(value).__name__} cannot be staged: {value!r}")
+
+
+def header_line(columns: list[str] | tuple[str, ...]) -> str:
+    """The header: the meta columns, then the table's columns, every name quoted."""
+    return ",".join(quote(c) for c in (*META_COLUMNS, *columns)) + LINE_END
+
+
+def row_line(op: str, seqno: int, row_id: int, commit_ts: str, values: tuple[Any, ...]) -> str:
+    """One change row."""
+    return f"{op},{seqno},{row_id},{quote(commit_ts)}," + ",".join(encode_value(v) for v in values) + LINE_END
+
+
+def read_staged(spark: Any, paths: list[str], columns: list[str]) -> Any:
+    """Read staging files with Spark: every column a string, empty strings restored.
+
+    Args:
+        spark: the SparkSession.
+        paths: the files, as Spark URIs (see ``staging.uris``).
+        columns: the table's columns, in file order (the meta columns come first by themselves).
+
+    Returns:
+        A DataFrame with the meta columns and the table's columns, all strings, NULL where the
+        file has NULL; casting to the warehouse types is the type map's job.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    names = [*META_COLUMNS, *columns]
+    # Positional names: a source column may be called anything, even like a meta column.
+    schema = StructType([StructField(f"_c{i}", StringType()) for i in range(len(names))])
+    df = spark.read.options(**SPARK_READ_OPTIONS).schema(schema).csv(paths)
+    marker = F.lit(EMPTY_MARKER)
+    return df.select(
+        *[
+            F.when(F.col(f"_c{i}") == marker, F.lit("")).otherwise(F.col(f"_c{i}")).alias(name)
+            for i, name in enumerate(names)
+        ]
+    )
