@@ -65,6 +65,7 @@ class StagingConfig:
     part_bytes: int = 128 * 1024 * 1024
     s3_endpoint_url: str = ""
     aws_conn_id: str = ""
+    webhdfs_url: str = ""
 
     @property
     def scheme(self) -> str:
@@ -253,6 +254,10 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     if not src.name or "/" in src.name or src.name.startswith("."):
         raise ConfigError(f"{origin}: source.name {src.name!r} must be a non-empty name without '/'")
     _one_of(stg.scheme, STAGING_SCHEMES, "staging.uri scheme", origin)
+    if stg.scheme == "hdfs" and not stg.webhdfs_url:
+        raise ConfigError(
+            f"{origin}: staging.webhdfs_url (http://namenode:9870) is required for an hdfs:// staging.uri"
+        )
     if stg.part_bytes < 1024 * 1024:
         raise ConfigError(f"{origin}: staging.part_bytes must be at least 1048576, got {stg.part_bytes}")
     _one_of(wh.catalog, CATALOGS, "warehouse.catalog", origin)

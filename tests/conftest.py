@@ -7,6 +7,7 @@ stopped and removed at the end. Tests that use them are marked ``integration``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -161,7 +162,7 @@ def s3_bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
     """A fresh, empty bucket on the S3 endpoint; returns its name."""
     import boto3
 
-    name = "test-" + request.node.name.lower().replace("_", "-")[:40].strip("-")
+    name = ("t-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()))[:63].strip("-")
     client = boto3.client("s3", endpoint_url=s3_endpoint)
     client.create_bucket(Bucket=name)
     return name
