@@ -184,6 +184,29 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
+    """Extract one interval into staging: from the checkpoint (or --from) to now (or --to)."""
+    from loader.extract import run_extract
+
+    start = Position.parse(args.start) if args.start else None
+    end = Position.parse(args.end) if args.end else None
+    summary = run_extract(cfg, start, end, args.max_changes)
+    if summary is None:
+        _emit(args, {"interval": None}, "extract: nothing new since the last interval")
+        return EXIT_OK
+    data = dataclasses.asdict(summary)
+    lines = [
+        f"extract: interval {summary.interval} [{summary.start}, {summary.end}): {summary.changes:,} changes "
+        f"in {summary.transactions:,} transactions, {summary.seconds:.1f} s",
+    ]
+    for t in summary.tables:
+        ops = "  ".join(f"{op}={n:,}" for op, n in sorted(t.ops.items()))
+        lines.append(f"  {t.table:<30} {ops}  files={t.files}  bytes={t.bytes:,}")
+    lines.append(f"  manifest {summary.manifest}")
+    _emit(args, data, "\n".join(lines))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; one sub-parser per subcommand."""
     parser = argparse.ArgumentParser(
@@ -209,6 +232,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of this round of writes")
     p.add_argument("--rows", type=int, default=20, help="rows inserted per table and round")
     p.add_argument("--writer", default="app", help="account that writes the demo data (same password)")
+
+    p = add("extract", cmd_extract, "extract the next interval of changes into staging")
+    p.add_argument(
+        "--from", dest="start", metavar="FILE:POS", help="start here (default: where the last interval ended)"
+    )
+    p.add_argument(
+        "--to", dest="end", metavar="FILE:POS", help="end here (default: the server's current position)"
+    )
+    p.add_argument(
+        "--max-changes", type=int, help="end the interval at the first transaction past this many changes"
+    )
 
     binlog = sub.add_parser("binlog", help="read the binlog")
     binlog_sub = binlog.add_subparsers(dest="binlog_command", metavar="COMMAND", required=True)

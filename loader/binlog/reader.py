@@ -3,7 +3,7 @@ committed transactions between two positions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 
 from loader.binlog.files import BinlogFiles
@@ -44,7 +44,7 @@ def read_transactions(
     schema: SchemaProvider | None = None,
     strict: bool = True,
     allow_partial_end: bool = False,
-) -> Iterator[Transaction]:
+) -> Generator[Transaction, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
 
     Raises:

@@ -118,6 +118,34 @@ _COMPATIBLE: dict[int, frozenset[str]] = {
     ColumnType.VECTOR: frozenset({"vector"}),
 }
 _TEMPORAL_OLD = frozenset({ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP})
+_INT_TYPES = frozenset(
+    {ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG}
+)
+_TEMPORAL_WORDS: dict[int, str] = {
+    ColumnType.TIME: "time",
+    ColumnType.TIME2: "time",
+    ColumnType.DATETIME: "datetime",
+    ColumnType.DATETIME2: "datetime",
+    ColumnType.TIMESTAMP: "timestamp",
+    ColumnType.TIMESTAMP2: "timestamp",
+}
+_TYPE_WORDS: dict[int, str] = {
+    ColumnType.TINY: "tinyint",
+    ColumnType.SHORT: "smallint",
+    ColumnType.INT24: "mediumint",
+    ColumnType.LONG: "int",
+    ColumnType.LONGLONG: "bigint",
+    ColumnType.FLOAT: "float",
+    ColumnType.DOUBLE: "double",
+    ColumnType.YEAR: "year",
+    ColumnType.DATE: "date",
+    ColumnType.NEWDATE: "date",
+    ColumnType.JSON: "json",
+    ColumnType.ENUM: "enum",
+    ColumnType.SET: "set",
+    ColumnType.GEOMETRY: "geometry",
+    ColumnType.VECTOR: "vector",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +164,34 @@ class PlanColumn:
     @property
     def type_name(self) -> str:
         return column_type_name(self.type)
+
+    @property
+    def mysql_type(self) -> str:
+        """The column's MySQL type as far as the values need it: ``int unsigned``,
+        ``decimal(12,2)``, ``datetime(6)``, ``varchar``, ``varbinary``, ``bit(13)``..."""
+        t = self.type
+        base = _TYPE_WORDS.get(t)
+        if base is not None:
+            return f"{base} unsigned" if self.unsigned and t in _INT_TYPES else base
+        if t == ColumnType.NEWDECIMAL:
+            return f"decimal({self.meta >> 8},{self.meta & 0xFF})"
+        word = _TEMPORAL_WORDS.get(t)
+        if word is not None:
+            fsp = (
+                self.meta
+                if t in (ColumnType.TIME2, ColumnType.DATETIME2, ColumnType.TIMESTAMP2)
+                else self.fsp
+            )
+            return f"{word}({fsp})" if fsp else word
+        if t in (ColumnType.VARCHAR, ColumnType.VAR_STRING):
+            return "varbinary" if self.charset is None else "varchar"
+        if t == ColumnType.STRING:
+            return f"binary({strings.string_meta(self.meta)[1]})" if self.charset is None else "char"
+        if t == ColumnType.BLOB:
+            return "blob" if self.charset is None else "text"
+        if t == ColumnType.BIT:
+            return f"bit({(self.meta >> 8) * 8 + (self.meta & 0xFF)})"
+        return column_type_name(t).lower()
 
 
 @dataclass(slots=True)

@@ -1,0 +1,418 @@
+"""Extraction: one interval of the binlog into per-table CSV staging files and a manifest.
+
+Every committed change of every selected table lands in ``<source>/<schema>/<table>/<interval>/``
+as CSV rows ``op, seqno, row_id, commit_ts, <columns>`` (an update as its D then its I), the
+files are published, and the manifest is written last. Extracting the same interval again
+writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from loader.binlog.reader import open_transport, read_transactions, source_schema
+from loader.binlog.rowplan import ABSENT, TablePlan
+from loader.binlog.transactions import Statement, Transaction
+from loader.config import Config
+from loader.errors import LoaderError
+from loader.ledger import EXTRACTED, Interval, Ledger
+from loader.positions import Position
+from loader.source import check_binlog_settings, connect, credentials, current_position
+from loader.staging import csvformat, layout
+from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
+from loader.staging.stores import Store, open_store
+from loader.tables import TableSelector
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class ExtractError(LoaderError):
+    """The interval cannot be extracted as the binlog stands (a schema change, a missing key...)."""
+
+
+def commit_ts_text(micros: int) -> str:
+    """A commit time as the staging files write it: UTC, microseconds."""
+    return (_EPOCH + timedelta(microseconds=micros)).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+# --- schema changes -------------------------------------------------------------------------
+
+_INT_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 5}
+_TEXT = {"char", "varchar", "text", "json", "enum", "set"}
+_BINARY = {"varbinary", "blob"}
+_DDL = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(ALTER|TRUNCATE|DROP|RENAME)\s+(?:ONLINE\s+|IGNORE\s+)?(?:TABLE\s+)?"
+    r"(?:IF\s+EXISTS\s+)?((?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)",
+    re.I | re.S,
+)
+
+
+def _unquote_name(text: str) -> str:
+    return text.strip().strip("`").replace("``", "`")
+
+
+def ddl_target(statement: Statement) -> tuple[str, str, str] | None:
+    """(verb, schema, table) of an ALTER/TRUNCATE/DROP/RENAME TABLE statement, else None."""
+    m = _DDL.match(statement.query)
+    if not m:
+        return None
+    parts = re.split(r"\s*\.\s*(?=(?:`|[\w$]))", m.group(2), maxsplit=1)
+    if len(parts) == 2:
+        return m.group(1).upper(), _unquote_name(parts[0]), _unquote_name(parts[1])
+    return m.group(1).upper(), statement.schema, _unquote_name(parts[0])
+
+
+def _widens(old: str, new: str) -> bool:
+    if old == new:
+        return True
+    o_base, n_base = old.replace(" unsigned", ""), new.replace(" unsigned", "")
+    if o_base in _INT_RANK and n_base in _INT_RANK:
+        same_sign = old.endswith("unsigned") == new.endswith("unsigned")
+        bigger = _INT_RANK[n_base] > _INT_RANK[o_base]
+        return (same_sign and _INT_RANK[n_base] >= _INT_RANK[o_base]) or (
+            old.endswith("unsigned") and not new.endswith("unsigned") and bigger
+        )
+    if (old, new) == ("float", "double"):
+        return True
+    dec = re.compile(r"decimal\((\d+),(\d+)\)")
+    mo, mn = dec.fullmatch(old), dec.fullmatch(new)
+    if mo and mn:
+        po, so, pn, sn = int(mo[1]), int(mo[2]), int(mn[1]), int(mn[2])
+        return sn >= so and pn - sn >= po - so
+    word = re.compile(r"([a-z]+)(?:\((\d+)\))?")
+    wo, wn = word.fullmatch(old), word.fullmatch(new)
+    if wo and wn:
+        if wo[1] in _TEXT and wn[1] in _TEXT:
+            return wo[1] not in ("enum", "set") or wn[1] in (wo[1], "varchar", "text", "char")
+        if wo[1] in _BINARY and wn[1] in _BINARY:
+            return True
+        if wo[1] == wn[1] and wo[1] in ("datetime", "time", "timestamp", "bit", "binary"):
+            return int(wn[2] or 0) >= int(wo[2] or 0)
+    return False
+
+
+def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec]) -> str | None:
+    """Why a table's new column layout cannot follow its old one in staging, or None."""
+    if len(new) < len(old):
+        return f"the table went from {len(old)} to {len(new)} columns (dropped columns cannot be carried)"
+    for o, n in zip(old, new, strict=False):
+        if o.name != n.name:
+            return f"column {o.name} became {n.name} (renamed or moved columns cannot be carried)"
+        if not _widens(o.mysql_type, n.mysql_type):
+            return f"column {o.name} changed type from {o.mysql_type} to {n.mysql_type}"
+    return None
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Part:
+    path: Path
+    layout: int
+    raw: Any  # the open binary file
+    text: TextIO
+    bytes: int = 0
+    rows: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+class TableWriter:
+    """The CSV parts of one table in one interval."""
+
+    def __init__(self, entry: TableEntry, workdir: Path, part_bytes: int, gzip_parts: bool) -> None:
+        self.entry = entry
+        self.workdir = workdir
+        self.part_bytes = part_bytes
+        self.gzip = gzip_parts
+        self.part: _Part | None = None
+        self.finished: list[_Part] = []
+        self.plan: TablePlan | None = None
+        self.layout_index = -1
+
+    def use(self, plan: TablePlan, where: str, statement: str) -> None:
+        """Switch to ``plan``'s column layout when it differs from the current one."""
+        if plan is self.plan:
+            return
+        columns = [ColumnSpec(c.name, c.mysql_type) for c in plan.columns]
+        self.plan = plan
+        if self.entry.layouts and self.entry.layouts[-1] == columns:
+            return
+        if self.entry.layouts:
+            problem = layout_change_problem(self.entry.layouts[-1], columns)
+            if problem:
+                raise ExtractError(
+                    f"{where}: {self.entry.schema}.{self.entry.table} changed in a way staging cannot "
+                    f"carry: {problem}" + (f" (statement: {statement})" if statement else "")
+                )
+        self.entry.layouts.append(columns)
+        self.layout_index = len(self.entry.layouts) - 1
+        self._close_part()  # one layout per file
+
+    def _open_part(self) -> _Part:
+        number = len(self.finished)
+        path = self.workdir / layout.part_name(number, self.gzip)
+        raw = open(path, "wb")  # noqa: SIM115 - closed in _close_part
+        stream: Any = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if self.gzip else raw
+        text = io.TextIOWrapper(stream, encoding="utf-8", newline="", write_through=False)
+        assert self.plan is not None
+        header = csvformat.header_line([c.name for c in self.plan.columns])
+        text.write(header)
+        self.part = _Part(path, self.layout_index, raw, text, bytes=len(header.encode()))
+        return self.part
+
+    def _close_part(self) -> None:
+        if self.part is not None:
+            self.part.text.close()
+            self.finished.append(self.part)
+            self.part = None
+
+    def write(
+        self, op: str, seqno: int, row_id: int, commit_ts: str, values: tuple[Any, ...], where: str
+    ) -> None:
+        part = self.part or self._open_part()
+        if ABSENT in values:
+            raise ExtractError(
+                f"{where}: a row image of {self.entry.schema}.{self.entry.table} lacks columns; "
+                "the source needs binlog_row_image=FULL"
+            )
+        try:
+            line = csvformat.row_line(op, seqno, row_id, commit_ts, values)
+        except csvformat.CsvValueError as exc:
+            raise ExtractError(f"{where}: {self.entry.schema}.{self.entry.table}: {exc}") from None
+        part.text.write(line)
+        part.bytes += len(line)  # characters: close enough to bytes for the size bound
+        part.rows += 1
+        part.ops[op] = part.ops.get(op, 0) + 1
+        if part.bytes >= self.part_bytes:
+            self._close_part()
+
+    def publish(self, store: Store, folder: str) -> None:
+        """Upload every part, then record them in the table's manifest entry."""
+        self._close_part()
+        for part in self.finished:
+            key = f"{folder}/{part.path.name}"
+            digest = hashlib.sha256()
+            with open(part.path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+            size = part.path.stat().st_size
+            store.put_file(key, part.path)
+            self.entry.files.append(
+                FileEntry(
+                    key, part.layout, part.rows, dict(sorted(part.ops.items())), size, digest.hexdigest()
+                )
+            )
+
+
+# --- the interval ---------------------------------------------------------------------------
+
+
+@dataclass
+class TableSummary:
+    table: str
+    ops: dict[str, int]
+    files: int
+    bytes: int
+
+
+@dataclass
+class ExtractSummary:
+    interval: str
+    start: str
+    end: str
+    transactions: int
+    changes: int
+    seconds: float
+    tables: list[TableSummary]
+    manifest: str
+
+
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def extract_interval(
+    cfg: Config,
+    store: Store,
+    ledger: Ledger,
+    interval: Interval,
+    progress: Progress = _stderr,
+    source_info: dict[str, str] | None = None,
+) -> ExtractSummary:
+    """Extract one planned interval, publish its files and manifest, mark it extracted."""
+    started = time.monotonic()
+    start, end = Position.parse(interval.start), Position.parse(interval.end)
+    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    writers: dict[tuple[str, str], TableWriter] = {}
+    transactions = changes = 0
+    seqno_min: int | None = None
+    seqno_max: int | None = None
+    stopped_at: Position | None = None
+    last_report = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(prefix="loader-extract-") as tmp,
+        source_schema(credentials(cfg.source)) as schema,
+    ):
+        workdir = Path(tmp)
+        txs = read_transactions(open_transport(cfg.source), start, end, selector, schema)
+        for tx in txs:
+            transactions += 1
+            _check_statements(tx, selector, writers)
+            n = _write_transaction(tx, cfg, writers, workdir)
+            if n:
+                changes += n
+                seqno_min = tx.seqno if seqno_min is None else seqno_min
+                seqno_max = tx.seqno
+            if interval.max_changes and changes >= interval.max_changes and tx.end < end:
+                stopped_at = tx.end
+                txs.close()
+                break
+            if time.monotonic() - last_report >= 5:
+                last_report = time.monotonic()
+                progress(
+                    f"extract: interval {interval.id}: {changes:,} changes in {transactions:,} transactions, at {tx.end}"
+                )
+        interval_end = stopped_at or end
+        tables = []
+        for (schema_name, table), writer in sorted(writers.items()):
+            folder = layout.table_dir(cfg.source.name, schema_name, table, interval.id)
+            writer.publish(store, folder)
+            tables.append(writer.entry)
+    manifest = Manifest(
+        interval_id=interval.id,
+        source={"name": cfg.source.name, **(source_info or {})},
+        start=str(start),
+        end=str(interval_end),
+        seqno_min=seqno_min,
+        seqno_max=seqno_max,
+        transactions=transactions,
+        tables=tables,
+    )
+    key = layout.manifest_key(cfg.source.name, interval.id)
+    store.put(key, manifest.to_json())
+    interval.state = EXTRACTED
+    interval.extracted_end = str(interval_end) if stopped_at else None
+    interval.manifest = key
+    interval.changes = changes
+    ledger.save(interval)
+    return ExtractSummary(
+        interval=interval.id,
+        start=str(start),
+        end=str(interval_end),
+        transactions=transactions,
+        changes=changes,
+        seconds=time.monotonic() - started,
+        tables=[
+            TableSummary(f"{t.schema}.{t.table}", t.ops, len(t.files), sum(f.bytes for f in t.files))
+            for t in tables
+        ],
+        manifest=key,
+    )
+
+
+def _check_statements(
+    tx: Transaction, selector: TableSelector, writers: dict[tuple[str, str], TableWriter]
+) -> None:
+    for st in tx.statements:
+        target = ddl_target(st)
+        if target is None or not selector(target[1], target[2]):
+            continue
+        verb, schema_name, table = target
+        if verb != "ALTER":
+            raise ExtractError(
+                f"{st.position}: {verb} TABLE on the selected table {schema_name}.{table} cannot be carried "
+                f"as row changes (statement: {st.query.strip()[:200]}); reload the table with a new initial load"
+            )
+        writer = writers.get((schema_name, table))
+        if writer is not None:
+            writer.entry.statements.append({"position": str(st.position), "query": st.query.strip()})
+
+
+def _write_transaction(
+    tx: Transaction, cfg: Config, writers: dict[tuple[str, str], TableWriter], workdir: Path
+) -> int:
+    if not tx.batches:
+        return 0
+    commit = commit_ts_text(tx.commit_ts)
+    seqno = tx.seqno
+    written = 0
+    for batch in tx.batches:
+        plan = batch.table
+        key = (plan.schema, plan.table)
+        writer = writers.get(key)
+        where = str(batch.position)
+        if writer is None:
+            folder = workdir / layout.safe_component(plan.schema) / layout.safe_component(plan.table)
+            folder.mkdir(parents=True, exist_ok=True)
+            writer = TableWriter(
+                TableEntry(plan.schema, plan.table, _primary_key(plan, cfg, where)),
+                folder,
+                cfg.staging.part_bytes,
+                cfg.staging.gzip,
+            )
+            writers[key] = writer
+        statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
+        writer.use(plan, where, statement)
+        row_id = batch.first_row_id
+        for before, after in batch.rows:
+            if before is not None:
+                writer.write("D", seqno, row_id, commit, before, where)
+                row_id += 1
+            if after is not None:
+                writer.write("I", seqno, row_id, commit, after, where)
+                row_id += 1
+        written += batch.change_count
+    return written
+
+
+def _primary_key(plan: TablePlan, cfg: Config, where: str) -> list[str]:
+    configured = cfg.tables.keys.get(plan.qualified)
+    key = list(configured) if configured else list(plan.primary_key)
+    if not key:
+        raise ExtractError(
+            f"{where}: table {plan.qualified} has no primary key; give its key columns in the config "
+            f'([tables] keys = {{ "{plan.qualified}" = ["col", ...] }})'
+        )
+    missing = [k for k in key if k not in plan.names]
+    if missing:
+        raise ExtractError(f"{where}: key columns {missing} of {plan.qualified} are not among its columns")
+    return key
+
+
+def run_extract(
+    cfg: Config,
+    start: Position | None = None,
+    end: Position | None = None,
+    max_changes: int | None = None,
+    progress: Progress = _stderr,
+) -> ExtractSummary | None:
+    """Plan the next interval (or the one given) and extract it. None when there is nothing new."""
+    store = open_store(cfg.staging)
+    ledger = Ledger(store, cfg.source.name)
+    conn = connect(credentials(cfg.source))
+    try:
+        settings = check_binlog_settings(conn)
+        if end is None:
+            end = current_position(conn)
+    finally:
+        conn.close()
+    interval = ledger.plan(end, start=start, max_changes=max_changes)
+    if interval is None:
+        return None
+    info: dict[str, str] = {k: settings[k] for k in ("server_id", "server_uuid", "version") if k in settings}
+    return extract_interval(cfg, store, ledger, interval, progress, info)

@@ -1,0 +1,133 @@
+"""The ledger of one source: its intervals and its checkpoint (DESIGN.md section 5).
+
+It lives in the staging store beside the data, under ``<source>/_ledger/``, one JSON file per
+interval plus the checkpoint, each written atomically. An interval is claimed with a
+create-once write, so two runs cannot plan the same interval.
+
+States: ``planned`` (boundaries recorded, nothing written yet), ``extracted`` (files and
+manifest published), ``materialised`` (in the warehouse; the checkpoint moved past it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from loader.errors import LoaderError
+from loader.positions import Position
+from loader.staging import layout
+from loader.staging.stores import Store
+
+PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
+
+
+class LedgerError(LoaderError):
+    """The ledger does not allow the step asked for (no checkpoint, a competing run, ...)."""
+
+
+@dataclass
+class Interval:
+    """One interval ``[start, end)`` of one source."""
+
+    id: str
+    start: str
+    end: str  # the end snapshotted when planned
+    max_changes: int | None = None
+    state: str = PLANNED
+    extracted_end: str | None = None  # where a bounded interval stopped (a transaction boundary)
+    manifest: str | None = None
+    changes: int | None = None
+
+    @property
+    def effective_end(self) -> Position:
+        """Where the next interval starts."""
+        return Position.parse(self.extracted_end or self.end)
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode()
+
+
+@dataclass
+class Checkpoint:
+    """The end of the last materialised interval (or the initial load's P0)."""
+
+    position: str
+    interval: str
+    commit_ts: int | None = None  # of the last materialised change, microseconds UTC
+
+
+class Ledger:
+    """The ledger of ``source`` in ``store``."""
+
+    def __init__(self, store: Store, source: str) -> None:
+        self.store = store
+        self.source = source
+        self.prefix = layout.ledger_prefix(source)
+
+    def _interval_key(self, interval_id: str) -> str:
+        return f"{self.prefix}/intervals/{interval_id}.json"
+
+    def checkpoint(self) -> Checkpoint | None:
+        data = self.store.get(f"{self.prefix}/checkpoint.json")
+        return Checkpoint(**json.loads(data)) if data else None
+
+    def set_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.store.put(f"{self.prefix}/checkpoint.json", json.dumps(asdict(checkpoint), indent=1).encode())
+
+    def intervals(self) -> list[Interval]:
+        out = []
+        for key in self.store.list(f"{self.prefix}/intervals"):
+            data = self.store.get(key)
+            if data:
+                out.append(Interval(**json.loads(data)))
+        return sorted(out, key=lambda i: i.id)
+
+    def get(self, interval_id: str) -> Interval | None:
+        data = self.store.get(self._interval_key(interval_id))
+        return Interval(**json.loads(data)) if data else None
+
+    def save(self, interval: Interval) -> None:
+        self.store.put(self._interval_key(interval.id), interval.to_json())
+
+    def plan(
+        self, end: Position, start: Position | None = None, max_changes: int | None = None
+    ) -> Interval | None:
+        """The interval to extract next: an unfinished one again, or a new one up to ``end``.
+
+        Args:
+            end: the server's current position (the snapshot).
+            start: an explicit start (a backfill); by default the end of the last interval, or
+                the checkpoint when there is none.
+            max_changes: stop the interval at the first transaction boundary past this many
+                changes; the rest is left for the next interval.
+
+        Returns:
+            None when there is nothing to extract.
+        """
+        intervals = self.intervals()
+        last = intervals[-1] if intervals else None
+        if start is None and last is not None and last.state == PLANNED:
+            return last  # a rerun reuses the recorded boundaries
+        if start is None:
+            if last is not None:
+                start = last.effective_end
+            else:
+                cp = self.checkpoint()
+                if cp is None:
+                    raise LedgerError(
+                        f"source {self.source} has no checkpoint: run the initial load first "
+                        "(or give a start position)"
+                    )
+                start = Position.parse(cp.position)
+        if start >= end:
+            return None
+        number = int(last.id) + 1 if last is not None else 1
+        interval = Interval(layout.interval_id(number), str(start), str(end), max_changes)
+        if not self.store.create(self._interval_key(interval.id), interval.to_json()):
+            raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
+        return interval
+
+
+def to_dict(interval: Interval) -> dict[str, Any]:
+    return asdict(interval)

@@ -1,0 +1,108 @@
+"""The interval manifest: what an interval holds, written after its data files (DESIGN.md §3).
+
+An interval without a manifest does not exist for the materialiser. The manifest is JSON with a
+``version``; it holds no timestamps of its own, so extracting an interval again writes the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loader.errors import LoaderError
+
+MANIFEST_VERSION = 1
+
+
+class ManifestError(LoaderError):
+    """A manifest is missing fields or has a version this loader does not read."""
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """A column of a file: its name and MySQL type (see ``rowplan.PlanColumn.mysql_type``)."""
+
+    name: str
+    mysql_type: str
+
+
+@dataclass
+class FileEntry:
+    """One CSV part."""
+
+    path: str
+    layout: int  # index into the table's layouts
+    rows: int
+    ops: dict[str, int]
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class TableEntry:
+    """Everything one interval holds for one table."""
+
+    schema: str
+    table: str
+    primary_key: list[str]
+    layouts: list[list[ColumnSpec]] = field(default_factory=list)
+    files: list[FileEntry] = field(default_factory=list)
+    statements: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ops(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.files:
+            for op, n in f.ops.items():
+                out[op] = out.get(op, 0) + n
+        return out
+
+
+@dataclass
+class Manifest:
+    """An interval's manifest."""
+
+    interval_id: str
+    source: dict[str, str]
+    start: str
+    end: str
+    seqno_min: int | None
+    seqno_max: int | None
+    transactions: int
+    tables: list[TableEntry]
+    version: int = MANIFEST_VERSION
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Manifest:
+        try:
+            raw: dict[str, Any] = json.loads(data)
+            if raw.get("version") != MANIFEST_VERSION:
+                raise ManifestError(f"manifest version {raw.get('version')} is not {MANIFEST_VERSION}")
+            tables = [
+                TableEntry(
+                    schema=t["schema"],
+                    table=t["table"],
+                    primary_key=list(t["primary_key"]),
+                    layouts=[[ColumnSpec(**c) for c in layout] for layout in t["layouts"]],
+                    files=[FileEntry(**f) for f in t["files"]],
+                    statements=list(t.get("statements", [])),
+                )
+                for t in raw["tables"]
+            ]
+            return cls(
+                interval_id=raw["interval_id"],
+                source=dict(raw["source"]),
+                start=raw["start"],
+                end=raw["end"],
+                seqno_min=raw["seqno_min"],
+                seqno_max=raw["seqno_max"],
+                transactions=raw["transactions"],
+                tables=tables,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"manifest cannot be read: {exc}") from None
