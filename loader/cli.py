@@ -190,7 +190,7 @@ def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
 
     start = Position.parse(args.start) if args.start else None
     end = Position.parse(args.end) if args.end else None
-    summary = run_extract(cfg, start, end, args.max_changes)
+    summary = run_extract(cfg, start, end, args.max_changes, interval_id=args.interval)
     if summary is None:
         _emit(args, {"interval": None}, "extract: nothing new since the last interval")
         return EXIT_OK

@@ -400,8 +400,13 @@ def run_extract(
     end: Position | None = None,
     max_changes: int | None = None,
     progress: Progress = _stderr,
+    interval_id: str | None = None,
 ) -> ExtractSummary | None:
-    """Plan the next interval (or the one given) and extract it. None when there is nothing new."""
+    """Plan the next interval (or the one given) and extract it. None when there is nothing new.
+
+    ``interval_id`` extracts a recorded interval again, with its recorded boundaries (a rerun
+    writes the same files).
+    """
     store = open_store(cfg.staging)
     ledger = Ledger(store, cfg.source.name)
     conn = connect(credentials(cfg.source))
@@ -411,7 +416,13 @@ def run_extract(
             end = current_position(conn)
     finally:
         conn.close()
-    interval = ledger.plan(end, start=start, max_changes=max_changes)
+    if interval_id is not None:
+        interval = ledger.get(interval_id)
+        if interval is None:
+            raise ExtractError(f"source {cfg.source.name} has no interval {interval_id}")
+        interval.extracted_end = None  # a bounded interval stops at the same place again
+    else:
+        interval = ledger.plan(end, start=start, max_changes=max_changes)
     if interval is None:
         return None
     info: dict[str, str] = {k: settings[k] for k in ("server_id", "server_uuid", "version") if k in settings}

@@ -1,0 +1,264 @@
+"""Extraction from the private MariaDB into staging: files, manifest, ledger, schema changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loader.config import Config
+from loader.errors import LoaderError
+from loader.extract import ExtractError, run_extract
+from loader.ledger import EXTRACTED, Checkpoint, Ledger, LedgerError
+from loader.positions import Position
+from loader.source import current_position
+from loader.staging import csvformat, layout
+from loader.staging.manifest import Manifest
+from loader.staging.stores import open_store
+from tests.conftest import MariaDB
+
+pytestmark = pytest.mark.integration
+
+
+def _config(mariadb: MariaDB, tmp_path: Path, schema: str, **staging: Any) -> Config:
+    cfg = mariadb.config(tmp_path, tables={"include": f'["{schema}.*"]'})
+    return dataclasses.replace(cfg, staging=dataclasses.replace(cfg.staging, **staging)) if staging else cfg
+
+
+def _exec(mariadb: MariaDB, *sql: str) -> Position:
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            for stmt in sql:
+                cur.execute(stmt)
+        return current_position(conn)
+    finally:
+        conn.close()
+
+
+def _start_at_now(cfg: Config, mariadb: MariaDB) -> Position:
+    """Set the checkpoint at the server's current position, as an initial load would."""
+    pos = _exec(mariadb)
+    Ledger(open_store(cfg.staging), cfg.source.name).set_checkpoint(Checkpoint(str(pos), "initial-load"))
+    return pos
+
+
+def _csv_rows(cfg: Config, manifest: Manifest, table: str) -> list[list[str | None]]:
+    import csv
+    import sys
+
+    csv.field_size_limit(sys.maxsize)
+    store = open_store(cfg.staging)
+    entry = next(t for t in manifest.tables if t.table == table)
+    rows: list[list[str | None]] = []
+    for f in entry.files:
+        data = store.get(f.path)
+        assert data is not None
+        rows.extend(list(csv.reader(data.decode().splitlines(keepends=True)))[1:])
+    return rows
+
+
+def test_interval_lands_in_staging_with_manifest_and_ledger(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(
+        mariadb,
+        "CREATE DATABASE IF NOT EXISTS ex1",
+        "CREATE TABLE IF NOT EXISTS ex1.t (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(10,2))",
+    )
+    cfg = _config(mariadb, tmp_path, "ex1")
+    start = _start_at_now(cfg, mariadb)
+    end = _exec(
+        mariadb,
+        "INSERT INTO ex1.t VALUES (1, 'a', 1.50), (2, '', NULL), (3, 'c', -2.25)",
+        "UPDATE ex1.t SET v = 'b' WHERE id = 2",
+        "UPDATE ex1.t SET id = 30 WHERE id = 3",
+        "DELETE FROM ex1.t WHERE id = 1",
+    )
+    summary = run_extract(cfg, progress=lambda _: None)
+    assert summary is not None
+    assert (summary.start, summary.end, summary.changes) == (str(start), str(end), 3 + 2 + 2 + 1)
+    store = open_store(cfg.staging)
+    manifest = Manifest.from_json(store.get(summary.manifest) or b"")
+    (table,) = manifest.tables
+    assert (table.schema, table.table, table.primary_key) == ("ex1", "t", ["id"])
+    assert table.ops == {"I": 5, "D": 3}
+    assert [c.mysql_type for c in table.layouts[0]] == ["int", "varchar", "decimal(10,2)"]
+    rows = _csv_rows(cfg, manifest, "t")
+    assert [r[0] for r in rows] == ["I", "I", "I", "D", "I", "D", "I", "D"]
+    # An update is its D then its I: same seqno, consecutive row_ids.
+    update = rows[3:5]
+    assert update[0][1] == update[1][1] and int(update[1][2]) == int(update[0][2]) + 1
+    assert update[0][4:] == ["2", "", ""] and update[1][4:] == ["2", "b", ""]
+    assert rows[5][4] == "3" and rows[6][4] == "30"  # a primary key change
+    for f in table.files:
+        import hashlib
+
+        data = store.get(f.path) or b""
+        assert hashlib.sha256(data).hexdigest() == f.sha256 and len(data) == f.bytes
+    interval = Ledger(store, cfg.source.name).intervals()[-1]
+    assert interval.state == EXTRACTED and interval.manifest == summary.manifest
+    # Nothing new: no interval.
+    assert run_extract(cfg, progress=lambda _: None) is None
+
+
+def test_extracting_again_writes_identical_bytes(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(
+        mariadb,
+        "CREATE DATABASE IF NOT EXISTS ex2",
+        "CREATE TABLE IF NOT EXISTS ex2.t (id INT PRIMARY KEY, b BLOB)",
+    )
+    cfg = _config(mariadb, tmp_path, "ex2", gzip=True)
+    _start_at_now(cfg, mariadb)
+    _exec(mariadb, "INSERT INTO ex2.t VALUES (1, x'00ff'), (2, NULL)", "DELETE FROM ex2.t WHERE id = 1")
+    summary = run_extract(cfg, progress=lambda _: None)
+    assert summary is not None
+    store = open_store(cfg.staging)
+    first = {k: store.get(k) for k in store.list("demo")}
+    again_summary = run_extract(cfg, interval_id=summary.interval, progress=lambda _: None)
+    assert again_summary is not None and again_summary.interval == summary.interval
+    again = {k: store.get(k) for k in store.list("demo")}
+    data_keys = [k for k in first if "/_ledger/" not in k]
+    for k in data_keys:
+        assert first[k] == again[k], k
+    assert any(k.endswith(".csv.gz") for k in data_keys)
+
+
+def test_max_changes_splits_a_backlog_at_transaction_boundaries(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(
+        mariadb, "CREATE DATABASE IF NOT EXISTS ex3", "CREATE TABLE IF NOT EXISTS ex3.t (id INT PRIMARY KEY)"
+    )
+    cfg = _config(mariadb, tmp_path, "ex3")
+    _start_at_now(cfg, mariadb)
+    _exec(mariadb, *[f"INSERT INTO ex3.t VALUES ({i * 2}), ({i * 2 + 1})" for i in range(10)])
+    seen = 0
+    intervals = []
+    while (s := run_extract(cfg, max_changes=5, progress=lambda _: None)) is not None:
+        intervals.append(s)
+        seen += s.changes
+    assert seen == 20
+    assert [s.changes for s in intervals] == [6, 6, 6, 2]
+    for a, b in itertools.pairwise(intervals):
+        assert a.end == b.start
+
+
+def test_no_checkpoint_and_no_primary_key_are_refused(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(mariadb, "CREATE DATABASE IF NOT EXISTS ex4", "CREATE TABLE IF NOT EXISTS ex4.nokey (a INT, b INT)")
+    cfg = _config(mariadb, tmp_path, "ex4")
+    with pytest.raises(LedgerError, match="run the initial load first"):
+        run_extract(cfg, progress=lambda _: None)
+    _start_at_now(cfg, mariadb)
+    _exec(mariadb, "INSERT INTO ex4.nokey VALUES (1, 2)")
+    with pytest.raises(ExtractError, match=r"table ex4\.nokey has no primary key"):
+        run_extract(cfg, progress=lambda _: None)
+    keyed = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, keys={"ex4.nokey": ("a",)}))
+    summary = run_extract(keyed, progress=lambda _: None)
+    assert summary is not None and summary.changes == 1
+
+
+def test_add_column_splits_files_and_drop_column_stops(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(
+        mariadb,
+        "CREATE DATABASE IF NOT EXISTS ex5",
+        "CREATE TABLE IF NOT EXISTS ex5.t (id INT PRIMARY KEY, a INT)",
+    )
+    cfg = _config(mariadb, tmp_path, "ex5")
+    _start_at_now(cfg, mariadb)
+    _exec(
+        mariadb,
+        "INSERT INTO ex5.t VALUES (1, 1)",
+        "ALTER TABLE ex5.t ADD COLUMN b VARCHAR(10) NULL",
+        "ALTER TABLE ex5.t MODIFY a BIGINT",
+        "INSERT INTO ex5.t VALUES (2, 2, 'x')",
+    )
+    summary = run_extract(cfg, progress=lambda _: None)
+    assert summary is not None
+    manifest = Manifest.from_json(open_store(cfg.staging).get(summary.manifest) or b"")
+    (table,) = manifest.tables
+    assert [[c.name for c in lay] for lay in table.layouts] == [["id", "a"], ["id", "a", "b"]]
+    assert [f.layout for f in table.files] == [0, 1]
+    assert any("ADD COLUMN" in s["query"] for s in table.statements)
+    _exec(
+        mariadb,
+        "INSERT INTO ex5.t VALUES (3, 3, 'y')",
+        "ALTER TABLE ex5.t DROP COLUMN a",
+        "INSERT INTO ex5.t VALUES (4, 'z')",
+    )
+    with pytest.raises(ExtractError, match=r"ex5\.t changed in a way staging cannot carry"):
+        run_extract(cfg, progress=lambda _: None)
+
+
+def test_truncate_of_a_selected_table_stops_with_the_statement(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(
+        mariadb, "CREATE DATABASE IF NOT EXISTS ex6", "CREATE TABLE IF NOT EXISTS ex6.t (id INT PRIMARY KEY)"
+    )
+    cfg = _config(mariadb, tmp_path, "ex6")
+    _start_at_now(cfg, mariadb)
+    _exec(mariadb, "INSERT INTO ex6.t VALUES (1)", "TRUNCATE TABLE ex6.t")
+    with pytest.raises(
+        ExtractError, match=r"TRUNCATE TABLE on the selected table ex6\.t .*TRUNCATE TABLE ex6\.t"
+    ):
+        run_extract(cfg, progress=lambda _: None)
+
+
+def test_odd_names_stay_inside_the_staging_root(mariadb: MariaDB, tmp_path: Path) -> None:
+    schema, table = "we.ird ..", "t/../ '\"é"
+    _exec(
+        mariadb,
+        f"CREATE DATABASE IF NOT EXISTS `{schema}`",
+        f"CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` (id INT PRIMARY KEY)",
+    )
+    cfg = _config(mariadb, tmp_path, "we.ird*")
+    cfg = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, include=("we.ird*.*",)))
+    _start_at_now(cfg, mariadb)
+    _exec(mariadb, f"INSERT INTO `{schema}`.`{table}` VALUES (1)")
+    summary = run_extract(cfg, progress=lambda _: None)
+    assert summary is not None and summary.tables[0].table == f"{schema}.{table}"
+    root = tmp_path / "staging"
+    files = [p for p in root.rglob("*.csv")]
+    assert len(files) == 1 and files[0].resolve().is_relative_to(root.resolve())
+    assert layout.safe_component("..") == "%2E%2E"
+
+
+def test_s3_staging(mariadb: MariaDB, tmp_path: Path, s3_endpoint: str, s3_bucket: str, spark: Any) -> None:
+    _exec(
+        mariadb,
+        "CREATE DATABASE IF NOT EXISTS ex7",
+        "CREATE TABLE IF NOT EXISTS ex7.t (id INT PRIMARY KEY, v TEXT)",
+    )
+    cfg = _config(mariadb, tmp_path, "ex7", uri=f"s3://{s3_bucket}/stage", s3_endpoint_url=s3_endpoint)
+    _start_at_now(cfg, mariadb)
+    _exec(mariadb, "INSERT INTO ex7.t VALUES (1, 'one'), (2, ''), (3, NULL)")
+    summary = run_extract(cfg, progress=lambda _: None)
+    assert summary is not None
+    import boto3
+
+    keys = [
+        o["Key"]
+        for o in boto3.client("s3", endpoint_url=s3_endpoint).list_objects_v2(Bucket=s3_bucket)["Contents"]
+    ]
+    assert f"stage/{summary.manifest}" in keys
+    assert any(k.endswith("part-00000.csv") for k in keys)
+    # Spark (without hadoop-aws here) reads the same bytes from a local copy.
+    store = open_store(cfg.staging)
+    manifest = Manifest.from_json(store.get(summary.manifest) or b"")
+    local = tmp_path / "copy.csv"
+    local.write_bytes(store.get(manifest.tables[0].files[0].path) or b"")
+    rows = csvformat.read_staged(spark, [local.as_uri()], ["id", "v"]).collect()
+    assert [(r.op, r.id, r.v) for r in rows] == [("I", "1", "one"), ("I", "2", ""), ("I", "3", None)]
+
+
+def test_interval_errors_leave_the_ledger_planned(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(
+        mariadb, "CREATE DATABASE IF NOT EXISTS ex8", "CREATE TABLE IF NOT EXISTS ex8.t (id INT PRIMARY KEY)"
+    )
+    cfg = _config(mariadb, tmp_path, "ex8")
+    _start_at_now(cfg, mariadb)
+    _exec(mariadb, "INSERT INTO ex8.t VALUES (1)", "TRUNCATE TABLE ex8.t")
+    with pytest.raises(LoaderError):
+        run_extract(cfg, progress=lambda _: None)
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    (interval,) = ledger.intervals()
+    assert interval.state == "planned" and interval.manifest is None
+    assert not open_store(cfg.staging).list(layout.manifests_prefix(cfg.source.name))
