@@ -99,6 +99,22 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
         f"  {table:<20} " + "  ".join(f"{op}={n}" for op, n in sorted(ops.items()))
         for table, ops in decoded.items()
     ]
+    if args.extract:
+        from loader.extract import run_extract
+
+        extracted = run_extract(cfg, summary.start, summary.end)
+        if extracted is not None:
+            data["extract"] = dataclasses.asdict(extracted)
+            lines.append(
+                f"demo: extracted into {cfg.staging.uri} as interval {extracted.interval}: "
+                f"{extracted.changes} change rows, manifest {extracted.manifest}"
+            )
+            lines += [
+                f"  {t.table:<20} "
+                + "  ".join(f"{op}={n}" for op, n in sorted(t.ops.items()))
+                + f"  files={t.files}"
+                for t in extracted.tables
+            ]
     _emit(args, data, "\n".join(lines))
     return EXIT_OK
 
@@ -190,7 +206,8 @@ def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
 
     start = Position.parse(args.start) if args.start else None
     end = Position.parse(args.end) if args.end else None
-    summary = run_extract(cfg, start, end, args.max_changes, interval_id=args.interval)
+    workers = args.workers or (min(8, os.cpu_count() or 1) if cfg.source.transport == "files" else 1)
+    summary = run_extract(cfg, start, end, args.max_changes, interval_id=args.interval, workers=workers)
     if summary is None:
         _emit(args, {"interval": None}, "extract: nothing new since the last interval")
         return EXIT_OK
@@ -232,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of this round of writes")
     p.add_argument("--rows", type=int, default=20, help="rows inserted per table and round")
     p.add_argument("--writer", default="app", help="account that writes the demo data (same password)")
+    p.add_argument("--extract", action="store_true", help="also extract the range into staging")
 
     p = add("extract", cmd_extract, "extract the next interval of changes into staging")
     p.add_argument(

@@ -8,9 +8,12 @@ writes the same bytes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
 import hashlib
 import io
+import itertools
+import multiprocessing
 import re
 import sys
 import tempfile
@@ -198,22 +201,82 @@ class TableWriter:
         if part.bytes >= self.part_bytes:
             self._close_part()
 
-    def publish(self, store: Store, folder: str) -> None:
-        """Upload every part, then record them in the table's manifest entry."""
+    def finish(self) -> TablePiece:
+        """Close the open part; what this writer wrote, for publishing."""
         self._close_part()
-        for part in self.finished:
-            key = f"{folder}/{part.path.name}"
+        return TablePiece(
+            self.entry.primary_key,
+            self.entry.layouts,
+            [PartInfo(str(p.path), p.layout, p.rows, dict(sorted(p.ops.items()))) for p in self.finished],
+            self.entry.statements,
+        )
+
+
+@dataclass
+class PartInfo:
+    """A written part, before it is published."""
+
+    path: str
+    layout: int
+    rows: int
+    ops: dict[str, int]
+
+
+@dataclass
+class TablePiece:
+    """What one decoder wrote for one table: its layouts in order and its parts."""
+
+    primary_key: list[str]
+    layouts: list[list[ColumnSpec]]
+    parts: list[PartInfo]
+    statements: list[dict[str, str]]
+
+
+@dataclass
+class RangeResult:
+    """What decoding one range of the interval produced (crosses process boundaries)."""
+
+    tables: dict[tuple[str, str], TablePiece]
+    transactions: int = 0
+    changes: int = 0
+    seqno_min: int | None = None
+    seqno_max: int | None = None
+    stopped_at: str | None = None
+
+
+def publish_table(
+    store: Store, folder: str, schema: str, table: str, pieces: list[TablePiece], gzip_parts: bool
+) -> TableEntry:
+    """Upload the parts of one table, in log order, and describe them for the manifest."""
+    entry = TableEntry(schema, table, pieces[0].primary_key)
+    number = 0
+    for piece in pieces:
+        mapping: dict[int, int] = {}
+        for i, columns in enumerate(piece.layouts):
+            if not entry.layouts or entry.layouts[-1] != columns:
+                if entry.layouts:
+                    problem = layout_change_problem(entry.layouts[-1], columns)
+                    if problem:
+                        raise ExtractError(
+                            f"{schema}.{table} changed in a way staging cannot carry: {problem}"
+                        )
+                entry.layouts.append(columns)
+            mapping[i] = len(entry.layouts) - 1
+        for part in piece.parts:
+            path = Path(part.path)
+            key = f"{folder}/{layout.part_name(number, gzip_parts)}"
+            number += 1
             digest = hashlib.sha256()
-            with open(part.path, "rb") as f:
+            with open(path, "rb") as f:
                 while chunk := f.read(1 << 20):
                     digest.update(chunk)
-            size = part.path.stat().st_size
-            store.put_file(key, part.path)
-            self.entry.files.append(
-                FileEntry(
-                    key, part.layout, part.rows, dict(sorted(part.ops.items())), size, digest.hexdigest()
-                )
+            size = path.stat().st_size
+            store.put_file(key, path)
+            entry.files.append(
+                FileEntry(key, mapping[part.layout], part.rows, part.ops, size, digest.hexdigest())
             )
+        entry.statements.extend(piece.statements)
+    return entry
 
 
 # --- the interval ---------------------------------------------------------------------------
@@ -246,6 +309,54 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _extract_range(
+    cfg: Config,
+    start: str,
+    end: str,
+    workdir: str,
+    max_changes: int | None,
+    progress: Progress | None,
+    label: str,
+) -> RangeResult:
+    """Decode ``[start, end)`` and write its CSV parts under ``workdir`` (one decoder's share)."""
+    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    writers: dict[tuple[str, str], TableWriter] = {}
+    result = RangeResult({})
+    end_pos = Position.parse(end)
+    last_report = time.monotonic()
+    with source_schema(credentials(cfg.source)) as schema:
+        txs = read_transactions(open_transport(cfg.source), Position.parse(start), end_pos, selector, schema)
+        for tx in txs:
+            result.transactions += 1
+            _check_statements(tx, selector, writers)
+            n = _write_transaction(tx, cfg, writers, Path(workdir))
+            if n:
+                result.changes += n
+                result.seqno_min = tx.seqno if result.seqno_min is None else result.seqno_min
+                result.seqno_max = tx.seqno
+            if max_changes and result.changes >= max_changes and tx.end < end_pos:
+                result.stopped_at = str(tx.end)
+                txs.close()
+                break
+            if progress is not None and time.monotonic() - last_report >= 5:
+                last_report = time.monotonic()
+                progress(
+                    f"extract: {label}: {result.changes:,} changes in {result.transactions:,} transactions, at {tx.end}"
+                )
+    result.tables = {key: writer.finish() for key, writer in writers.items()}
+    return result
+
+
+def _ranges(cfg: Config, start: Position, end: Position, workers: int) -> list[tuple[str, str]]:
+    if workers > 1 and cfg.source.transport == "files":
+        from loader.binlog.files import BinlogFiles
+        from loader.binlog.split import split_points
+
+        cuts = [start, *split_points(BinlogFiles(cfg.source.binlog_dir), start, end, workers), end]
+        return [(str(a), str(b)) for a, b in itertools.pairwise(cuts) if a < b]
+    return [(str(start), str(end))]
+
+
 def extract_interval(
     cfg: Config,
     store: Store,
@@ -253,54 +364,58 @@ def extract_interval(
     interval: Interval,
     progress: Progress = _stderr,
     source_info: dict[str, str] | None = None,
+    workers: int = 1,
 ) -> ExtractSummary:
-    """Extract one planned interval, publish its files and manifest, mark it extracted."""
+    """Extract one planned interval, publish its files and manifest, mark it extracted.
+
+    With ``workers`` > 1 and binlog files to read, the interval is cut at transaction starts
+    and the pieces are decoded in as many processes; the files are the same whatever the
+    number of workers only in their content, not in how rows are split into parts.
+    """
     started = time.monotonic()
     start, end = Position.parse(interval.start), Position.parse(interval.end)
-    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
-    writers: dict[tuple[str, str], TableWriter] = {}
-    transactions = changes = 0
-    seqno_min: int | None = None
-    seqno_max: int | None = None
-    stopped_at: Position | None = None
-    last_report = time.monotonic()
-    with (
-        tempfile.TemporaryDirectory(prefix="loader-extract-") as tmp,
-        source_schema(credentials(cfg.source)) as schema,
-    ):
-        workdir = Path(tmp)
-        txs = read_transactions(open_transport(cfg.source), start, end, selector, schema)
-        for tx in txs:
-            transactions += 1
-            _check_statements(tx, selector, writers)
-            n = _write_transaction(tx, cfg, writers, workdir)
-            if n:
-                changes += n
-                seqno_min = tx.seqno if seqno_min is None else seqno_min
-                seqno_max = tx.seqno
-            if interval.max_changes and changes >= interval.max_changes and tx.end < end:
-                stopped_at = tx.end
-                txs.close()
-                break
-            if time.monotonic() - last_report >= 5:
-                last_report = time.monotonic()
-                progress(
-                    f"extract: interval {interval.id}: {changes:,} changes in {transactions:,} transactions, at {tx.end}"
+    ranges = [(interval.start, interval.end)] if interval.max_changes else _ranges(cfg, start, end, workers)
+    with tempfile.TemporaryDirectory(prefix="loader-extract-") as tmp:
+        if len(ranges) == 1:
+            results = [
+                _extract_range(
+                    cfg, *ranges[0], tmp, interval.max_changes, progress, f"interval {interval.id}"
                 )
-        interval_end = stopped_at or end
-        tables = []
-        for (schema_name, table), writer in sorted(writers.items()):
-            folder = layout.table_dir(cfg.source.name, schema_name, table, interval.id)
-            writer.publish(store, folder)
-            tables.append(writer.entry)
+            ]
+        else:
+            progress(f"extract: interval {interval.id}: {len(ranges)} ranges in {len(ranges)} processes")
+            ctx = multiprocessing.get_context("fork")
+            with concurrent.futures.ProcessPoolExecutor(len(ranges), mp_context=ctx) as pool:
+                futures = [
+                    pool.submit(_extract_range, cfg, a, b, f"{tmp}/w{i:03d}", None, None, f"range {i}")
+                    for i, (a, b) in enumerate(ranges)
+                ]
+                results = [f.result() for f in futures]
+        stopped_at = results[-1].stopped_at
+        interval_end = Position.parse(stopped_at) if stopped_at else end
+        keys = sorted({key for r in results for key in r.tables})
+        tables = [
+            publish_table(
+                store,
+                layout.table_dir(cfg.source.name, schema_name, table, interval.id),
+                schema_name,
+                table,
+                [r.tables[(schema_name, table)] for r in results if (schema_name, table) in r.tables],
+                cfg.staging.gzip,
+            )
+            for schema_name, table in keys
+        ]
+    seqnos = [r.seqno_min for r in results if r.seqno_min is not None]
+    seqno_maxes = [r.seqno_max for r in results if r.seqno_max is not None]
+    changes = sum(r.changes for r in results)
     manifest = Manifest(
         interval_id=interval.id,
         source={"name": cfg.source.name, **(source_info or {})},
         start=str(start),
         end=str(interval_end),
-        seqno_min=seqno_min,
-        seqno_max=seqno_max,
-        transactions=transactions,
+        seqno_min=min(seqnos) if seqnos else None,
+        seqno_max=max(seqno_maxes) if seqno_maxes else None,
+        transactions=sum(r.transactions for r in results),
         tables=tables,
     )
     key = layout.manifest_key(cfg.source.name, interval.id)
@@ -314,7 +429,7 @@ def extract_interval(
         interval=interval.id,
         start=str(start),
         end=str(interval_end),
-        transactions=transactions,
+        transactions=manifest.transactions,
         changes=changes,
         seconds=time.monotonic() - started,
         tables=[
@@ -401,6 +516,7 @@ def run_extract(
     max_changes: int | None = None,
     progress: Progress = _stderr,
     interval_id: str | None = None,
+    workers: int = 1,
 ) -> ExtractSummary | None:
     """Plan the next interval (or the one given) and extract it. None when there is nothing new.
 
@@ -426,4 +542,4 @@ def run_extract(
     if interval is None:
         return None
     info: dict[str, str] = {k: settings[k] for k in ("server_id", "server_uuid", "version") if k in settings}
-    return extract_interval(cfg, store, ledger, interval, progress, info)
+    return extract_interval(cfg, store, ledger, interval, progress, info, workers)

@@ -262,3 +262,46 @@ def test_interval_errors_leave_the_ledger_planned(mariadb: MariaDB, tmp_path: Pa
     (interval,) = ledger.intervals()
     assert interval.state == "planned" and interval.manifest is None
     assert not open_store(cfg.staging).list(layout.manifests_prefix(cfg.source.name))
+
+
+def test_parallel_extraction_writes_the_same_rows(mariadb: MariaDB, tmp_path: Path) -> None:
+    _exec(
+        mariadb,
+        "CREATE DATABASE IF NOT EXISTS ex9",
+        "CREATE TABLE IF NOT EXISTS ex9.a (id INT PRIMARY KEY, v VARCHAR(50))",
+        "CREATE TABLE IF NOT EXISTS ex9.b (id INT PRIMARY KEY, d DATETIME(6))",
+    )
+    base = _config(mariadb, tmp_path, "ex9")
+    files_cfg = dataclasses.replace(
+        base, source=dataclasses.replace(base.source, transport="files", binlog_dir=str(mariadb.binlog_dir))
+    )
+    start = _exec(mariadb)
+    for i in range(60):
+        _exec(
+            mariadb,
+            f"INSERT INTO ex9.a VALUES ({i}, 'row {i}')",
+            f"INSERT INTO ex9.b VALUES ({i}, '2024-01-01 00:00:{i % 60:02d}.{i:06d}')",
+            f"UPDATE ex9.a SET v = 'changed' WHERE id = {i // 2}",
+        )
+    end = _exec(mariadb)
+    outputs = []
+    for workers in (1, 3):
+        cfg = dataclasses.replace(
+            files_cfg, staging=dataclasses.replace(files_cfg.staging, uri=str(tmp_path / f"staging{workers}"))
+        )
+        summary = run_extract(cfg, start, end, workers=workers, progress=lambda _: None)
+        assert summary is not None
+        manifest = Manifest.from_json(open_store(cfg.staging).get(summary.manifest) or b"")
+        outputs.append(
+            (
+                summary.changes,
+                {t.table: t.ops for t in manifest.tables},
+                {t: _csv_rows(cfg, manifest, t) for t in ("a", "b")},
+                len(manifest.tables[0].files),
+            )
+        )
+    (c1, ops1, rows1, _), (c3, ops3, rows3, parts3) = outputs
+    # 60 + 60 inserts, and 30 updates that change a row (each a D and an I).
+    assert c1 == c3 == 60 + 60 + 30 * 2
+    assert ops1 == ops3 and rows1 == rows3
+    assert parts3 > 1  # the work really was split
