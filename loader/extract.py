@@ -24,8 +24,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
-from loader.binlog.rowplan import ABSENT, TablePlan
+from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import Statement, Transaction
 from loader.config import Config
 from loader.errors import LoaderError
@@ -117,7 +118,34 @@ def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec]) -> str |
     return None
 
 
-# --- writing --------------------------------------------------------------------------------
+# --- writing ---
+
+_INT_KIND = {ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG}
+_INT_KIND |= {ColumnType.YEAR, ColumnType.BIT}
+_TEMPORAL_KIND = {ColumnType.DATE, ColumnType.NEWDATE, ColumnType.TIME, ColumnType.TIME2, ColumnType.DATETIME}
+_TEMPORAL_KIND |= {ColumnType.DATETIME2, ColumnType.TIMESTAMP, ColumnType.TIMESTAMP2}
+
+
+def csv_kind(column: PlanColumn) -> str:
+    """How the CSV row encoder writes a column's values (see ``csvformat.row_encoder``)."""
+    t = column.type
+    if t in _INT_KIND:
+        return "int"
+    if t in (ColumnType.FLOAT, ColumnType.DOUBLE):
+        return "float"
+    if t == ColumnType.NEWDECIMAL:
+        return "decimal"
+    if t in _TEMPORAL_KIND:
+        return "temporal"
+    if t in (ColumnType.GEOMETRY, ColumnType.VECTOR):
+        return "binary"
+    if t in (ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRING, ColumnType.BLOB):
+        if column.charset is None:
+            return "binary"
+        return "any" if column.charset == "?" else "text"
+    if t in (ColumnType.ENUM, ColumnType.SET, ColumnType.JSON):
+        return "text" if column.labels is not None or t == ColumnType.JSON else "any"
+    return "any"
 
 
 @dataclass
@@ -143,6 +171,7 @@ class TableWriter:
         self.finished: list[_Part] = []
         self.plan: TablePlan | None = None
         self.layout_index = -1
+        self.encode: csvformat.RowEncoder = csvformat.row_line
 
     def use(self, plan: TablePlan, where: str, statement: str) -> None:
         """Switch to ``plan``'s column layout when it differs from the current one."""
@@ -150,6 +179,7 @@ class TableWriter:
             return
         columns = [ColumnSpec(c.name, c.mysql_type) for c in plan.columns]
         self.plan = plan
+        self.encode = csvformat.row_encoder([csv_kind(c) for c in plan.columns])
         if self.entry.layouts and self.entry.layouts[-1] == columns:
             return
         if self.entry.layouts:
@@ -185,13 +215,8 @@ class TableWriter:
         self, op: str, seqno: int, row_id: int, commit_ts: str, values: tuple[Any, ...], where: str
     ) -> None:
         part = self.part or self._open_part()
-        if ABSENT in values:
-            raise ExtractError(
-                f"{where}: a row image of {self.entry.schema}.{self.entry.table} lacks columns; "
-                "the source needs binlog_row_image=FULL"
-            )
         try:
-            line = csvformat.row_line(op, seqno, row_id, commit_ts, values)
+            line = self.encode(op, seqno, row_id, commit_ts, values)
         except csvformat.CsvValueError as exc:
             raise ExtractError(f"{where}: {self.entry.schema}.{self.entry.table}: {exc}") from None
         part.text.write(line)

@@ -244,6 +244,11 @@ class TablePlan:
         kind = ev.kind
         # Servers may set the unused high bits of the last bitmap byte.
         present, present_after = ev.present & full, ev.present_after & full
+        if self.strict and (present != full or (kind == "U" and present_after != full)):
+            raise DecodeError(
+                f"a row image of {self.qualified} lacks columns; the source needs binlog_row_image=FULL",
+                where,
+            )
         if kind != "U" and present == full and self.full_image is not None:
             return self._decode_full(ev, where)
         try:

@@ -20,6 +20,7 @@ to ``''``. A text value equal to the marker itself cannot be staged and is refus
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -86,6 +87,49 @@ def header_line(columns: list[str] | tuple[str, ...]) -> str:
 def row_line(op: str, seqno: int, row_id: int, commit_ts: str, values: tuple[Any, ...]) -> str:
     """One change row."""
     return f"{op},{seqno},{row_id},{quote(commit_ts)}," + ",".join(encode_value(v) for v in values) + LINE_END
+
+
+KINDS = ("int", "float", "decimal", "text", "temporal", "binary", "any")
+RowEncoder = Callable[[str, int, int, str, tuple[Any, ...]], str]
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+def row_encoder(kinds: list[str]) -> RowEncoder:
+    """A fast ``row_line`` for rows whose columns have the given kinds (generated once per layout).
+
+    Kinds: ``int``, ``float``, ``decimal``, ``text``, ``temporal`` (text that needs no quote
+    doubling), ``binary``, and ``any`` (``encode_value``'s checks). The result equals
+    ``row_line``'s for values of those kinds.
+    """
+    env: dict[str, Any] = {"_q": quote, "_b64": _b64, "_any": encode_value, "_format": format}
+    exprs = []
+    for i, kind in enumerate(kinds):
+        v = f"v{i}"
+        expr = {
+            "int": f"str({v})",
+            "float": f"repr({v})",
+            "decimal": f"_format({v}, 'f')",
+            "text": f"_q({v})",
+            "temporal": f"'\"' + {v} + '\"'",
+            "binary": f"'\"' + _b64({v}) + '\"'",
+            "any": f"_any({v})",
+        }[kind]
+        exprs.append(f"('' if {v} is None else {expr})")
+    unpack = ", ".join(f"v{i}" for i in range(len(kinds))) + ("," if len(kinds) == 1 else "")
+    lines = ["def encode_row(op, seqno, row_id, commit_ts, values):"]
+    if kinds:
+        lines.append(f"    {unpack} = values")
+    fields = " + ',' + ".join(exprs) if exprs else "''"
+    lines.append(
+        f"    return op + ',' + str(seqno) + ',' + str(row_id) + ',\"' + commit_ts + '\",' + {fields} + '\\n'"
+    )
+    code = "\n".join(lines) + "\n"
+    exec(compile(code, "<csv row encoder>", "exec"), env)
+    encoder: RowEncoder = env["encode_row"]
+    return encoder
 
 
 def read_staged(spark: Any, paths: list[str], columns: list[str]) -> Any:

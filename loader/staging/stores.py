@@ -40,7 +40,8 @@ class Store(Protocol):
         ...
 
     def put_file(self, key: str, path: Path) -> None:
-        """Upload a local file to ``key``, replacing what is there, atomically."""
+        """Upload a local file to ``key``, replacing what is there, atomically; the local file
+        may be consumed (moved) by the upload."""
         ...
 
     def create(self, key: str, data: bytes) -> bool:
@@ -115,10 +116,14 @@ class LocalStore:
             os.replace(tmp, path)
 
     def put_file(self, key: str, path: Path) -> None:
+        """Move a local file into place (a copy when it lives on another file system)."""
         target = self._path(key)
-        if path.parent == target.parent and path.name.startswith("."):
-            os.replace(path, target)  # already written beside its place: just rename it in
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(path, target)
             return
+        except OSError:
+            pass  # another device: copy it
         with self._temp_beside(target) as tmp:
             with open(path, "rb") as src, open(tmp, "wb") as dst:
                 while chunk := src.read(1 << 20):
@@ -158,12 +163,6 @@ class LocalStore:
 
     def spark_uri(self, key: str) -> str:
         return self._path(key).resolve().as_uri()
-
-    def local_temp(self, key: str) -> Path:
-        """A temporary file beside ``key``'s place, for writing a file then ``put_file``."""
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
 
 
 class S3Store:

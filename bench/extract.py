@@ -1,0 +1,175 @@
+"""Extraction speed and memory: this loader's ``extract`` against python-mysql-replication plus
+Python's csv module, on the workload of ``bench/binlog_decode.py`` (about 1,000,000 row changes).
+
+- ``ours-N``: ``loader extract`` of the whole range into local CSV staging, N decoding processes
+  (the binlog files transport, cut at transaction starts);
+- ``pymysqlrepl-csv``: python-mysql-replication 1.0.17 iterating the same binlog and writing the
+  same change rows (an update as its D then its I) with ``csv.writer``.
+
+Every run is its own process (peak memory is max RSS of it and its children); each runs
+``--repeat`` times and its fastest run counts.
+
+    .venv/bin/python bench/extract.py [--changes 1000000] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.binlog_decode import PASSWORD, generate, start_server, stop_server  # noqa: E402
+
+
+def run_ours(port: int, datadir: Path, file: str, start: int, end: int, workers: int, out: Path) -> int:
+    from loader.config import load_config
+    from loader.extract import run_extract
+    from loader.positions import Position
+
+    os.environ["BENCH_PASSWORD"] = PASSWORD
+    cfg = load_config(
+        None,
+        env={
+            "LOADER__SOURCE__PORT": str(port),
+            "LOADER__SOURCE__USER": "loader",
+            "LOADER__SOURCE__PASSWORD_ENV": "BENCH_PASSWORD",
+            "LOADER__SOURCE__TRANSPORT": "files",
+            "LOADER__SOURCE__BINLOG_DIR": str(datadir / "binlog"),
+            "LOADER__TABLES__INCLUDE": '["bench.*"]',
+            "LOADER__STAGING__URI": str(out),
+        },
+    )
+    summary = run_extract(
+        cfg, Position(file, start), Position(file, end), workers=workers, progress=lambda _: None
+    )
+    assert summary is not None
+    return summary.changes
+
+
+def run_pymysqlrepl_csv(port: int, file: str, start: int, end: int, out: Path) -> int:
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    stream = BinLogStreamReader(
+        connection_settings={"host": "127.0.0.1", "port": port, "user": "app", "passwd": PASSWORD},
+        server_id=9903,
+        log_file=file,
+        log_pos=start,
+        resume_stream=True,
+        blocking=False,
+        end_log_pos=end,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+        only_schemas=["bench"],
+        is_mariadb=False,
+        enable_logging=False,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, tuple[object, csv.writer]] = {}  # type: ignore[valid-type]
+    written = 0
+    for event in stream:
+        name = f"{event.schema}.{event.table}"
+        if name not in files:
+            f = open(out / f"{name}.csv", "w", newline="", encoding="utf-8")  # noqa: SIM115
+            files[name] = (f, csv.writer(f))
+        writer = files[name][1]
+        for row in event.rows:
+            if isinstance(event, WriteRowsEvent):
+                writer.writerow(["I", *row["values"].values()])
+                written += 1
+            elif isinstance(event, DeleteRowsEvent):
+                writer.writerow(["D", *row["values"].values()])
+                written += 1
+            else:
+                writer.writerow(["D", *row["before_values"].values()])
+                writer.writerow(["I", *row["after_values"].values()])
+                written += 2
+    for f, _ in files.values():
+        f.close()  # type: ignore[attr-defined]
+    stream.close()
+    return written
+
+
+def child(args: argparse.Namespace) -> None:
+    out = Path(tempfile.mkdtemp(prefix="bench-extract-out-"))
+    try:
+        t0 = time.perf_counter()
+        if args.run == "pymysqlrepl-csv":
+            rows = run_pymysqlrepl_csv(args.port, args.file, args.start, args.end, out)
+        else:
+            workers = int(args.run.split("-")[1])
+            rows = run_ours(args.port, Path(args.datadir), args.file, args.start, args.end, workers, out)
+        secs = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    rss = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
+    print(json.dumps({"rows": rows, "seconds": secs, "peak_rss_mb": rss / 1024}))
+
+
+def measure(
+    run: str, port: int, datadir: Path, info: dict[str, object], end: int | None = None
+) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--child", run, "--port", str(port), "--datadir", str(datadir)]
+    cmd += ["--file", str(info["file"]), "--start", str(info["start"]), "--end", str(end or info["end"])]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", help="a data directory to keep the server and workload in between runs")
+    for hidden in ("--child", "--port", "--datadir", "--file", "--start", "--end"):
+        parser.add_argument(hidden, dest=hidden.strip("-").replace("child", "run"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run:
+        args.port, args.start, args.end = int(args.port), int(args.start), int(args.end)
+        child(args)
+        return
+    datadir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-extract-"))
+    port = start_server(datadir)
+    try:
+        info = generate(port, args.changes)
+        results = {}
+        for run in (f"ours-{args.workers}", "ours-1", "pymysqlrepl-csv"):
+            runs = [measure(run, port, datadir, info) for _ in range(args.repeat)]
+            results[run] = r = min(runs, key=lambda x: x["seconds"])
+            r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
+            print(
+                f"{run:16s} {r['rows']:>10,.0f} change rows in {r['seconds']:6.2f} s = "
+                f"{r['rows'] / r['seconds']:>9,.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MB"
+            )
+        assert results["ours-1"]["rows"] == results["pymysqlrepl-csv"]["rows"], (
+            "the tools wrote different row counts"
+        )
+        quarter = int(info["start"]) + (int(info["end"]) - int(info["start"])) // 4
+        del quarter  # (a quarter is not a transaction boundary; memory is shown per run above)
+        base = results["pymysqlrepl-csv"]["rows"] / results["pymysqlrepl-csv"]["seconds"]
+        for run in (f"ours-{args.workers}", "ours-1"):
+            r = results[run]
+            print(f"speed ratio {run} / python-mysql-replication+csv: {r['rows'] / r['seconds'] / base:.1f}x")
+    finally:
+        stop_server(datadir)
+        if not args.keep:
+            shutil.rmtree(datadir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
