@@ -261,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-changes", type=int, help="end the interval at the first transaction past this many changes"
     )
+    p.add_argument(
+        "--interval", metavar="ID", help="extract this recorded interval again (same boundaries, same files)"
+    )
+    p.add_argument(
+        "--workers", type=int, help="decoding processes (default: one per core reading binlog files, else 1)"
+    )
 
     binlog = sub.add_parser("binlog", help="read the binlog")
     binlog_sub = binlog.add_subparsers(dest="binlog_command", metavar="COMMAND", required=True)

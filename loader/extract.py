@@ -27,7 +27,7 @@ from typing import Any, TextIO
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
-from loader.binlog.transactions import Statement, Transaction
+from loader.binlog.transactions import RowsBatch, Statement, Transaction
 from loader.config import Config
 from loader.errors import LoaderError
 from loader.ledger import EXTRACTED, Interval, Ledger
@@ -211,18 +211,36 @@ class TableWriter:
             self.finished.append(self.part)
             self.part = None
 
-    def write(
-        self, op: str, seqno: int, row_id: int, commit_ts: str, values: tuple[Any, ...], where: str
-    ) -> None:
+    def write_batch(self, batch: RowsBatch, seqno: int, commit_ts: str) -> None:
+        """Every change row of one rows event: inserts as I, deletes as D, updates as D then I."""
         part = self.part or self._open_part()
+        encode = self.encode
+        rid = batch.first_row_id
         try:
-            line = self.encode(op, seqno, row_id, commit_ts, values)
+            if batch.op == "I":
+                lines = [
+                    encode("I", seqno, rid + i, commit_ts, after) for i, (_, after) in enumerate(batch.rows)
+                ]
+            elif batch.op == "D":
+                lines = [
+                    encode("D", seqno, rid + i, commit_ts, before) for i, (before, _) in enumerate(batch.rows)
+                ]
+            else:
+                lines = []
+                for i, (before, after) in enumerate(batch.rows):
+                    lines.append(encode("D", seqno, rid + 2 * i, commit_ts, before))
+                    lines.append(encode("I", seqno, rid + 2 * i + 1, commit_ts, after))
         except csvformat.CsvValueError as exc:
-            raise ExtractError(f"{where}: {self.entry.schema}.{self.entry.table}: {exc}") from None
-        part.text.write(line)
-        part.bytes += len(line)  # characters: close enough to bytes for the size bound
-        part.rows += 1
-        part.ops[op] = part.ops.get(op, 0) + 1
+            raise ExtractError(f"{batch.position}: {self.entry.schema}.{self.entry.table}: {exc}") from None
+        text = "".join(lines)
+        part.text.write(text)
+        part.bytes += len(text)  # characters: close enough to bytes for the size bound
+        part.rows += len(lines)
+        if batch.op == "U":
+            part.ops["D"] = part.ops.get("D", 0) + len(batch.rows)
+            part.ops["I"] = part.ops.get("I", 0) + len(batch.rows)
+        else:
+            part.ops[batch.op] = part.ops.get(batch.op, 0) + len(lines)
         if part.bytes >= self.part_bytes:
             self._close_part()
 
@@ -232,7 +250,17 @@ class TableWriter:
         return TablePiece(
             self.entry.primary_key,
             self.entry.layouts,
-            [PartInfo(str(p.path), p.layout, p.rows, dict(sorted(p.ops.items()))) for p in self.finished],
+            [
+                PartInfo(
+                    str(p.path),
+                    p.layout,
+                    p.rows,
+                    dict(sorted(p.ops.items())),
+                    _sha256(p.path),
+                    p.path.stat().st_size,
+                )
+                for p in self.finished
+            ],
             self.entry.statements,
         )
 
@@ -245,6 +273,16 @@ class PartInfo:
     layout: int
     rows: int
     ops: dict[str, int]
+    sha256: str
+    bytes: int
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 @dataclass
@@ -508,14 +546,7 @@ def _write_transaction(
             writers[key] = writer
         statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
         writer.use(plan, where, statement)
-        row_id = batch.first_row_id
-        for before, after in batch.rows:
-            if before is not None:
-                writer.write("D", seqno, row_id, commit, before, where)
-                row_id += 1
-            if after is not None:
-                writer.write("I", seqno, row_id, commit, after, where)
-                row_id += 1
+        writer.write_batch(batch, seqno, commit)
         written += batch.change_count
     return written
 

@@ -305,3 +305,36 @@ def test_parallel_extraction_writes_the_same_rows(mariadb: MariaDB, tmp_path: Pa
     assert c1 == c3 == 60 + 60 + 30 * 2
     assert ops1 == ops3 and rows1 == rows3
     assert parts3 > 1  # the work really was split
+
+
+def test_extract_command_prints_a_summary(mariadb: MariaDB, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    _exec(
+        mariadb,
+        "CREATE DATABASE IF NOT EXISTS ex10",
+        "CREATE TABLE IF NOT EXISTS ex10.t (id INT PRIMARY KEY)",
+    )
+    start = _exec(mariadb)
+    end = _exec(mariadb, "INSERT INTO ex10.t VALUES (1), (2)", "DELETE FROM ex10.t WHERE id = 2")
+    env = {
+        **os.environ,
+        "LOADER_TEST_PASSWORD": mariadb.password,
+        "LOADER__SOURCE__PORT": str(mariadb.port),
+        "LOADER__SOURCE__PASSWORD_ENV": "LOADER_TEST_PASSWORD",
+        "LOADER__TABLES__INCLUDE": '["ex10.*"]',
+        "LOADER__STAGING__URI": str(tmp_path / "staging"),
+    }
+    loader = str(Path(sys.executable).with_name("loader"))
+    args = [loader, "extract", "--from", str(start), "--to", str(end)]
+    out = subprocess.run([*args, "--output", "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["changes"] == 3 and data["tables"] == [
+        {"table": "ex10.t", "ops": {"D": 1, "I": 2}, "files": 1, "bytes": data["tables"][0]["bytes"]}
+    ]
+    text = subprocess.run([loader, "extract"], capture_output=True, text=True, env=env, timeout=120)
+    assert text.returncode == 0 and "nothing new" in text.stdout

@@ -90,7 +90,8 @@ def row_line(op: str, seqno: int, row_id: int, commit_ts: str, values: tuple[Any
 
 
 KINDS = ("int", "float", "decimal", "text", "temporal", "binary", "any")
-RowEncoder = Callable[[str, int, int, str, tuple[Any, ...]], str]
+# The values: a row image (a tuple) of the columns the encoder was made for.
+RowEncoder = Callable[[str, int, int, str, Any], str]
 
 
 def _b64(value: bytes) -> str:

@@ -259,13 +259,25 @@ class S3Store:
 
 
 def _s3_client(endpoint_url: str | None, aws_conn_id: str | None) -> Any:
+    """A boto3 S3 client: keys from an Airflow AWS connection when one is named (login = access
+    key id, password = secret key, extras ``endpoint_url``, ``region_name``,
+    ``aws_session_token``), else the standard AWS credential chain."""
     import boto3
 
-    if aws_conn_id:
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook  # only with the Amazon provider
+    if not aws_conn_id:
+        return boto3.client("s3", endpoint_url=endpoint_url)
+    from airflow.sdk import BaseHook  # heavy import, only when asked for
 
-        return S3Hook(aws_conn_id=aws_conn_id).get_conn()
-    return boto3.client("s3", endpoint_url=endpoint_url)
+    conn = BaseHook.get_connection(aws_conn_id)
+    extra = conn.extra_dejson or {}
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url or extra.get("endpoint_url"),
+        region_name=extra.get("region_name"),
+        aws_access_key_id=conn.login or None,
+        aws_secret_access_key=conn.password or None,
+        aws_session_token=extra.get("aws_session_token"),
+    )
 
 
 class HdfsStore:

@@ -85,3 +85,20 @@ def test_spark_uris(tmp_path: Path) -> None:
     assert local.spark_uri("a/b.csv") == (tmp_path / "staging" / "a" / "b.csv").as_uri()
     hdfs = open_store(StagingConfig(uri="hdfs://nn:8020/stage", webhdfs_url="http://127.0.0.1:1"))
     assert hdfs.spark_uri("a/b.csv") == "hdfs://nn:8020/stage/a/b.csv"
+
+
+@pytest.mark.integration
+def test_s3_credentials_from_an_airflow_connection(
+    s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from urllib.parse import quote
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_STAGING_S3",
+        f"aws://testing:testing@/?endpoint_url={quote(s3_endpoint, safe='')}&region_name=us-east-1",
+    )
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    store = open_store(StagingConfig(uri=f"s3://{s3_bucket}/p", aws_conn_id="staging_s3"))
+    store.put("k", b"v")
+    assert store.get("k") == b"v"
