@@ -102,3 +102,22 @@ def test_s3_credentials_from_an_airflow_connection(
     store = open_store(StagingConfig(uri=f"s3://{s3_bucket}/p", aws_conn_id="staging_s3"))
     store.put("k", b"v")
     assert store.get("k") == b"v"
+
+
+@pytest.mark.integration
+def test_big_files_go_to_s3_in_parts(
+    s3_endpoint: str, s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from loader.staging.stores import S3Store
+
+    monkeypatch.setattr(S3Store, "MULTIPART_THRESHOLD", 5 * 1024 * 1024)  # S3's smallest part
+    store = open_store(StagingConfig(uri=f"s3://{s3_bucket}/p", s3_endpoint_url=s3_endpoint))
+    data = bytes(range(256)) * (12 * 4096)  # 12 MB: three parts
+    big = tmp_path / "big.csv"
+    big.write_bytes(data)
+    store.put_file("k.csv", big)
+    head = boto3.client("s3", endpoint_url=s3_endpoint).head_object(Bucket=s3_bucket, Key="p/k.csv")
+    assert head["ETag"].strip('"').endswith("-3")  # the ETag of a multipart upload counts its parts
+    assert store.get("k.csv") == data
