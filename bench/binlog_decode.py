@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -157,13 +158,15 @@ def run_ours(kind: str, port: int, datadir: Path, file: str, start: int, end: in
     return rows, time.perf_counter() - t0
 
 
-def run_pymysqlrepl(port: int, file: str, start: int, end: int) -> tuple[int, float]:
+def reference_stream(port: int, file: str, start: int, end: int, server_id: int) -> Any:
+    """python-mysql-replication reading the workload's rows events (the settings it needs on
+    MariaDB: is_mariadb=False, and an end position inside the one binlog file)."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    stream = BinLogStreamReader(
+    return BinLogStreamReader(
         connection_settings={"host": "127.0.0.1", "port": port, "user": "app", "passwd": PASSWORD},
-        server_id=9902,
+        server_id=server_id,
         log_file=file,
         log_pos=start,
         resume_stream=True,
@@ -174,6 +177,10 @@ def run_pymysqlrepl(port: int, file: str, start: int, end: int) -> tuple[int, fl
         is_mariadb=False,
         enable_logging=False,
     )
+
+
+def run_pymysqlrepl(port: int, file: str, start: int, end: int) -> tuple[int, float]:
+    stream = reference_stream(port, file, start, end, 9902)
     rows = 0
     t0 = time.perf_counter()
     for event in stream:

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.binlog_decode import PASSWORD, generate, start_server, stop_server  # noqa: E402
+from bench.binlog_decode import PASSWORD, generate, reference_stream, start_server, stop_server  # noqa: E402
 
 
 def run_ours(port: int, datadir: Path, file: str, start: int, end: int, workers: int, out: Path) -> int:
@@ -58,22 +58,9 @@ def run_ours(port: int, datadir: Path, file: str, start: int, end: int, workers:
 
 
 def run_pymysqlrepl_csv(port: int, file: str, start: int, end: int, out: Path) -> int:
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    from pymysqlreplication.row_event import DeleteRowsEvent, WriteRowsEvent
 
-    stream = BinLogStreamReader(
-        connection_settings={"host": "127.0.0.1", "port": port, "user": "app", "passwd": PASSWORD},
-        server_id=9903,
-        log_file=file,
-        log_pos=start,
-        resume_stream=True,
-        blocking=False,
-        end_log_pos=end,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        only_schemas=["bench"],
-        is_mariadb=False,
-        enable_logging=False,
-    )
+    stream = reference_stream(port, file, start, end, 9903)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, tuple[object, csv.writer]] = {}  # type: ignore[valid-type]
     written = 0
