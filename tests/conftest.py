@@ -6,6 +6,7 @@ stopped and removed at the end. Tests that use them are marked ``integration``.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -30,6 +31,8 @@ MARIADB_SH = ROOT / "infra" / "mariadb" / "mariadb.sh"
 PASSWORD = "loader-test"
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# py4j logs its shutdown at INFO to streams pytest has closed by then.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def free_port() -> int:
