@@ -1,0 +1,151 @@
+"""The one MySQL → Spark type map: warehouse column types, and how a staged CSV field becomes one.
+
+Staged fields are strings (``staging.csvformat``); ``cast_sql`` turns one into its warehouse type
+exactly. The MySQL types are the short forms the binlog reader writes into manifests
+(``rowplan.PlanColumn.mysql_type``: ``int unsigned``, ``decimal(12,2)``, ``datetime(6)``,
+``varchar``, ``bit(13)``...); ``normalize`` turns a ``COLUMN_TYPE`` of ``information_schema``
+(``int(10) unsigned``, ``enum('a','b')``, ``longtext``) into the same form.
+
+| MySQL | Spark | note |
+|---|---|---|
+| tinyint, smallint, mediumint, int, bigint | tinyint .. bigint | unsigned ones one size up |
+| bigint unsigned | decimal(20,0) | |
+| decimal(p,s), p <= 38 | decimal(p,s) | |
+| decimal(p,s), p > 38 | string | Spark decimals stop at 38 digits: exact text |
+| float, double | float, double | |
+| year | smallint | 0 is the zero year |
+| bit(n) | bigint; decimal(20,0) for n = 64 | |
+| date | date | zero dates and dates with a zero month or day become NULL |
+| datetime(n) | timestamp_ntz | zero datetimes become NULL |
+| timestamp(n) | timestamp | UTC; the zero timestamp becomes NULL |
+| time(n) | string | exact text `[-]HHH:MM:SS[.ffffff]`; TIME spans ±838 hours |
+| char, varchar, text, enum, set, json | string | |
+| binary(n), varbinary, blob, geometry, vector | binary | GEOMETRY as SRID + WKB |
+"""
+
+from __future__ import annotations
+
+import re
+
+from loader.errors import LoaderError
+
+
+class TypeMapError(LoaderError):
+    """A MySQL column type the warehouse has no mapping for."""
+
+
+_INT_SPARK = {
+    "tinyint": "tinyint",
+    "smallint": "smallint",
+    "mediumint": "int",
+    "int": "int",
+    "bigint": "bigint",
+}
+_INT_UNSIGNED_SPARK = {
+    "tinyint": "smallint",
+    "smallint": "int",
+    "mediumint": "int",
+    "int": "bigint",
+    "bigint": "decimal(20,0)",
+}
+_STRING = {"char", "varchar", "text", "enum", "set", "json", "time"}
+_BINARY = {"binary", "varbinary", "blob", "geometry", "vector"}
+_TEXT_ALIASES = {"tinytext": "text", "mediumtext": "text", "longtext": "text"}
+_BLOB_ALIASES = {"tinyblob": "blob", "mediumblob": "blob", "longblob": "blob"}
+_GEOMETRY = {
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+    "geomcollection",
+}
+_TYPE = re.compile(r"^([a-z]+)(?:\(([^)]*)\))?( unsigned)?$")
+
+
+def _parse(mysql_type: str) -> tuple[str, str, bool]:
+    m = _TYPE.match(mysql_type.strip().lower())
+    if not m:
+        raise TypeMapError(f"cannot read the MySQL type {mysql_type!r}")
+    return m.group(1), m.group(2) or "", bool(m.group(3))
+
+
+def normalize(column_type: str, charset: str | None = None) -> str:
+    """An ``information_schema.COLUMNS.COLUMN_TYPE`` in the reader's short form."""
+    text = column_type.strip().lower().replace(" zerofill", "")
+    if text.startswith(("enum(", "set(")):
+        return text.split("(", 1)[0]
+    m = re.match(r"^([a-z]+)(?:\(([^)]*)\))?( unsigned)?", text)
+    if not m:
+        raise TypeMapError(f"cannot read the column type {column_type!r}")
+    base, args, unsigned = m.group(1), m.group(2), bool(m.group(3))
+    if base in _INT_SPARK or base == "integer":
+        base = "int" if base == "integer" else base
+        return f"{base} unsigned" if unsigned else base
+    if base in ("decimal", "numeric"):
+        precision, _, scale = (args or "10,0").partition(",")
+        return f"decimal({int(precision)},{int(scale or 0)})"
+    if base in ("float", "double", "real"):
+        return "double" if base in ("double", "real") else "float"
+    if base in ("datetime", "timestamp", "time"):
+        return f"{base}({args})" if args and args != "0" else base
+    if base == "bit":
+        return f"bit({args or 1})"
+    if base == "binary":
+        return f"binary({args or 1})"
+    if base in _TEXT_ALIASES:
+        return "text"
+    if base in _BLOB_ALIASES:
+        return "blob"
+    if base in _GEOMETRY:
+        return "geometry"
+    if base in ("char", "varchar") and charset == "binary":
+        return "binary" if base == "char" else "varbinary"
+    return base
+
+
+def spark_type(mysql_type: str) -> str:
+    """The warehouse (Spark SQL) type of a column."""
+    base, args, unsigned = _parse(mysql_type)
+    if base in _INT_SPARK:
+        return _INT_UNSIGNED_SPARK[base] if unsigned else _INT_SPARK[base]
+    if base == "decimal":
+        precision, _, scale = args.partition(",")
+        return f"decimal({int(precision)},{int(scale)})" if int(precision) <= 38 else "string"
+    if base in ("float", "double"):
+        return base
+    if base == "year":
+        return "smallint"
+    if base == "bit":
+        return "decimal(20,0)" if int(args or 1) == 64 else "bigint"
+    if base == "date":
+        return "date"
+    if base == "datetime":
+        return "timestamp_ntz"
+    if base == "timestamp":
+        return "timestamp"
+    if base in _STRING:
+        return "string"
+    if base in _BINARY:
+        return "binary"
+    raise TypeMapError(f"the MySQL type {mysql_type!r} has no warehouse type")
+
+
+def cast_sql(column: str, mysql_type: str) -> str:
+    """Spark SQL turning the staged string ``column`` (a quoted identifier) into its type.
+
+    Staged values are exact text; invalid dates (MySQL's zero dates) give NULL, not an error.
+    """
+    target = spark_type(mysql_type)
+    base = _parse(mysql_type)[0]
+    if target == "string":
+        return column
+    if target == "binary":
+        return f"unbase64({column})"
+    if base == "timestamp":
+        return f"try_to_timestamp({column})"  # the session time zone is UTC
+    if base in ("date", "datetime"):
+        return f"try_cast({column} AS {target})"
+    return f"CAST({column} AS {target})"
