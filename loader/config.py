@@ -81,6 +81,12 @@ class WarehouseConfig:
     catalog: str = "derby"
     metastore_uri: str = ""
     dir: str = "warehouse"
+    # Integer primary keys: this many consecutive key values per partition.
+    partition_rows: int = 1_000_000
+    # Other keys: this many hash buckets.
+    buckets: int = 16
+    # Superseded partition versions are deleted after this many hours.
+    retention_hours: int = 24
 
 
 @dataclass(frozen=True)
@@ -264,6 +270,10 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     if wh.catalog == "hive" and not wh.metastore_uri:
         raise ConfigError(
             f"{origin}: warehouse.metastore_uri (thrift://host:9083) is required when catalog = 'hive'"
+        )
+    if wh.partition_rows < 1 or wh.buckets < 1 or wh.retention_hours < 0:
+        raise ConfigError(
+            f"{origin}: warehouse.partition_rows and buckets must be >= 1, retention_hours >= 0"
         )
     if not wh.database.replace("_", "").isalnum():
         raise ConfigError(f"{origin}: warehouse.database {wh.database!r} must be letters, digits and '_'")

@@ -1,0 +1,274 @@
+"""Materialisation: staged intervals merged into partitioned warehouse tables (DESIGN.md §4).
+
+For each table of the intervals being applied:
+
+1. the staged rows of every interval are read (``csvformat.read_staged``), older column layouts
+   padded with NULLs, and cast to the warehouse types (``types``);
+2. each change gets its partition: key ranges for a single integer key, hash buckets otherwise;
+3. only the touched partitions are read, merged (``sql/merge.sql``) and written to a new,
+   versioned folder; then each partition is pointed at its new folder in the catalog, one
+   atomic ``ALTER TABLE ... PARTITION ... SET LOCATION`` at a time, so readers see a partition's
+   old version or its new one, never a mix;
+4. superseded versions older than the retention are deleted.
+
+Applying the same intervals again gives the same table (the merge rule is idempotent), so a crash
+between two partition swaps is repaired by running again. The ledger marks intervals
+materialised, and moves the checkpoint, only after every table is done.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loader import types
+from loader.config import Config
+from loader.errors import LoaderError
+from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
+from loader.merge import merge_sql, quote_identifier
+from loader.staging import csvformat
+from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
+from loader.staging.stores import Store, open_store
+
+META_TYPES = {"seqno": "bigint", "row_id": "int"}
+# The partition column. Not "_part": the Hive metastore's partition filter parser refuses names
+# that start with an underscore.
+PART = "loader_partition"
+INTEGER_KEY_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
+# Fault injection for the crash-safety test: exit right after this many partition swaps.
+CRASH_AFTER_SWAPS_ENV = "LOADER_TEST_CRASH_AFTER_SWAPS"
+
+
+class MaterializeError(LoaderError):
+    """A table cannot be materialised (an interval out of order, a change the table cannot take)."""
+
+
+@dataclass
+class TableResult:
+    table: str
+    inserted: int
+    updated: int
+    deleted: int
+    partitions: int
+    seconds: float
+
+
+def pending_intervals(ledger: Ledger) -> list[Interval]:
+    """Extracted, not yet materialised intervals, in order; refuses a gap before them."""
+    intervals = ledger.intervals()
+    pending = [i for i in intervals if i.state == EXTRACTED]
+    for earlier in intervals:
+        if pending and earlier.id < pending[0].id and earlier.state not in (MATERIALISED, EXTRACTED):
+            raise MaterializeError(
+                f"interval {earlier.id} is {earlier.state}: extract it (loader extract --interval {earlier.id}) "
+                f"before later intervals can be materialised"
+            )
+    return pending
+
+
+def _partition_expr(columns: list[ColumnSpec], key: list[str], cfg: Config) -> str:
+    types_by_name = {c.name: c.mysql_type for c in columns}
+    q = quote_identifier
+    if len(key) == 1 and types_by_name[key[0]].split()[0] in INTEGER_KEY_TYPES:
+        return f"CAST(floor({q(key[0])} / {cfg.warehouse.partition_rows}) AS BIGINT)"
+    return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {cfg.warehouse.buckets}) AS BIGINT)"
+
+
+def warehouse_table(schema: str, table: str) -> str:
+    """A source table's name in the warehouse database: ``<schema>__<table>``."""
+    return f"{schema}__{table}"
+
+
+def _table_name(cfg: Config, schema: str, table: str) -> str:
+    return f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(warehouse_table(schema, table))}"
+
+
+def _ensure_table(spark: Any, cfg: Config, schema: str, table: str, columns: list[ColumnSpec]) -> None:
+    """Create the table on first sight; add columns that appeared at the end of the source's."""
+    q = quote_identifier
+    name = _table_name(cfg, schema, table)
+    if not spark.catalog.tableExists(warehouse_table(schema, table), cfg.warehouse.database):
+        cols = ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in columns)
+        spark.sql(
+            f"CREATE TABLE {name} ({cols}, _seqno BIGINT, _commit_ts TIMESTAMP, {PART} BIGINT) "
+            f"USING parquet PARTITIONED BY ({PART})"
+        )
+        return
+    existing = [
+        f.name for f in spark.table(name).schema.fields if f.name not in ("_seqno", "_commit_ts", PART)
+    ]
+    wanted = [c.name for c in columns]
+    if wanted[: len(existing)] != existing:
+        raise MaterializeError(
+            f"{name}: the source's columns {wanted} do not continue the warehouse's {existing}; "
+            "only columns added at the end can be applied"
+        )
+    added = columns[len(existing) :]
+    if added:
+        spark.sql(
+            f"ALTER TABLE {name} ADD COLUMNS ("
+            + ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in added)
+            + ")"
+        )
+
+
+def _changes(spark: Any, store: Store, entries: list[TableEntry], columns: list[ColumnSpec]) -> Any:
+    """Every staged change of one table, typed, in the table's latest column layout."""
+    q = quote_identifier
+    frames = []
+    for entry in entries:
+        for index, layout_columns in enumerate(entry.layouts):
+            paths = [store.spark_uri(f.path) for f in entry.files if f.layout == index]
+            if not paths:
+                continue
+            names = [c.name for c in layout_columns]
+            frame = csvformat.read_staged(spark, paths, names)
+            have = set(names)
+            select = [
+                f"CAST({q(m)} AS {t})" + f" AS {q(m)}"
+                if m in META_TYPES
+                else f"try_to_timestamp({q(m)}) AS {q(m)}"
+                for m, t in (*META_TYPES.items(), ("commit_ts", "timestamp"))
+            ] + ["op"]
+            for c in columns:
+                if c.name in have:
+                    select.append(f"{types.cast_sql(q(c.name), c.mysql_type)} AS {q(c.name)}")
+                else:
+                    select.append(f"CAST(NULL AS {types.spark_type(c.mysql_type)}) AS {q(c.name)}")
+            frames.append(frame.selectExpr(*select))
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def materialize_table(
+    spark: Any, cfg: Config, store: Store, entries: list[TableEntry], run_id: str
+) -> TableResult:
+    """Apply one table's staged changes from several intervals in one pass."""
+    started = time.monotonic()
+    schema, table = entries[0].schema, entries[0].table
+    columns = entries[-1].layouts[-1]
+    key = entries[-1].primary_key
+    name = _table_name(cfg, schema, table)
+    _ensure_table(spark, cfg, schema, table, columns)
+    part = _partition_expr(columns, key, cfg)
+    changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
+    touched = sorted(r[PART] for r in changes.select(PART).distinct().collect())
+    counts = {r.op: r["count"] for r in changes.groupBy("op").count().collect()}
+    if not touched:
+        return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
+    changes.createOrReplaceTempView("changes")
+    names = [c.name for c in columns]
+    touched_list = ", ".join(str(p) for p in touched)
+    spark.sql(f"SELECT * FROM {name} WHERE {PART} IN ({touched_list})").createOrReplaceTempView("base")
+    merged = spark.sql(f"SELECT m.*, {part} AS {PART} FROM ({merge_sql(names, key)}) m")
+    table_location = _table_location(spark, name)
+    version_root = f"{table_location}/_versions/{run_id}"
+    merged.write.mode("overwrite").partitionBy(PART).parquet(version_root)
+    written = set(_written_partitions(spark, version_root))
+    existing = {int(r[0].split("=", 1)[1]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
+    crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
+    for n, p in enumerate(touched, start=1):
+        location = f"{version_root}/{PART}={p}"
+        if p not in written:  # every row of the partition went: its new version is empty
+            spark.createDataFrame([], merged.drop(PART).schema).write.mode("overwrite").parquet(location)
+        literal = _sql_string(location)
+        if p in existing:
+            spark.sql(f"ALTER TABLE {name} PARTITION ({PART}={p}) SET LOCATION {literal}")
+        else:
+            spark.sql(f"ALTER TABLE {name} ADD PARTITION ({PART}={p}) LOCATION {literal}")
+        if crash_after and n >= crash_after:
+            os._exit(137)
+    spark.catalog.refreshTable(name)
+    if table_location.startswith("file:"):
+        root = Path(table_location[len("file:") :]) / "_versions"
+        _delete_old_versions(root, run_id, cfg.warehouse.retention_hours, spark, name)
+    changes.unpersist()
+    deletes, inserts = counts.get("D", 0), counts.get("I", 0)
+    updated = min(deletes, inserts)  # a change's D and I pair up; the rest are pure deletes or inserts
+    return TableResult(
+        f"{schema}.{table}",
+        inserts - updated,
+        updated,
+        deletes - updated,
+        len(touched),
+        time.monotonic() - started,
+    )
+
+
+def _table_location(spark: Any, name: str) -> str:
+    """The table's root location as the catalog has it (a URI such as ``file:/...``)."""
+    for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect():
+        if r.col_name == "Location":
+            return str(r.data_type).rstrip("/")
+    raise MaterializeError(f"{name} has no location in the catalog")
+
+
+def _written_partitions(spark: Any, root: str) -> list[int]:
+    """The partition values a partitioned write created folders for."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(root)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    out = []
+    for status in fs.listStatus(path):
+        name = status.getPath().getName()
+        if status.isDirectory() and name.startswith(f"{PART}="):
+            out.append(int(name.split("=", 1)[1]))
+    return out
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _delete_old_versions(root: Path, current: str, retention_hours: int, spark: Any, name: str) -> None:
+    """Remove version folders no partition points at any more, once older than the retention."""
+    cutoff = time.time() - retention_hours * 3600
+    live = {str(p) for p in _partition_locations(spark, name)}
+    for version in root.iterdir() if root.exists() else []:
+        if version.name == current or version.stat().st_mtime > cutoff:
+            continue
+        if any(loc.startswith(str(version)) for loc in live):
+            continue
+        shutil.rmtree(version, ignore_errors=True)
+
+
+def _partition_locations(spark: Any, name: str) -> list[str]:
+    out = []
+    for r in spark.sql(f"SHOW PARTITIONS {name}").collect():
+        desc = spark.sql(f"DESCRIBE FORMATTED {name} PARTITION ({r[0]})").collect()
+        # The partition's own Location comes first; the table's follows under storage information.
+        loc = next((str(d.data_type) for d in desc if d.col_name == "Location"), "")
+        out.append(loc[len("file:") :] if loc.startswith("file:") else loc)
+    return out
+
+
+def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
+    """Apply every extracted interval, in order; mark them materialised; move the checkpoint."""
+    store = open_store(cfg.staging)
+    ledger = Ledger(store, cfg.source.name)
+    intervals = pending_intervals(ledger)
+    if not intervals:
+        return []
+    manifests = [Manifest.from_json(store.get(i.manifest or "") or b"") for i in intervals]
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
+    by_table: dict[tuple[str, str], list[TableEntry]] = {}
+    for m in manifests:
+        for t in m.tables:
+            by_table.setdefault((t.schema, t.table), []).append(t)
+    run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
+    results = [
+        materialize_table(spark, cfg, store, entries, run_id) for _, entries in sorted(by_table.items())
+    ]
+    for interval in intervals:
+        interval.state = MATERIALISED
+        ledger.save(interval)
+    last = intervals[-1]
+    ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id))
+    return results
