@@ -224,6 +224,42 @@ def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def cmd_materialize(args: argparse.Namespace, cfg: Config) -> int:
+    """Apply every extracted interval to the warehouse with spark-submit; print a table summary."""
+    import subprocess
+    from pathlib import Path
+
+    from loader import materialize_job
+    from loader.spark import spark_submit_command
+
+    if not cfg.path:
+        raise ConfigError("loader materialize needs --config (or LOADER_CONFIG): the Spark job reads it too")
+    command = spark_submit_command(
+        cfg, str(Path(materialize_job.__file__)), ["--config", str(Path(cfg.path).resolve())]
+    )
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    started = time.monotonic()
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith(materialize_job.SUMMARY_PREFIX)]
+    if proc.returncode != 0 or not lines:
+        errors = [x for x in proc.stderr.splitlines() if "error" in x.lower()][-3:]
+        raise LoaderError(
+            f"the materialize job failed (exit {proc.returncode}): " + (" | ".join(errors) or "no output")
+        )
+    results = json.loads(lines[-1][len(materialize_job.SUMMARY_PREFIX) :])
+    text = [f"materialize: {len(results)} tables in {time.monotonic() - started:.1f} s"]
+    text += [
+        f"  {r['table']:<30} inserted={r['inserted']:,} updated={r['updated']:,} deleted={r['deleted']:,} "
+        f"partitions={r['partitions']} seconds={r['seconds']:.1f}"
+        for r in results
+    ]
+    if not results:
+        text = ["materialize: no extracted intervals to apply"]
+    _emit(args, {"tables": results}, "\n".join(text))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; one sub-parser per subcommand."""
     parser = argparse.ArgumentParser(
@@ -266,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workers", type=int, help="decoding processes (default: one per core reading binlog files, else 1)"
+    )
+
+    add(
+        "materialize", cmd_materialize, "apply the extracted intervals to the warehouse tables (spark-submit)"
     )
 
     binlog = sub.add_parser("binlog", help="read the binlog")

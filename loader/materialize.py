@@ -30,7 +30,7 @@ from loader import types
 from loader.config import Config
 from loader.errors import LoaderError
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
-from loader.merge import merge_sql, quote_identifier
+from loader.merge import merge_counts_sql, merge_sql, quote_identifier
 from loader.staging import csvformat
 from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
@@ -160,7 +160,6 @@ def materialize_table(
     part = _partition_expr(columns, key, cfg)
     changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
     touched = sorted(r[PART] for r in changes.select(PART).distinct().collect())
-    counts = {r.op: r["count"] for r in changes.groupBy("op").count().collect()}
     if not touched:
         return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
     changes.createOrReplaceTempView("changes")
@@ -168,6 +167,7 @@ def materialize_table(
     touched_list = ", ".join(str(p) for p in touched)
     spark.sql(f"SELECT * FROM {name} WHERE {PART} IN ({touched_list})").createOrReplaceTempView("base")
     merged = spark.sql(f"SELECT m.*, {part} AS {PART} FROM ({merge_sql(names, key)}) m")
+    effect = spark.sql(merge_counts_sql(names, key)).collect()[0]
     table_location = _table_location(spark, name)
     version_root = f"{table_location}/_versions/{run_id}"
     merged.write.mode("overwrite").partitionBy(PART).parquet(version_root)
@@ -190,13 +190,11 @@ def materialize_table(
         root = Path(table_location[len("file:") :]) / "_versions"
         _delete_old_versions(root, run_id, cfg.warehouse.retention_hours, spark, name)
     changes.unpersist()
-    deletes, inserts = counts.get("D", 0), counts.get("I", 0)
-    updated = min(deletes, inserts)  # a change's D and I pair up; the rest are pure deletes or inserts
     return TableResult(
         f"{schema}.{table}",
-        inserts - updated,
-        updated,
-        deletes - updated,
+        int(effect.inserted or 0),
+        int(effect.updated or 0),
+        int(effect.deleted or 0),
         len(touched),
         time.monotonic() - started,
     )

@@ -32,11 +32,21 @@ def merge_sql(columns: list[str], key: list[str], template: str = "merge.sql") -
         raise MergeError(f"key columns {missing} are not among the table's columns {columns}")
     q = quote_identifier
     text = (SQL_DIR / template).read_text(encoding="utf-8")
+    latest = Template((SQL_DIR / "latest_changes.sql").read_text(encoding="utf-8"))
+    key_columns = ", ".join(f"c.{q(k)}" for k in key)
+    latest_sql = "\n".join(
+        line for line in latest.substitute(key_columns=key_columns).splitlines() if not line.startswith("--")
+    )
     return Template(text).substitute(
-        key_columns=", ".join(f"c.{q(k)}" for k in key),
+        latest_changes=latest_sql,
         key_join=" AND ".join(f"b.{q(k)} <=> l.{q(k)}" for k in key),
         base_columns=", ".join(f"b.{q(c)}" for c in columns),
         latest_columns=", ".join(f"l.{q(c)}" for c in columns),
         latest_key_is_null=f"l.{q(key[0])} IS NULL AND l.seqno IS NULL",
         base_key_is_null="b._seqno IS NULL",
     )
+
+
+def merge_counts_sql(columns: list[str], key: list[str]) -> str:
+    """Rows the merge of ``changes`` into ``base`` inserts, updates and deletes (one row)."""
+    return merge_sql(columns, key, template="merge_counts.sql")

@@ -9,14 +9,7 @@
 -- 4. keys without changes stay as they are.
 -- Applying the same changes again gives the same rows.
 
-WITH ranked AS (
-    SELECT c.*,
-           row_number() OVER (PARTITION BY ${key_columns} ORDER BY c.seqno DESC, c.row_id DESC) AS _rank
-    FROM changes c
-),
-latest AS (
-    SELECT * FROM ranked WHERE _rank = 1
-)
+WITH ${latest_changes}
 SELECT ${base_columns}, b._seqno, b._commit_ts
 FROM base b
 LEFT JOIN latest l ON ${key_join}
