@@ -35,6 +35,7 @@ setup: $(STAMP) ## create the virtual environment and install missing Debian pac
 demo: setup ## run the pipeline on the embedded default: private MariaDB, local staging and Spark
 	infra/mariadb/mariadb.sh start $(DEMO_DIR)/mariadb $(DEMO_PORT)
 	$(BIN)/loader demo --config loader.example.toml --extract
+	$(BIN)/loader materialize --config loader.example.toml
 
 .PHONY: demo-stop
 demo-stop: ## stop the demo's private MariaDB
