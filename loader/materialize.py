@@ -92,7 +92,7 @@ def _ensure_table(spark: Any, cfg: Config, schema: str, table: str, columns: lis
     """Create the table on first sight; add columns that appeared at the end of the source's."""
     q = quote_identifier
     name = _table_name(cfg, schema, table)
-    if not spark.catalog.tableExists(warehouse_table(schema, table), cfg.warehouse.database):
+    if not spark.catalog.tableExists(name):
         cols = ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in columns)
         spark.sql(
             f"CREATE TABLE {name} ({cols}, _seqno BIGINT, _commit_ts TIMESTAMP, {PART} BIGINT) "

@@ -17,7 +17,9 @@ WHERE ${latest_key_is_null} OR b._seqno > l.seqno
 
 UNION ALL
 
+-- Written as base RIGHT JOIN latest (not latest LEFT JOIN base) so that the small side, the
+-- changes, is the one Spark can broadcast.
 SELECT ${latest_columns}, l.seqno AS _seqno, l.commit_ts AS _commit_ts
-FROM latest l
-LEFT JOIN base b ON ${key_join}
+FROM base b
+RIGHT JOIN latest l ON ${key_join}
 WHERE l.op = 'I' AND (${base_key_is_null} OR b._seqno <= l.seqno)

@@ -6,5 +6,5 @@ SELECT
     sum(CASE WHEN l.op = 'I' AND b._seqno IS NULL THEN 1 ELSE 0 END) AS inserted,
     sum(CASE WHEN l.op = 'I' AND b._seqno <= l.seqno THEN 1 ELSE 0 END) AS updated,
     sum(CASE WHEN l.op = 'D' AND b._seqno <= l.seqno THEN 1 ELSE 0 END) AS deleted
-FROM latest l
-LEFT JOIN base b ON ${key_join}
+FROM base b
+RIGHT JOIN latest l ON ${key_join}
