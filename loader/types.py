@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 
+from loader.binlog.constants import GEOMETRY_TYPE_NAMES
 from loader.errors import LoaderError
 
 
@@ -52,16 +53,6 @@ _STRING = {"char", "varchar", "text", "enum", "set", "json", "time"}
 _BINARY = {"binary", "varbinary", "blob", "geometry", "vector"}
 _TEXT_ALIASES = {"tinytext": "text", "mediumtext": "text", "longtext": "text"}
 _BLOB_ALIASES = {"tinyblob": "blob", "mediumblob": "blob", "longblob": "blob"}
-_GEOMETRY = {
-    "point",
-    "linestring",
-    "polygon",
-    "multipoint",
-    "multilinestring",
-    "multipolygon",
-    "geometrycollection",
-    "geomcollection",
-}
 _TYPE = re.compile(r"^([a-z]+)(?:\(([^)]*)\))?( unsigned)?$")
 
 
@@ -99,7 +90,7 @@ def normalize(column_type: str, charset: str | None = None) -> str:
         return "text"
     if base in _BLOB_ALIASES:
         return "blob"
-    if base in _GEOMETRY:
+    if base in GEOMETRY_TYPE_NAMES:
         return "geometry"
     if base in ("char", "varchar") and charset == "binary":
         return "binary" if base == "char" else "varbinary"

@@ -41,6 +41,18 @@ def _source_rows(mariadb: MariaDB, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+def _checkpoint_now(mariadb: MariaDB, cfg: Config) -> Ledger:
+    """Set the checkpoint at the server's current position, as an initial load would."""
+    conn = mariadb.connect()
+    try:
+        start = current_position(conn)
+    finally:
+        conn.close()
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger.set_checkpoint(Checkpoint(str(start), "initial-load"))
+    return ledger
+
+
 @pytest.fixture
 def cfg(mariadb: MariaDB, tmp_path: Path, spark_config: Config) -> Config:
     base = mariadb.config(tmp_path, tables={"include": '["mat.*"]'})
@@ -60,10 +72,7 @@ def test_intervals_become_tables_equal_to_the_source(mariadb: MariaDB, cfg: Conf
         "CREATE TABLE mat.t (id INT PRIMARY KEY, v VARCHAR(20), n DECIMAL(10,2), d DATETIME(6))",
         "CREATE TABLE mat.c (a VARCHAR(10), b INT, x TEXT, PRIMARY KEY (a, b))",
     )
-    conn = mariadb.connect()
-    start = current_position(conn)
-    conn.close()
-    Ledger(open_store(cfg.staging), cfg.source.name).set_checkpoint(Checkpoint(str(start), "initial-load"))
+    _checkpoint_now(mariadb, cfg)
     _exec(
         mariadb,
         "INSERT INTO mat.t SELECT seq, CONCAT('v', seq), seq / 4, '2024-01-01 00:00:00.5' FROM mat.seq_1_to_45",
@@ -110,12 +119,7 @@ def test_applying_the_same_intervals_again_gives_the_same_table(
         "CREATE DATABASE mat",
         "CREATE TABLE mat.r (id INT PRIMARY KEY, v INT)",
     )
-    conn = mariadb.connect()
-    start = current_position(conn)
-    conn.close()
-    store = open_store(cfg.staging)
-    ledger = Ledger(store, cfg.source.name)
-    ledger.set_checkpoint(Checkpoint(str(start), "initial-load"))
+    ledger = _checkpoint_now(mariadb, cfg)
     _exec(
         mariadb,
         "INSERT INTO mat.r SELECT seq, seq FROM mat.seq_1_to_30",
@@ -146,10 +150,7 @@ def test_a_column_added_at_the_end_appears_with_nulls_for_older_rows(
         "CREATE DATABASE mat",
         "CREATE TABLE mat.e (id INT PRIMARY KEY, a INT)",
     )
-    conn = mariadb.connect()
-    start = current_position(conn)
-    conn.close()
-    Ledger(open_store(cfg.staging), cfg.source.name).set_checkpoint(Checkpoint(str(start), "initial-load"))
+    _checkpoint_now(mariadb, cfg)
     _exec(mariadb, "INSERT INTO mat.e VALUES (1, 1), (2, 2)")
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)
@@ -223,11 +224,7 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
         "CREATE DATABASE mat",
         "CREATE TABLE mat.k (id INT PRIMARY KEY, v INT)",
     )
-    conn = mariadb.connect()
-    start = current_position(conn)
-    conn.close()
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
-    ledger.set_checkpoint(Checkpoint(str(start), "initial-load"))
+    ledger = _checkpoint_now(mariadb, cfg)
     _exec(mariadb, "INSERT INTO mat.k SELECT seq, seq FROM mat.seq_1_to_40", "UPDATE mat.k SET v = v * 10")
     assert run_extract(cfg, progress=lambda _: None) is not None
     config = _write_config(cfg, tmp_path)

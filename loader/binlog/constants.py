@@ -177,3 +177,19 @@ class OptionalMetadata(IntEnum):
     ENUM_AND_SET_COLUMN_CHARSET = 11
     COLUMN_VISIBILITY = 12
     VECTOR_DIMENSIONALITY = 13
+
+
+# information_schema DATA_TYPE names of the spatial types (all GEOMETRY in the binlog).
+GEOMETRY_TYPE_NAMES = frozenset(
+    {
+        "geometry",
+        "point",
+        "linestring",
+        "polygon",
+        "multipoint",
+        "multilinestring",
+        "multipolygon",
+        "geometrycollection",
+        "geomcollection",
+    }
+)

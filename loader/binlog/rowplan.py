@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from loader.binlog.charsets import BINARY_COLLATION, codec_for_charset
-from loader.binlog.constants import ColumnType, column_type_name
+from loader.binlog.constants import GEOMETRY_TYPE_NAMES, ColumnType, column_type_name
 from loader.binlog.events import Column, Rows, TableMap
 from loader.binlog.rowcode import (
     Date,
@@ -102,19 +102,7 @@ _COMPATIBLE: dict[int, frozenset[str]] = {
         {"tinyblob", "blob", "mediumblob", "longblob", "tinytext", "text", "mediumtext", "longtext", "json"}
     ),
     ColumnType.JSON: frozenset({"json"}),
-    ColumnType.GEOMETRY: frozenset(
-        {
-            "geometry",
-            "point",
-            "linestring",
-            "polygon",
-            "multipoint",
-            "multilinestring",
-            "multipolygon",
-            "geometrycollection",
-            "geomcollection",
-        }
-    ),
+    ColumnType.GEOMETRY: GEOMETRY_TYPE_NAMES,
     ColumnType.VECTOR: frozenset({"vector"}),
 }
 _TEMPORAL_OLD = frozenset({ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP})
