@@ -30,7 +30,7 @@ from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import RowsBatch, Statement, Transaction
 from loader.config import Config
 from loader.errors import LoaderError
-from loader.ledger import EXTRACTED, Interval, Ledger
+from loader.ledger import EXTRACTED, MATERIALISED, Interval, Ledger
 from loader.positions import Position
 from loader.source import check_binlog_settings, connect, credentials, current_position
 from loader.staging import csvformat, layout
@@ -483,7 +483,8 @@ def extract_interval(
     )
     key = layout.manifest_key(cfg.source.name, interval.id)
     store.put(key, manifest.to_json())
-    interval.state = EXTRACTED
+    if interval.state != MATERIALISED:  # extracting a materialised interval again changes nothing there
+        interval.state = EXTRACTED
     interval.extracted_end = str(interval_end) if stopped_at else None
     interval.manifest = key
     interval.changes = changes

@@ -31,6 +31,7 @@ from loader.config import Config
 from loader.errors import LoaderError
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
 from loader.merge import merge_counts_sql, merge_sql, quote_identifier
+from loader.positions import Position
 from loader.staging import csvformat
 from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
@@ -268,5 +269,7 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
         interval.state = MATERIALISED
         ledger.save(interval)
     last = intervals[-1]
-    ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id))
+    current = ledger.checkpoint()
+    if current is None or Position.parse(current.position) < last.effective_end:  # never backwards
+        ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id))
     return results

@@ -108,6 +108,9 @@ def test_intervals_become_tables_equal_to_the_source(mariadb: MariaDB, cfg: Conf
     assert [i.state for i in ledger.intervals()] == ["materialised", "materialised"]
     assert ledger.checkpoint().position == ledger.intervals()[-1].end  # type: ignore[union-attr]
     assert run_materialize(spark, cfg) == []
+    # Extracting a materialised interval again (a cleared task rerun) leaves it materialised.
+    assert run_extract(cfg, interval_id=ledger.intervals()[0].id, progress=lambda _: None) is not None
+    assert [i.state for i in ledger.intervals()] == ["materialised", "materialised"]
 
 
 def test_applying_the_same_intervals_again_gives_the_same_table(
