@@ -204,24 +204,18 @@ def child(args: argparse.Namespace) -> None:
 
 
 def measure(
-    run: str, port: int, datadir: Path, info: dict[str, object], end: int | None = None
+    run: str,
+    port: int,
+    datadir: Path,
+    info: dict[str, object],
+    end: int | None = None,
+    script: str = __file__,
 ) -> dict[str, float]:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        run,
-        "--port",
-        str(port),
-        "--datadir",
-        str(datadir),
-        "--file",
-        str(info["file"]),
-        "--start",
-        str(info["start"]),
-        "--end",
-        str(end if end is not None else info["end"]),
-    ]
+    """Run one measurement in a child process of ``script`` (its own peak memory); its last
+    output line is the JSON result."""
+    cmd = [sys.executable, script, "--child", run, "--port", str(port), "--datadir", str(datadir)]
+    cmd += ["--file", str(info["file"]), "--start", str(info["start"])]
+    cmd += ["--end", str(end if end is not None else info["end"])]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -20,7 +20,6 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import binlog_decode  # noqa: E402
 from bench.binlog_decode import PASSWORD, generate, reference_stream, start_server, stop_server  # noqa: E402
 
 
@@ -109,10 +109,7 @@ def child(args: argparse.Namespace) -> None:
 def measure(
     run: str, port: int, datadir: Path, info: dict[str, object], end: int | None = None
 ) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--child", run, "--port", str(port), "--datadir", str(datadir)]
-    cmd += ["--file", str(info["file"]), "--start", str(info["start"]), "--end", str(end or info["end"])]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return binlog_decode.measure(run, port, datadir, info, end, script=__file__)
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from loader.errors import LoaderError
 from loader.positions import Position
@@ -127,7 +126,3 @@ class Ledger:
         if not self.store.create(self._interval_key(interval.id), interval.to_json()):
             raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
         return interval
-
-
-def to_dict(interval: Interval) -> dict[str, Any]:
-    return asdict(interval)

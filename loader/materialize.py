@@ -162,6 +162,7 @@ def materialize_table(
     changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
     touched = sorted(r[PART] for r in changes.select(PART).distinct().collect())
     if not touched:
+        changes.unpersist()
         return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
     changes.createOrReplaceTempView("changes")
     names = [c.name for c in columns]
