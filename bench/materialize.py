@@ -10,6 +10,10 @@ In one Spark session (local[2]): build the base table (integer key, partitioned 
 
 Targets: (a) at most 15% of the full rewrite's time, (b) no worse than 1.1x.
 
+Each is the best of ``--repeat`` runs after a warm-up materialisation of a small table, so the
+JVM's first-use costs count for neither side. Applying a change set again does the same work (the
+merge rule is idempotent: every change is applied again over its own earlier result).
+
     .venv/bin/python bench/materialize.py [--rows 10000000]
 """
 
@@ -23,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -43,7 +48,7 @@ def stage(folder: Path, rows: list[tuple[str, int, int, tuple[object, ...]]]) ->
 def change_set(kind: str, n: int, total: int, seqno: int) -> list[tuple[str, int, int, tuple[object, ...]]]:
     rnd = random.Random(kind)
     out: list[tuple[str, int, int, tuple[object, ...]]] = []
-    if kind == "recent":
+    if kind != "uniform":
         for i in range(n // 2):  # new keys
             out.append(("I", seqno + i, 0, (total + i, i, f"new {i}", "1.50", "2026-01-01 00:00:00.000000")))
         keys = rnd.sample(range(total - total // 20, total), n // 4)
@@ -61,6 +66,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from loader.config import load_config
@@ -104,15 +110,24 @@ def main() -> None:
         store = LocalStore(str(tmp / "staging"))
         n = args.rows // 100
         timings = {}
-        for kind, seqno in (("recent", 10_000), ("uniform", 10_000_000)):
-            paths = stage(tmp / "staging" / kind, change_set(kind, n, args.rows, seqno))
+        for kind, seqno, table, count in (
+            ("warm-up", 10, "warmup", 1000),
+            ("recent", 10_000, "t", n),
+            ("uniform", 10_000_000, "t", n),
+        ):
+            stage(tmp / "staging" / kind, change_set(kind, count, args.rows, seqno))
             entry = TableEntry(
-                "bench", "t", ["id"], [columns], [FileEntry(f"{kind}/part-00000.csv", 0, n, {}, 0, "")]
+                "bench", table, ["id"], [columns], [FileEntry(f"{kind}/part-00000.csv", 0, count, {}, 0, "")]
             )
-            del paths
-            t0 = time.perf_counter()
-            result = materialize_table(spark, cfg, store, [entry], f"run-{kind}")
-            timings[kind] = time.perf_counter() - t0
+            runs, results = [], []
+            for attempt in range(1 if kind == "warm-up" else args.repeat):
+                t0 = time.perf_counter()
+                results.append(materialize_table(spark, cfg, store, [entry], f"run-{kind}-{attempt}"))
+                runs.append(time.perf_counter() - t0)
+            result = results[0]  # later attempts re-apply the same changes: updates of their own rows
+            if kind == "warm-up":
+                continue
+            timings[kind] = min(runs)
             print(
                 f"({'a' if kind == 'recent' else 'b'}) {kind:8s} {timings[kind]:6.1f} s, "
                 f"partitions rewritten {result.partitions}, inserted {result.inserted:,}, updated {result.updated:,}"
@@ -124,9 +139,25 @@ def main() -> None:
             spark, [store.spark_uri("uniform/part-00000.csv")], [c.name for c in columns]
         )
         changes.createOrReplaceTempView("bench_changes")
-        t0 = time.perf_counter()
-        spark.sql(
-            f"""
+        full = float("inf")
+        for attempt in range(args.repeat):
+            t0 = time.perf_counter()
+            full_rewrite(spark, tmp / f"full-rewrite-{attempt}")
+            full = min(full, time.perf_counter() - t0)
+        print(f"full rewrite (row_number dedupe) {full:6.1f} s")
+        print(f"ratio (a) recent / full rewrite:  {timings['recent'] / full:.2f} (target <= 0.15)")
+        print(f"ratio (b) uniform / full rewrite: {timings['uniform'] / full:.2f} (target <= 1.10)")
+        spark.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def full_rewrite(spark: Any, target: Path) -> None:
+    """The dedupe a user would write by hand over the whole table and the uniform change set."""
+    from loader.materialize import PART
+
+    spark.sql(
+        f"""
             SELECT id, a, b, c, d, _seqno, _commit_ts, {PART} FROM (
                 SELECT *, row_number() OVER (PARTITION BY id ORDER BY _seqno DESC, _row DESC) AS rn FROM (
                     SELECT id, a, b, c, d, _seqno, _commit_ts, {PART}, 0 AS _row, 'I' AS op FROM bench_wh.bench__t
@@ -137,14 +168,7 @@ def main() -> None:
                     FROM bench_changes)
             ) WHERE rn = 1 AND op = 'I'
             """
-        ).write.mode("overwrite").partitionBy(PART).parquet(str(tmp / "full-rewrite"))
-        full = time.perf_counter() - t0
-        print(f"full rewrite (row_number dedupe) {full:6.1f} s")
-        print(f"ratio (a) recent / full rewrite:  {timings['recent'] / full:.2f} (target <= 0.15)")
-        print(f"ratio (b) uniform / full rewrite: {timings['uniform'] / full:.2f} (target <= 1.10)")
-        spark.stop()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    ).write.mode("overwrite").partitionBy(PART).parquet(str(target))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,17 @@ class WarehouseConfig:
     buckets: int = 16
     # Superseded partition versions are deleted after this many hours.
     retention_hours: int = 24
+    # Per table ("schema.table", * and ? as wildcards; the first match wins), instead of the two
+    # above: e.g. smaller ranges for a table whose changes crowd its newest keys.
+    partition_rows_by_table: Mapping[str, int] = field(default_factory=dict)
+    buckets_by_table: Mapping[str, int] = field(default_factory=dict)
+
+    def partitioning(self, schema: str, table: str) -> tuple[int, int]:
+        """``(partition_rows, buckets)`` for one table."""
+        name = f"{schema}.{table}"
+        rows = next((n for p, n in self.partition_rows_by_table.items() if fnmatchcase(name, p)), None)
+        buckets = next((n for p, n in self.buckets_by_table.items() if fnmatchcase(name, p)), None)
+        return rows or self.partition_rows, buckets or self.buckets
 
 
 @dataclass(frozen=True)
@@ -215,7 +227,7 @@ def _coerce(value: Any, hint: Any, fq: str, origin: str) -> Any:
         _, vt = typing.get_args(hint)
         out: dict[str, Any] = {}
         for k, v in value.items():
-            if typing.get_origin(vt) is tuple:
+            if typing.get_origin(vt) is tuple or vt is int:
                 out[str(k)] = _coerce(v, vt, f"{fq}.{k}", origin)
             else:
                 out[str(k)] = v if isinstance(v, str) else _stringify(v)
@@ -271,13 +283,20 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         raise ConfigError(
             f"{origin}: warehouse.metastore_uri (thrift://host:9083) is required when catalog = 'hive'"
         )
-    if wh.partition_rows < 1 or wh.buckets < 1 or wh.retention_hours < 0:
+    per_table = (*wh.partition_rows_by_table.values(), *wh.buckets_by_table.values())
+    if wh.partition_rows < 1 or wh.buckets < 1 or wh.retention_hours < 0 or min(per_table, default=1) < 1:
         raise ConfigError(
             f"{origin}: warehouse.partition_rows and buckets must be >= 1, retention_hours >= 0"
         )
     if not wh.database.replace("_", "").isalnum():
         raise ConfigError(f"{origin}: warehouse.database {wh.database!r} must be letters, digits and '_'")
-    for pattern in (*cfg.tables.include, *cfg.tables.exclude, *cfg.tables.keys):
+    for pattern in (
+        *cfg.tables.include,
+        *cfg.tables.exclude,
+        *cfg.tables.keys,
+        *wh.partition_rows_by_table,
+        *wh.buckets_by_table,
+    ):
         if "." not in pattern:
             raise ConfigError(
                 f"{origin}: table pattern {pattern!r} must look like schema.table (wildcards * and ?)"

@@ -19,18 +19,16 @@ materialised, and moves the checkpoint, only after every table is done.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from loader import types
 from loader.config import Config
 from loader.errors import LoaderError
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
-from loader.merge import merge_counts_sql, merge_sql, quote_identifier
+from loader.merge import apply_merge, quote_identifier
 from loader.positions import Position
 from loader.staging import csvformat
 from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
@@ -72,12 +70,13 @@ def pending_intervals(ledger: Ledger) -> list[Interval]:
     return pending
 
 
-def _partition_expr(columns: list[ColumnSpec], key: list[str], cfg: Config) -> str:
+def partition_expr(columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int) -> str:
+    """The SQL expression of a row's partition: its key range, or its key's hash bucket."""
     types_by_name = {c.name: c.mysql_type for c in columns}
     q = quote_identifier
     if len(key) == 1 and types_by_name[key[0]].split()[0] in INTEGER_KEY_TYPES:
-        return f"CAST(floor({q(key[0])} / {cfg.warehouse.partition_rows}) AS BIGINT)"
-    return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {cfg.warehouse.buckets}) AS BIGINT)"
+        return f"CAST(floor({q(key[0])} / {partition_rows}) AS BIGINT)"
+    return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {buckets}) AS BIGINT)"
 
 
 def warehouse_table(schema: str, table: str) -> str:
@@ -158,18 +157,18 @@ def materialize_table(
     key = entries[-1].primary_key
     name = _table_name(cfg, schema, table)
     _ensure_table(spark, cfg, schema, table, columns)
-    part = _partition_expr(columns, key, cfg)
+    part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
-    touched = sorted(r[PART] for r in changes.select(PART).distinct().collect())
+    per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
+    touched = sorted(per_partition)
     if not touched:
         changes.unpersist()
         return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
     changes.createOrReplaceTempView("changes")
-    names = [c.name for c in columns]
     touched_list = ", ".join(str(p) for p in touched)
     spark.sql(f"SELECT * FROM {name} WHERE {PART} IN ({touched_list})").createOrReplaceTempView("base")
-    merged = spark.sql(f"SELECT m.*, {part} AS {PART} FROM ({merge_sql(names, key)}) m")
-    effect = spark.sql(merge_counts_sql(names, key)).collect()[0]
+    effect = apply_merge(spark, [c.name for c in columns], key, sum(per_partition.values()))
+    merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
     table_location = _table_location(spark, name)
     version_root = f"{table_location}/_versions/{run_id}"
     merged.write.mode("overwrite").partitionBy(PART).parquet(version_root)
@@ -188,15 +187,20 @@ def materialize_table(
         if crash_after and n >= crash_after:
             os._exit(137)
     spark.catalog.refreshTable(name)
-    if table_location.startswith("file:"):
-        root = Path(table_location[len("file:") :]) / "_versions"
-        _delete_old_versions(root, run_id, cfg.warehouse.retention_hours, spark, name)
+    delete_old_versions(
+        spark,
+        cfg.warehouse.database,
+        warehouse_table(schema, table),
+        table_location,
+        cfg.warehouse.retention_hours,
+    )
+    effect.release()
     changes.unpersist()
     return TableResult(
         f"{schema}.{table}",
-        int(effect.inserted or 0),
-        int(effect.updated or 0),
-        int(effect.deleted or 0),
+        effect.inserted,
+        effect.updated,
+        effect.deleted,
         len(touched),
         time.monotonic() - started,
     )
@@ -210,11 +214,15 @@ def _table_location(spark: Any, name: str) -> str:
     raise MaterializeError(f"{name} has no location in the catalog")
 
 
+def _filesystem(spark: Any, uri: str) -> tuple[Any, Any]:
+    """Hadoop's FileSystem for a location (file:, hdfs:, s3a:, ...) and the location as a Path."""
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
 def _written_partitions(spark: Any, root: str) -> list[int]:
     """The partition values a partitioned write created folders for."""
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(root)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = _filesystem(spark, root)
     out = []
     for status in fs.listStatus(path):
         name = status.getPath().getName()
@@ -227,25 +235,44 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _delete_old_versions(root: Path, current: str, retention_hours: int, spark: Any, name: str) -> None:
-    """Remove version folders no partition points at any more, once older than the retention."""
-    cutoff = time.time() - retention_hours * 3600
-    live = {str(p) for p in _partition_locations(spark, name)}
-    for version in root.iterdir() if root.exists() else []:
-        if version.name == current or version.stat().st_mtime > cutoff:
+def delete_old_versions(
+    spark: Any, database: str, table: str, location: str, retention_hours: float
+) -> list[str]:
+    """Delete the table's version folders no partition points at, once older than the retention.
+
+    Returns the deleted folders. The retention keeps superseded versions for readers that
+    planned their query before a swap (and for looking back after a bad run).
+    """
+    fs, root = _filesystem(spark, f"{location}/_versions")
+    if not fs.exists(root):
+        return []
+    cutoff_ms = (time.time() - retention_hours * 3600) * 1000
+    live = [_without_scheme(p) + "/" for p in _partition_locations(spark, database, table)]
+    deleted = []
+    for status in fs.listStatus(root):
+        folder = status.getPath()
+        path = _without_scheme(str(folder.toString())) + "/"
+        if status.getModificationTime() > cutoff_ms or any(loc.startswith(path) for loc in live):
             continue
-        if any(loc.startswith(str(version)) for loc in live):
-            continue
-        shutil.rmtree(version, ignore_errors=True)
+        fs.delete(folder, True)
+        deleted.append(str(folder.toString()))
+    return deleted
 
 
-def _partition_locations(spark: Any, name: str) -> list[str]:
+def _without_scheme(uri: str) -> str:
+    """A location without ``file:`` (Hadoop writes local paths as file:/x or file:///x)."""
+    if uri.startswith("file://"):
+        return uri[len("file://") :]
+    return uri[len("file:") :] if uri.startswith("file:") else uri
+
+
+def _partition_locations(spark: Any, database: str, table: str) -> list[str]:
+    """Where every partition of the table points, in one catalog call."""
+    catalog = spark._jsparkSession.sharedState().externalCatalog()
+    partitions = catalog.listPartitions(database, table, spark._jvm.scala.Option.apply(None)).iterator()
     out = []
-    for r in spark.sql(f"SHOW PARTITIONS {name}").collect():
-        desc = spark.sql(f"DESCRIBE FORMATTED {name} PARTITION ({r[0]})").collect()
-        # The partition's own Location comes first; the table's follows under storage information.
-        loc = next((str(d.data_type) for d in desc if d.col_name == "Location"), "")
-        out.append(loc[len("file:") :] if loc.startswith("file:") else loc)
+    while partitions.hasNext():
+        out.append(str(partitions.next().location().toString()))
     return out
 
 

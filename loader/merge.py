@@ -1,13 +1,28 @@
-"""The merge rule as Spark SQL, rendered from ``sql/merge.sql`` for a table's key and columns."""
+"""The merge rule as Spark SQL, rendered from the templates in ``sql/`` for a table's key and columns.
+
+The rule runs in three steps, each a readable template (DESIGN.md section 4):
+
+1. ``latest_changes.sql``: the latest change of each key;
+2. ``decide.sql``: what happens to each changed key (insert, update, delete, stale, none), which
+   scans only the key and ``_seqno`` columns of the base rows;
+3. ``merge.sql``: the table's new rows; ``merge_counts.sql`` counts the effect from step 2.
+
+``apply_merge`` runs them over the views ``changes`` and ``base``.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import Any
 
 from loader.errors import LoaderError
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+# Up to this many changed keys, the changes are broadcast to the tasks scanning the base table
+# (a map-only join); above it, Spark chooses (a shuffle join keeps memory bounded).
+BROADCAST_MAX_KEYS = 2_000_000
 
 
 class MergeError(LoaderError):
@@ -19,7 +34,22 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def merge_sql(columns: list[str], key: list[str], template: str = "merge.sql") -> str:
+@dataclass(frozen=True)
+class MergeSql:
+    """The merge rule's statements for one table."""
+
+    latest: str  # over the view `changes`
+    decide: str  # over `latest` and `base`
+    merge: str  # over `base` and `decided`
+    counts: str  # over `decided`
+
+
+def _render(template: str, **values: str) -> str:
+    text = Template((SQL_DIR / template).read_text(encoding="utf-8")).substitute(values)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--")).strip()
+
+
+def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> MergeSql:
     """The merge of the views ``changes`` and ``base`` for a table with these columns and key.
 
     Raises:
@@ -31,22 +61,56 @@ def merge_sql(columns: list[str], key: list[str], template: str = "merge.sql") -
     if missing:
         raise MergeError(f"key columns {missing} are not among the table's columns {columns}")
     q = quote_identifier
-    text = (SQL_DIR / template).read_text(encoding="utf-8")
-    latest = Template((SQL_DIR / "latest_changes.sql").read_text(encoding="utf-8"))
-    key_columns = ", ".join(f"c.{q(k)}" for k in key)
-    latest_sql = "\n".join(
-        line for line in latest.substitute(key_columns=key_columns).splitlines() if not line.startswith("--")
-    )
-    return Template(text).substitute(
-        latest_changes=latest_sql,
-        key_join=" AND ".join(f"b.{q(k)} <=> l.{q(k)}" for k in key),
-        base_columns=", ".join(f"b.{q(c)}" for c in columns),
-        latest_columns=", ".join(f"l.{q(c)}" for c in columns),
-        latest_key_is_null=f"l.{q(key[0])} IS NULL AND l.seqno IS NULL",
-        base_key_is_null="b._seqno IS NULL",
+
+    def hint(alias: str) -> str:
+        return f"/*+ BROADCAST({alias}) */ " if broadcast else ""
+
+    key_join = " AND ".join(f"b.{q(k)} <=> l.{q(k)}" for k in key)
+    return MergeSql(
+        latest=_render("latest_changes.sql", key_columns=", ".join(f"c.{q(k)}" for k in key)),
+        decide=_render(
+            "decide.sql",
+            broadcast_latest=hint("l"),
+            broadcast_matched=hint("b"),
+            base_key_columns=", ".join(f"b.{q(k)}" for k in key),
+            key_join=key_join,
+        ),
+        merge=_render(
+            "merge.sql",
+            broadcast_decided=hint("l"),
+            base_columns=", ".join(f"b.{q(c)}" for c in columns),
+            latest_columns=", ".join(f"l.{q(c)}" for c in columns),
+            key_join=key_join,
+        ),
+        counts=_render("merge_counts.sql"),
     )
 
 
-def merge_counts_sql(columns: list[str], key: list[str]) -> str:
-    """Rows the merge of ``changes`` into ``base`` inserts, updates and deletes (one row)."""
-    return merge_sql(columns, key, template="merge_counts.sql")
+@dataclass
+class MergeResult:
+    """The merged rows (a lazy DataFrame) and what the merge does, counted."""
+
+    rows: Any
+    inserted: int
+    updated: int
+    deleted: int
+    _decided: Any
+
+    def release(self) -> None:
+        """Drop the cached change decisions once the rows are written."""
+        self._decided.unpersist()
+
+
+def apply_merge(spark: Any, columns: list[str], key: list[str], changed_keys: int) -> MergeResult:
+    """Merge the view ``changes`` into the view ``base``; registers ``latest`` and ``decided``.
+
+    ``changed_keys`` (an upper bound is enough) decides whether the changes are broadcast.
+    """
+    sql = merge_sql(columns, key, broadcast=changed_keys <= BROADCAST_MAX_KEYS)
+    spark.sql(sql.latest).createOrReplaceTempView("latest")
+    decided = spark.sql(sql.decide).cache()
+    decided.createOrReplaceTempView("decided")
+    effect = spark.sql(sql.counts).collect()[0]
+    return MergeResult(
+        spark.sql(sql.merge), int(effect.inserted), int(effect.updated), int(effect.deleted), decided
+    )

@@ -1,10 +1,12 @@
--- The latest change of each key: the greatest (seqno, row_id). Shared by merge.sql and
--- merge_counts.sql as their first common table expressions.
-ranked AS (
+-- Step 1 of the merge rule (DESIGN.md section 4): the latest change of each key, the one with
+-- the greatest (seqno, row_id).
+--
+--   changes : the staged change rows, typed: op, seqno, row_id, commit_ts, <columns>
+
+SELECT *
+FROM (
     SELECT c.*,
            row_number() OVER (PARTITION BY ${key_columns} ORDER BY c.seqno DESC, c.row_id DESC) AS _rank
     FROM changes c
-),
-latest AS (
-    SELECT * FROM ranked WHERE _rank = 1
 )
+WHERE _rank = 1

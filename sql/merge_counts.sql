@@ -1,10 +1,8 @@
--- What the merge does to each changed key, counted: an insert of a new key, an update of a
--- key the table has, a delete of one; stale changes (older than the table's row) do nothing.
+-- What the merge does, counted from the decided keys (decide.sql): rows inserted, updated and
+-- deleted; stale replays and deletes of absent keys change nothing.
 
-WITH ${latest_changes}
 SELECT
-    sum(CASE WHEN l.op = 'I' AND b._seqno IS NULL THEN 1 ELSE 0 END) AS inserted,
-    sum(CASE WHEN l.op = 'I' AND b._seqno <= l.seqno THEN 1 ELSE 0 END) AS updated,
-    sum(CASE WHEN l.op = 'D' AND b._seqno <= l.seqno THEN 1 ELSE 0 END) AS deleted
-FROM base b
-RIGHT JOIN latest l ON ${key_join}
+    count_if(_action = 'insert') AS inserted,
+    count_if(_action = 'update') AS updated,
+    count_if(_action = 'delete') AS deleted
+FROM decided

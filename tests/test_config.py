@@ -64,12 +64,28 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
         ({"LOADER__SOURCE__TRANSPORT": "files"}, "source.binlog_dir is required"),
         ({"LOADER__WAREHOUSE__CATALOG": "hive"}, "metastore_uri"),
         ({"LOADER__TABLES__INCLUDE": '["customers"]'}, "must look like schema.table"),
+        ({"LOADER__WAREHOUSE__PARTITION_ROWS_BY_TABLE": '{ "demo.t" = "many" }'}, "must be an integer"),
+        ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "demo.t" = 0 }'}, "must be >= 1"),
+        ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "t" = 4 }'}, "must look like schema.table"),
     ],
 )
 def test_invalid_values_fail_naming_field_and_accepted_values(override: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")) as info:
         load_config(EXAMPLE, env=override)
     assert str(EXAMPLE) in str(info.value)
+
+
+def test_partitioning_can_be_set_per_table() -> None:
+    cfg = load_config(
+        EXAMPLE,
+        env={
+            "LOADER__WAREHOUSE__PARTITION_ROWS_BY_TABLE": '{ "demo.events*" = 1000, "demo.*" = 5000 }',
+            "LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "demo.lines" = 64 }',
+        },
+    )
+    assert cfg.warehouse.partitioning("demo", "events_2026") == (1000, 16)
+    assert cfg.warehouse.partitioning("demo", "lines") == (5000, 64)
+    assert cfg.warehouse.partitioning("other", "t") == (1_000_000, 16)
 
 
 def test_unknown_section_and_bad_toml_are_reported(tmp_path: Path) -> None:

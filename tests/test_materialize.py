@@ -247,3 +247,89 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     assert again.returncode == 0, again.stderr
     assert _table_rows(config, "mat__k") == [[i, i * 10] for i in range(1, 41)]
     assert [i.state for i in ledger.intervals()] == ["materialised"]
+
+
+def _version_folders(spark: Any, table: str) -> set[str]:
+    location = next(
+        str(r.data_type)
+        for r in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
+        if r.col_name == "Location"
+    )
+    root = Path(location.removeprefix("file:")) / "_versions"
+    return {p.name for p in root.iterdir()} if root.exists() else set()
+
+
+def test_superseded_versions_go_after_the_retention(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS mat",
+        "CREATE DATABASE mat",
+        "CREATE TABLE mat.v (id INT PRIMARY KEY, v INT)",
+    )
+    _checkpoint_now(mariadb, cfg)
+    _exec(mariadb, "INSERT INTO mat.v SELECT seq, seq FROM mat.seq_1_to_25")  # partitions 0, 1, 2
+    assert run_extract(cfg, progress=lambda _: None) is not None
+    run_materialize(spark, cfg)
+    (first,) = _version_folders(spark, "mat_wh.mat__v")
+    _exec(mariadb, "UPDATE mat.v SET v = 0 WHERE id < 10")  # partition 0 only
+    assert run_extract(cfg, progress=lambda _: None) is not None
+    run_materialize(spark, cfg)  # 24 hours' retention: the first version stays
+    assert len(_version_folders(spark, "mat_wh.mat__v")) == 2
+    _exec(mariadb, "UPDATE mat.v SET v = 1 WHERE id >= 10")  # partitions 1 and 2
+    assert run_extract(cfg, progress=lambda _: None) is not None
+    no_retention = dataclasses.replace(cfg, warehouse=dataclasses.replace(cfg.warehouse, retention_hours=0))
+    run_materialize(spark, no_retention)
+    # The first version no partition points at any more is gone; the second (partition 0) stays.
+    kept = _version_folders(spark, "mat_wh.mat__v")
+    assert first not in kept and len(kept) == 2
+    rows = spark.sql("SELECT id, v FROM mat_wh.mat__v ORDER BY id").collect()
+    assert [tuple(r) for r in rows] == _source_rows(mariadb, "SELECT id, v FROM mat.v ORDER BY id")
+
+
+def test_a_planned_interval_blocks_the_ones_after_it(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
+    from loader.materialize import MaterializeError
+
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS mat",
+        "CREATE DATABASE mat",
+        "CREATE TABLE mat.b (id INT PRIMARY KEY)",
+    )
+    ledger = _checkpoint_now(mariadb, cfg)
+    _exec(mariadb, "INSERT INTO mat.b VALUES (1)")
+    assert run_extract(cfg, progress=lambda _: None) is not None
+    _exec(mariadb, "INSERT INTO mat.b VALUES (2)")
+    assert run_extract(cfg, progress=lambda _: None) is not None
+    first, _ = ledger.intervals()
+    first.state = "planned"  # as when its extraction failed half way
+    ledger.save(first)
+    with pytest.raises(MaterializeError, match=f"interval {first.id} is planned.*--interval {first.id}"):
+        run_materialize(spark, cfg)
+    assert [i.state for i in ledger.intervals()] == ["planned", "extracted"]
+    assert not spark.catalog.tableExists("mat_wh.mat__b")
+
+
+def test_partitioning_is_set_per_table(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS mat",
+        "CREATE DATABASE mat",
+        "CREATE TABLE mat.small_ranges (id INT PRIMARY KEY)",
+        "CREATE TABLE mat.hashed (k VARCHAR(10) PRIMARY KEY)",
+    )
+    _checkpoint_now(mariadb, cfg)
+    _exec(
+        mariadb,
+        "INSERT INTO mat.small_ranges SELECT seq FROM mat.seq_1_to_20",
+        "INSERT INTO mat.hashed SELECT CONCAT('k', seq) FROM mat.seq_1_to_200",
+    )
+    assert run_extract(cfg, progress=lambda _: None) is not None
+    wh = dataclasses.replace(
+        cfg.warehouse, partition_rows_by_table={"mat.small_*": 4}, buckets_by_table={"mat.hashed": 2}
+    )
+    run_materialize(spark, dataclasses.replace(cfg, warehouse=wh))
+    ranges = {r[0] for r in spark.sql("SHOW PARTITIONS mat_wh.mat__small_ranges").collect()}
+    assert ranges == {f"loader_partition={p}" for p in range(6)}  # 1..20 in ranges of 4
+    buckets = {r[0] for r in spark.sql("SHOW PARTITIONS mat_wh.mat__hashed").collect()}
+    assert buckets == {"loader_partition=0", "loader_partition=1"}
+    assert spark.sql("SELECT count(*) FROM mat_wh.mat__hashed").collect()[0][0] == 200

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from loader.merge import MergeError, merge_sql
+from loader.merge import MergeError, apply_merge, merge_sql
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -24,7 +24,7 @@ def merge(spark: Any, base: list[tuple[Any, ...]], changes: list[tuple[Any, ...]
     spark.createDataFrame(
         [(op, s, r, TS, *vals) for op, s, r, vals in changes], CHANGES_SCHEMA
     ).createOrReplaceTempView("changes")
-    rows = spark.sql(merge_sql(COLUMNS, KEY)).collect()
+    rows = apply_merge(spark, COLUMNS, KEY, len(changes)).rows.collect()
     return sorted((r.id, r.v, r._seqno) for r in rows)
 
 
@@ -45,6 +45,28 @@ def test_insert_update_delete(spark: Any) -> None:
         ("D", 22, 0, row(3, "c")),
     ]
     assert merge(spark, base, changes) == [(1, "a", 10), (2, "B", 21), (4, "new", 20)]
+
+
+@pytest.mark.parametrize("broadcast_keys", [10, 10**9], ids=["broadcast", "shuffle"])
+def test_counts_say_what_the_merge_did(spark: Any, broadcast_keys: int) -> None:
+    spark.createDataFrame(
+        [based(1, "a", 10), based(2, "b", 10), based(3, "c", 99)], BASE_SCHEMA
+    ).createOrReplaceTempView("base")
+    changes = [
+        ("I", 20, 0, row(4, "new")),
+        ("D", 21, 0, row(1, "a")),
+        ("I", 21, 1, row(1, "A")),
+        ("D", 22, 0, row(2, "b")),
+        ("D", 23, 0, row(5, "never there")),
+        ("I", 30, 0, row(3, "stale")),
+    ]
+    spark.createDataFrame(
+        [(op, s, r, TS, *vals) for op, s, r, vals in changes], CHANGES_SCHEMA
+    ).createOrReplaceTempView("changes")
+    result = apply_merge(spark, COLUMNS, KEY, broadcast_keys)
+    assert sorted((r.id, r.v) for r in result.rows.collect()) == [(1, "A"), (3, "c"), (4, "new")]
+    assert (result.inserted, result.updated, result.deleted) == (1, 1, 1)
+    result.release()
 
 
 def test_primary_key_change_and_delete_then_reinsert(spark: Any) -> None:
@@ -107,7 +129,7 @@ def test_nulls_are_carried_in_every_column(spark: Any) -> None:
         ],
         CHANGES_SCHEMA,
     ).createOrReplaceTempView("changes")
-    rows = sorted(spark.sql(merge_sql(COLUMNS, KEY)).collect(), key=lambda r: r.id)
+    rows = sorted(apply_merge(spark, COLUMNS, KEY, 2).rows.collect(), key=lambda r: r.id)
     assert [(r.v, r.n, r.d, r.b) for r in rows] == [
         (None, None, None, None),
         ("", Decimal("1.50"), dt.date(2024, 2, 29), bytearray(b"\x00")),
@@ -116,6 +138,8 @@ def test_nulls_are_carried_in_every_column(spark: Any) -> None:
 
 def test_composite_keys_and_odd_names() -> None:
     sql = merge_sql(["order id", "line`no", "x"], ["order id", "line`no"])
-    assert "b.`order id` <=> l.`order id` AND b.`line``no` <=> l.`line``no`" in sql
+    join = "b.`order id` <=> l.`order id` AND b.`line``no` <=> l.`line``no`"
+    assert join in sql.decide and join in sql.merge
+    assert "PARTITION BY c.`order id`, c.`line``no`" in sql.latest
     with pytest.raises(MergeError, match="'nope'"):
         merge_sql(["a"], ["nope"])

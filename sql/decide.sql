@@ -1,0 +1,31 @@
+-- Step 2: what the merge does with each changed key, decided against the key's base row.
+--
+--   latest : one row per changed key (latest_changes.sql)
+--   base   : the current rows of the partitions the changes touch: <columns>, _seqno, _commit_ts
+--
+-- _action is
+--   stale  : the base row is newer than the change (a replay); the base row stays
+--   insert : an insert of a key the table does not have
+--   update : an insert of a key the table has; its base row goes
+--   delete : a delete of a key the table has; its base row goes
+--   none   : a delete of a key the table does not have
+--
+-- The result is as small as the change set. The base table is only scanned for its key and
+-- _seqno columns, joined against the changes; the broadcast_ placeholders are broadcast hints
+-- when the change set is small enough, else nothing.
+
+WITH matched AS (
+    SELECT ${broadcast_latest}${base_key_columns}, b._seqno
+    FROM base b
+    LEFT SEMI JOIN latest l ON ${key_join}
+)
+SELECT ${broadcast_matched}l.*,
+       CASE
+           WHEN b._seqno > l.seqno THEN 'stale'
+           WHEN l.op = 'I' AND b._seqno IS NULL THEN 'insert'
+           WHEN l.op = 'I' THEN 'update'
+           WHEN b._seqno IS NULL THEN 'none'
+           ELSE 'delete'
+       END AS _action
+FROM latest l
+LEFT JOIN matched b ON ${key_join}
