@@ -155,8 +155,17 @@ NUMERIC_TYPES = frozenset(
 )
 # Columns that take a charset in the table map's optional metadata (by their real type);
 # MySQL 9 counts VECTOR (a BLOB underneath) among them.
+# The columns the table map's charset metadata counts: GEOMETRY is one (its base class is BLOB in
+# the server), so a character column after a GEOMETRY column gets the right collation.
 CHARACTER_TYPES = frozenset(
-    {ColumnType.STRING, ColumnType.VAR_STRING, ColumnType.VARCHAR, ColumnType.BLOB, ColumnType.VECTOR}
+    {
+        ColumnType.STRING,
+        ColumnType.VAR_STRING,
+        ColumnType.VARCHAR,
+        ColumnType.BLOB,
+        ColumnType.VECTOR,
+        ColumnType.GEOMETRY,
+    }
 )
 ENUM_SET_TYPES = frozenset({ColumnType.ENUM, ColumnType.SET})
 

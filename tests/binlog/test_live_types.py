@@ -42,7 +42,7 @@ TABLES = {
         id INT PRIMARY KEY, c CHAR(10), v VARCHAR(300), v1 VARCHAR(10) CHARACTER SET latin1,
         u3 VARCHAR(20) CHARACTER SET utf8mb3, vb VARBINARY(20), bn BINARY(8), txt TEXT,
         mt MEDIUMTEXT, tb TINYBLOB, lb LONGBLOB, e ENUM('a','b','ç'), st SET('x','y','z'), j JSON,
-        g GEOMETRY NULL) DEFAULT CHARSET=utf8mb4""",
+        g GEOMETRY NULL, after_g VARCHAR(10)) DEFAULT CHARSET=utf8mb4""",
 }
 
 ROWS: dict[str, list[tuple[Any, ...]]] = {
@@ -135,7 +135,7 @@ ROWS: dict[str, list[tuple[Any, ...]]] = {
         (4, *([None] * 10)),
     ],
     "strs": [
-        (1, "", "", "", "", b"", b"", "", "", b"", b"", "a", "", "[]", None),
+        (1, "", "", "", "", b"", b"", "", "", b"", b"", "a", "", "[]", None, "é"),
         (
             2,
             "ñandú🚀",
@@ -152,6 +152,7 @@ ROWS: dict[str, list[tuple[Any, ...]]] = {
             "x,z",
             '{"k": [1, 2.5, "ü"], "n": null}',
             "POINT(1 2)",
+            "",
         ),
         (
             3,
@@ -169,8 +170,9 @@ ROWS: dict[str, list[tuple[Any, ...]]] = {
             "x,y,z",
             '"text"',
             "LINESTRING(0 0,1 1,2 5)",
+            "🚀 after",
         ),
-        (4, *([None] * 14)),
+        (4, *([None] * 15)),
     ],
 }
 
