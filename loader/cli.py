@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -224,30 +225,56 @@ def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
-def cmd_materialize(args: argparse.Namespace, cfg: Config) -> int:
-    """Apply every extracted interval to the warehouse with spark-submit; print a table summary."""
+def run_spark_job(cfg: Config, job: str, extra: list[str]) -> Any:
+    """Run one of ``loader/spark_jobs.py`` with spark-submit; show its progress; return its summary.
+
+    Raises:
+        LoaderError: with the job's own error text when it fails.
+    """
     import subprocess
     from pathlib import Path
 
-    from loader import materialize_job
+    from loader import spark_jobs
     from loader.spark import spark_submit_command
 
     if not cfg.path:
-        raise ConfigError("loader materialize needs --config (or LOADER_CONFIG): the Spark job reads it too")
+        raise ConfigError(f"loader {job} needs --config (or LOADER_CONFIG): the Spark job reads it too")
     command = spark_submit_command(
-        cfg, str(Path(materialize_job.__file__)), ["--config", str(Path(cfg.path).resolve())]
+        cfg, str(Path(spark_jobs.__file__)), [job, "--config", str(Path(cfg.path).resolve()), *extra]
     )
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    started = time.monotonic()
-    proc = subprocess.run(command, capture_output=True, text=True, env=env)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith(materialize_job.SUMMARY_PREFIX)]
-    if proc.returncode != 0 or not lines:
-        errors = [x for x in proc.stderr.splitlines() if "error" in x.lower()][-3:]
+    tail: list[str] = []
+    summaries: list[str] = []
+    # spark-submit runs the Python driver with its stderr merged into stdout: the job's progress
+    # and summary come on stdout; Spark's own logs on stderr go to a file.
+    with (
+        tempfile.TemporaryFile("w+") as stderr,
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env) as proc,
+    ):
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(spark_jobs.PROGRESS_PREFIX):
+                message = line[len(spark_jobs.PROGRESS_PREFIX) :].rstrip("\n")
+                print(message, file=sys.stderr, flush=True)
+                tail.append(message)
+            elif line.startswith(spark_jobs.SUMMARY_PREFIX):
+                summaries.append(line)
+        proc.wait()
+        stderr.seek(0)
+        tail += [x.strip() for x in stderr if "error" in x.lower() or "exception" in x.lower()]
+    if proc.returncode != 0 or not summaries:
+        errors = [x for x in tail if "error" in x.lower()][-3:] or tail[-3:]
         raise LoaderError(
-            f"the materialize job failed (exit {proc.returncode}): " + (" | ".join(errors) or "no output")
+            f"the {job} job failed (exit {proc.returncode}): " + (" | ".join(errors) or "no output")
         )
-    results = json.loads(lines[-1][len(materialize_job.SUMMARY_PREFIX) :])
+    return json.loads(summaries[-1][len(spark_jobs.SUMMARY_PREFIX) :])
+
+
+def cmd_materialize(args: argparse.Namespace, cfg: Config) -> int:
+    """Apply every extracted interval to the warehouse with spark-submit; print a table summary."""
+    started = time.monotonic()
+    results = run_spark_job(cfg, "materialize", [])
     text = [f"materialize: {len(results)} tables in {time.monotonic() - started:.1f} s"]
     text += [
         f"  {r['table']:<30} inserted={r['inserted']:,} updated={r['updated']:,} deleted={r['deleted']:,} "
@@ -257,6 +284,81 @@ def cmd_materialize(args: argparse.Namespace, cfg: Config) -> int:
     if not results:
         text = ["materialize: no extracted intervals to apply"]
     _emit(args, {"tables": results}, "\n".join(text))
+    return EXIT_OK
+
+
+def cmd_initial_load(args: argparse.Namespace, cfg: Config) -> int:
+    """Copy the selected tables at a recorded position (spark-submit); print a table summary."""
+    extra = []
+    if args.tables:
+        extra += ["--tables", args.tables]
+    if args.parallelism:
+        extra += ["--parallelism", str(args.parallelism)]
+    summary = run_spark_job(cfg, "initial-load", extra)
+    total = sum(t["rows"] for t in summary["tables"])
+    text = [
+        f"initial load {summary['load_id']}: {len(summary['tables'])} tables, {total:,} rows "
+        f"in {summary['seconds']:.1f} s from P0 = {summary['p0']}"
+    ]
+    text += [
+        f"  {t['table']:<30} rows={t['rows']:,} seconds={t['seconds']:.1f} "
+        f"rows/s={t['rows'] / t['seconds'] if t['seconds'] else 0:,.0f}"
+        for t in summary["tables"]
+    ]
+    if not summary["first"]:
+        text.append("  re-load: the next delta runs apply the changes since P0 to these tables")
+    else:
+        text.append(f"  checkpoint set to P0 = {summary['p0']}; delta runs continue from there")
+    _emit(args, summary, "\n".join(text))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
+    """Source position, checkpoint, lag, intervals by state, last error."""
+    from loader.pipeline import status, status_text
+
+    data = status(cfg)
+    _emit(args, data, status_text(data))
+    return EXIT_OK
+
+
+def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
+    """One delta run without Airflow: plan, extract, materialise."""
+    from loader import pipeline
+
+    start = Position.parse(args.start) if args.start else None
+    planned = pipeline.plan_interval(
+        cfg, start, args.max_changes, dry_run=args.dry_run, start_lognum=args.lognum, start_logpos=args.logpos
+    )
+    if args.dry_run:
+        size = f", {planned['bytes']:,} bytes of binlog" if planned["bytes"] is not None else ""
+        _emit(
+            args, planned, f"run-once (dry run): would extract [{planned['start']}, {planned['end']}){size}"
+        )
+        return EXIT_OK
+    extracted: dict[str, Any] = {}
+    if planned["interval"] is not None:
+        extracted = pipeline.extract_planned(
+            cfg, planned["interval"], progress=lambda m: print(m, file=sys.stderr)
+        )
+    started = time.monotonic()
+    try:
+        tables = run_spark_job(cfg, "materialize", [])
+    except LoaderError as exc:
+        pipeline.note_materialize_error(cfg, str(exc))
+        raise
+    pipeline.clear_materialize_errors(cfg)
+    data = {"planned": planned, "extracted": extracted, "materialized": tables}
+    lines = [
+        f"run-once: interval {planned['interval'] or '(nothing new)'} [{planned['start']}, {planned['end']}), "
+        f"{extracted.get('changes', 0):,} changes extracted; {len(tables)} tables materialised "
+        f"in {time.monotonic() - started:.1f} s"
+    ]
+    lines += [
+        f"  {r['table']:<30} inserted={r['inserted']:,} updated={r['updated']:,} deleted={r['deleted']:,}"
+        for r in tables
+    ]
+    _emit(args, data, "\n".join(lines))
     return EXIT_OK
 
 
@@ -306,6 +408,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     add(
         "materialize", cmd_materialize, "apply the extracted intervals to the warehouse tables (spark-submit)"
+    )
+    add("status", cmd_status, "show the source position, checkpoint, lag, intervals and last error")
+    p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
+    p.add_argument(
+        "--from", dest="start", metavar="FILE:POS", help="backfill: replay from here to the present end"
+    )
+    p.add_argument("--lognum", type=int, help="backfill: binlog file number to replay from (with --logpos)")
+    p.add_argument("--logpos", type=int, help="backfill: byte offset in that file")
+    p.add_argument(
+        "--max-changes", type=int, help="end the interval at the first transaction past this many changes"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="plan and report the interval without writing anything"
+    )
+    p = add(
+        "initial-load",
+        cmd_initial_load,
+        "copy the selected tables into the warehouse at a recorded binlog position (spark-submit)",
+    )
+    p.add_argument(
+        "--tables",
+        metavar="SCHEMA.TABLE,...",
+        help="re-load only these tables (deltas keep running; default: every table the config selects)",
+    )
+    p.add_argument(
+        "--parallelism", type=int, help="key ranges per table read at once (default: load.parallelism)"
     )
 
     binlog = sub.add_parser("binlog", help="read the binlog")

@@ -102,6 +102,21 @@ class WarehouseConfig:
 
 
 @dataclass(frozen=True)
+class LoadConfig:
+    """How the initial load reads the source: Spark over JDBC, in key ranges."""
+
+    # The JDBC driver jar Spark loads (Debian's libmariadb-java; works with MySQL servers too).
+    jdbc_jar: str = "/usr/share/java/mariadb-java-client.jar"
+    jdbc_driver: str = "org.mariadb.jdbc.Driver"
+    # Default: jdbc:mysql://<source.host>:<source.port>/?permitMysqlScheme (Spark's MySQL dialect)
+    jdbc_url: str = ""
+    # Key ranges per table, read at once (each a source connection and a Spark task).
+    parallelism: int = 4
+    # Rows per round trip; the reader streams, so memory does not grow with the table.
+    fetch_size: int = 10_000
+
+
+@dataclass(frozen=True)
 class SparkConfig:
     """How Spark jobs are started."""
 
@@ -117,6 +132,7 @@ class Config:
     tables: TablesConfig = field(default_factory=TablesConfig)
     staging: StagingConfig = field(default_factory=StagingConfig)
     warehouse: WarehouseConfig = field(default_factory=WarehouseConfig)
+    load: LoadConfig = field(default_factory=LoadConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     path: str = ""
 
@@ -126,6 +142,7 @@ _SECTIONS: dict[str, type] = {
     "tables": TablesConfig,
     "staging": StagingConfig,
     "warehouse": WarehouseConfig,
+    "load": LoadConfig,
     "spark": SparkConfig,
 }
 
@@ -288,6 +305,8 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         raise ConfigError(
             f"{origin}: warehouse.partition_rows and buckets must be >= 1, retention_hours >= 0"
         )
+    if cfg.load.parallelism < 1 or cfg.load.fetch_size < 1:
+        raise ConfigError(f"{origin}: load.parallelism and load.fetch_size must be >= 1")
     if not wh.database.replace("_", "").isalnum():
         raise ConfigError(f"{origin}: warehouse.database {wh.database!r} must be letters, digits and '_'")
     for pattern in (

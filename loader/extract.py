@@ -36,7 +36,7 @@ from loader.source import check_binlog_settings, connect, credentials, current_p
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
-from loader.tables import TableSelector
+from loader.tables import TableKeyError, TableSelector, key_columns
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -305,6 +305,7 @@ class RangeResult:
     seqno_min: int | None = None
     seqno_max: int | None = None
     stopped_at: str | None = None
+    commit_ts_max: int | None = None  # microseconds UTC, of the last transaction with changes
 
 
 def publish_table(
@@ -397,6 +398,7 @@ def _extract_range(
                 result.changes += n
                 result.seqno_min = tx.seqno if result.seqno_min is None else result.seqno_min
                 result.seqno_max = tx.seqno
+                result.commit_ts_max = max(result.commit_ts_max or 0, tx.commit_ts)
             if max_changes and result.changes >= max_changes and tx.end < end_pos:
                 result.stopped_at = str(tx.end)
                 txs.close()
@@ -488,6 +490,9 @@ def extract_interval(
     interval.extracted_end = str(interval_end) if stopped_at else None
     interval.manifest = key
     interval.changes = changes
+    commit_times = [r.commit_ts_max for r in results if r.commit_ts_max is not None]
+    interval.last_commit_ts = max(commit_times) if commit_times else None
+    interval.error = None
     ledger.save(interval)
     return ExtractSummary(
         interval=interval.id,
@@ -553,17 +558,10 @@ def _write_transaction(
 
 
 def _primary_key(plan: TablePlan, cfg: Config, where: str) -> list[str]:
-    configured = cfg.tables.keys.get(plan.qualified)
-    key = list(configured) if configured else list(plan.primary_key)
-    if not key:
-        raise ExtractError(
-            f"{where}: table {plan.qualified} has no primary key; give its key columns in the config "
-            f'([tables] keys = {{ "{plan.qualified}" = ["col", ...] }})'
-        )
-    missing = [k for k in key if k not in plan.names]
-    if missing:
-        raise ExtractError(f"{where}: key columns {missing} of {plan.qualified} are not among its columns")
-    return key
+    try:
+        return key_columns(cfg.tables.keys, plan.schema, plan.table, plan.primary_key, plan.names)
+    except TableKeyError as exc:
+        raise ExtractError(f"{where}: {exc}") from None
 
 
 def run_extract(

@@ -10,8 +10,9 @@ manifest published), ``materialised`` (in the warehouse; the checkpoint moved pa
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from loader.errors import LoaderError
 from loader.positions import Position
@@ -37,6 +38,10 @@ class Interval:
     extracted_end: str | None = None  # where a bounded interval stopped (a transaction boundary)
     manifest: str | None = None
     changes: int | None = None
+    last_commit_ts: int | None = None  # microseconds UTC, of its last change
+    run_id: str | None = None  # the Airflow run that planned it, so a rerun finds it again
+    error: str | None = None  # the last failure of a step on it (cleared when the step succeeds)
+    error_at: str | None = None
 
     @property
     def effective_end(self) -> Position:
@@ -54,6 +59,23 @@ class Checkpoint:
     position: str
     interval: str
     commit_ts: int | None = None  # of the last materialised change, microseconds UTC
+
+
+@dataclass
+class Load:
+    """One initial load (or re-load of some tables): P0, recorded before any row is read."""
+
+    id: str
+    p0: str
+    tables: list[str]
+    state: str = "started"  # started -> complete
+    started_at: str = ""
+    finished_at: str = ""
+    rows: dict[str, int] = field(default_factory=dict)
+    first: bool = True  # the source's first load (it sets the checkpoint), not a re-load
+
+    def to_json(self) -> bytes:
+        return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode()
 
 
 class Ledger:
@@ -89,8 +111,32 @@ class Ledger:
     def save(self, interval: Interval) -> None:
         self.store.put(self._interval_key(interval.id), interval.to_json())
 
+    def loads(self) -> list[Load]:
+        """Every initial load, oldest first."""
+        out = []
+        for key in self.store.list(f"{self.prefix}/loads"):
+            data = self.store.get(key)
+            if data:
+                out.append(Load(**json.loads(data)))
+        return sorted(out, key=lambda load: load.id)
+
+    def save_load(self, load: Load) -> None:
+        self.store.put(f"{self.prefix}/loads/{load.id}.json", load.to_json())
+
+    def record_error(self, interval_id: str, error: str) -> None:
+        """Note a step's failure on an interval (``loader status`` shows it)."""
+        interval = self.get(interval_id)
+        if interval is not None:
+            interval.error = error
+            interval.error_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self.save(interval)
+
     def plan(
-        self, end: Position, start: Position | None = None, max_changes: int | None = None
+        self,
+        end: Position,
+        start: Position | None = None,
+        max_changes: int | None = None,
+        run_id: str | None = None,
     ) -> Interval | None:
         """The interval to extract next: an unfinished one again, or a new one up to ``end``.
 
@@ -100,11 +146,17 @@ class Ledger:
                 the checkpoint when there is none.
             max_changes: stop the interval at the first transaction boundary past this many
                 changes; the rest is left for the next interval.
+            run_id: the orchestrator's run; the interval it planned before is returned again
+                (a cleared and rerun task gets the same boundaries).
 
         Returns:
             None when there is nothing to extract.
         """
         intervals = self.intervals()
+        if run_id is not None:
+            mine = [i for i in intervals if i.run_id == run_id]
+            if mine:
+                return mine[-1]
         last = intervals[-1] if intervals else None
         if start is None and last is not None and last.state == PLANNED:
             return last  # a rerun reuses the recorded boundaries
@@ -122,7 +174,7 @@ class Ledger:
         if start >= end:
             return None
         number = int(last.id) + 1 if last is not None else 1
-        interval = Interval(layout.interval_id(number), str(start), str(end), max_changes)
+        interval = Interval(layout.interval_id(number), str(start), str(end), max_changes, run_id=run_id)
         if not self.store.create(self._interval_key(interval.id), interval.to_json()):
             raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
         return interval

@@ -63,9 +63,12 @@ def pending_intervals(ledger: Ledger) -> list[Interval]:
     pending = [i for i in intervals if i.state == EXTRACTED]
     for earlier in intervals:
         if pending and earlier.id < pending[0].id and earlier.state not in (MATERIALISED, EXTRACTED):
+            run = (
+                f" (Airflow run {earlier.run_id}: clear and rerun its extract task)" if earlier.run_id else ""
+            )
             raise MaterializeError(
-                f"interval {earlier.id} is {earlier.state}: extract it (loader extract --interval {earlier.id}) "
-                f"before later intervals can be materialised"
+                f"interval {earlier.id} is {earlier.state}: extract it (loader extract --interval {earlier.id})"
+                f"{run} before later intervals can be materialised"
             )
     return pending
 
@@ -84,14 +87,14 @@ def warehouse_table(schema: str, table: str) -> str:
     return f"{schema}__{table}"
 
 
-def _table_name(cfg: Config, schema: str, table: str) -> str:
+def table_name(cfg: Config, schema: str, table: str) -> str:
     return f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(warehouse_table(schema, table))}"
 
 
-def _ensure_table(spark: Any, cfg: Config, schema: str, table: str, columns: list[ColumnSpec]) -> None:
+def ensure_table(spark: Any, cfg: Config, schema: str, table: str, columns: list[ColumnSpec]) -> None:
     """Create the table on first sight; add columns that appeared at the end of the source's."""
     q = quote_identifier
-    name = _table_name(cfg, schema, table)
+    name = table_name(cfg, schema, table)
     if not spark.catalog.tableExists(name):
         cols = ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in columns)
         spark.sql(
@@ -155,8 +158,8 @@ def materialize_table(
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
     key = entries[-1].primary_key
-    name = _table_name(cfg, schema, table)
-    _ensure_table(spark, cfg, schema, table, columns)
+    name = table_name(cfg, schema, table)
+    ensure_table(spark, cfg, schema, table, columns)
     part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
     per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
@@ -169,29 +172,15 @@ def materialize_table(
     spark.sql(f"SELECT * FROM {name} WHERE {PART} IN ({touched_list})").createOrReplaceTempView("base")
     effect = apply_merge(spark, [c.name for c in columns], key, sum(per_partition.values()))
     merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
-    table_location = _table_location(spark, name)
-    version_root = f"{table_location}/_versions/{run_id}"
+    location = table_location(spark, name)
+    version_root = f"{location}/_versions/{run_id}"
     merged.write.mode("overwrite").partitionBy(PART).parquet(version_root)
-    written = set(_written_partitions(spark, version_root))
-    existing = {int(r[0].split("=", 1)[1]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
-    crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
-    for n, p in enumerate(touched, start=1):
-        location = f"{version_root}/{PART}={p}"
-        if p not in written:  # every row of the partition went: its new version is empty
-            spark.createDataFrame([], merged.drop(PART).schema).write.mode("overwrite").parquet(location)
-        literal = _sql_string(location)
-        if p in existing:
-            spark.sql(f"ALTER TABLE {name} PARTITION ({PART}={p}) SET LOCATION {literal}")
-        else:
-            spark.sql(f"ALTER TABLE {name} ADD PARTITION ({PART}={p}) LOCATION {literal}")
-        if crash_after and n >= crash_after:
-            os._exit(137)
-    spark.catalog.refreshTable(name)
+    swap_in(spark, name, version_root, touched, merged.drop(PART).schema)
     delete_old_versions(
         spark,
         cfg.warehouse.database,
         warehouse_table(schema, table),
-        table_location,
+        location,
         cfg.warehouse.retention_hours,
     )
     effect.release()
@@ -206,7 +195,29 @@ def materialize_table(
     )
 
 
-def _table_location(spark: Any, name: str) -> str:
+def swap_in(spark: Any, name: str, version_root: str, partitions: list[int], row_schema: Any) -> None:
+    """Point each partition at its folder under ``version_root``, one atomic catalog change each.
+
+    A partition the write left no folder for (all its rows went) gets an empty version.
+    """
+    written = set(written_partitions(spark, version_root))
+    existing = {int(r[0].split("=", 1)[1]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
+    crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
+    for n, p in enumerate(partitions, start=1):
+        location = f"{version_root}/{PART}={p}"
+        if p not in written:
+            spark.createDataFrame([], row_schema).write.mode("overwrite").parquet(location)
+        literal = _sql_string(location)
+        if p in existing:
+            spark.sql(f"ALTER TABLE {name} PARTITION ({PART}={p}) SET LOCATION {literal}")
+        else:
+            spark.sql(f"ALTER TABLE {name} ADD PARTITION ({PART}={p}) LOCATION {literal}")
+        if crash_after and n >= crash_after:
+            os._exit(137)
+    spark.catalog.refreshTable(name)
+
+
+def table_location(spark: Any, name: str) -> str:
     """The table's root location as the catalog has it (a URI such as ``file:/...``)."""
     for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect():
         if r.col_name == "Location":
@@ -220,7 +231,7 @@ def _filesystem(spark: Any, uri: str) -> tuple[Any, Any]:
     return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
 
 
-def _written_partitions(spark: Any, root: str) -> list[int]:
+def written_partitions(spark: Any, root: str) -> list[int]:
     """The partition values a partitioned write created folders for."""
     fs, path = _filesystem(spark, root)
     out = []
@@ -298,6 +309,9 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
         ledger.save(interval)
     last = intervals[-1]
     current = ledger.checkpoint()
+    commit_times = [i.last_commit_ts for i in intervals if i.last_commit_ts is not None]
     if current is None or Position.parse(current.position) < last.effective_end:  # never backwards
-        ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id))
+        previous = current.commit_ts if current else None
+        commit_ts = max([*commit_times, *([previous] if previous else [])], default=None)
+        ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id, commit_ts))
     return results

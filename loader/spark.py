@@ -34,6 +34,9 @@ def spark_conf(cfg: Config) -> dict[str, str]:
         # Derby's metastore cannot filter partitions on a BIGINT column; fall back to listing
         # them (the materialiser reads only the partitions it touches either way).
         "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
+        # JDBC reads CHAR(n), ENUM and SET as Spark's CHAR(n), padded with spaces; MySQL strips
+        # them (and the binlog has none), so the initial load reads them as plain strings.
+        "spark.sql.legacy.charVarcharAsString": "true",
     }
     if wh.catalog == "derby":
         # Without these, Derby's metastore_db and derby.log land in the current folder.
@@ -44,6 +47,8 @@ def spark_conf(cfg: Config) -> dict[str, str]:
         conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={derby_home}"
     else:
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
+    if cfg.load.jdbc_jar and Path(cfg.load.jdbc_jar).is_file():
+        conf["spark.jars"] = cfg.load.jdbc_jar  # the initial load's JDBC driver
     conf.update(cfg.spark.conf)
     return conf
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+
+from loader.errors import LoaderError
+
+
+class TableKeyError(LoaderError):
+    """A table has no key the loader can merge by."""
 
 
 @dataclass(frozen=True)
@@ -22,3 +28,28 @@ class TableSelector:
         return any(fnmatchcase(name, p) for p in self.include) and not any(
             fnmatchcase(name, p) for p in self.exclude
         )
+
+
+def key_columns(
+    keys: Mapping[str, Sequence[str]],
+    schema: str,
+    table: str,
+    primary_key: Sequence[str],
+    columns: Sequence[str],
+) -> list[str]:
+    """The columns a table is merged by: its configured key, else its primary key.
+
+    Raises:
+        TableKeyError: the table has neither, or a key column it does not have.
+    """
+    name = f"{schema}.{table}"
+    key = list(keys.get(name) or primary_key)
+    if not key:
+        raise TableKeyError(
+            f"table {name} has no primary key; give its key columns in the config "
+            f'([tables] keys = {{ "{name}" = ["col", ...] }})'
+        )
+    missing = [k for k in key if k not in columns]
+    if missing:
+        raise TableKeyError(f"key columns {missing} of {name} are not among its columns")
+    return key

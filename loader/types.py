@@ -140,3 +140,31 @@ def cast_sql(column: str, mysql_type: str) -> str:
     if base in ("date", "datetime"):
         return f"try_cast({column} AS {target})"
     return f"CAST({column} AS {target})"
+
+
+def source_select_sql(column: str, mysql_type: str) -> str:
+    """MySQL SQL reading a column (a backquoted MySQL identifier) for the initial load.
+
+    Values come as the text the binlog reader stages for them, so that ``load_cast_sql`` (that is,
+    ``cast_sql``) gives the same warehouse value as a change would; floating point and binary
+    values come as themselves, which JDBC carries exactly. TIMESTAMP text is in the session's time
+    zone, which the load sets to UTC.
+    """
+    base = _parse(mysql_type)[0]
+    if base in _BINARY or base in ("float", "double"):
+        return column
+    if base == "bit":
+        return f"CAST({column} + 0 AS CHAR)"
+    if spark_type(mysql_type) == "string" and base not in ("time", "decimal"):
+        return column
+    return f"CAST({column} AS CHAR)"
+
+
+def load_cast_sql(column: str, mysql_type: str) -> str:
+    """Spark SQL turning what ``source_select_sql`` read into the column's warehouse type."""
+    base = _parse(mysql_type)[0]
+    if base in _BINARY:
+        return column
+    if base in ("float", "double"):
+        return f"CAST({column} AS {base})"
+    return cast_sql(column, mysql_type)

@@ -1,0 +1,439 @@
+"""Initial load: copy the selected tables into their warehouse tables without locking the source.
+
+Why this is correct without locks (DESIGN.md section 4): P0, the server's binlog position, is
+recorded in the ledger before any row is read. Rows are then read while writes go on, each
+written with ``_seqno = seqno(P0)``, which every change after P0 exceeds. The delta that follows
+replays from P0, so a row the copy read before or after a later change ends up as that change
+left it (the merge rule makes the replay safe).
+
+Spark reads each table over JDBC in primary-key ranges, ``load.parallelism`` at a time, in its
+executors, streaming (``load.fetch_size`` rows per round trip), and writes the base table to a new
+version folder whose partitions are then swapped in as materialisation does. Values are read as
+the text the binlog reader stages (``types.source_select_sql``) and cast with the same type map.
+
+A first load copies every selected table and sets the checkpoint to P0. A re-load of some tables
+while deltas keep running copies them at their own P0 and leaves the checkpoint alone: the next
+intervals start where the last one ended, which is at or before P0, so they replay everything
+since P0 onto the re-loaded tables (their older changes are stale against ``seqno(P0)`` and change
+nothing). A re-load must not run at the same time as a materialisation of the same tables (with
+the embedded Derby catalog, Spark jobs cannot overlap anyway).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loader import types
+from loader.config import Config
+from loader.errors import LoaderError
+from loader.ledger import Checkpoint, Ledger, Load
+from loader.materialize import (
+    PART,
+    delete_old_versions,
+    ensure_table,
+    partition_expr,
+    swap_in,
+    table_location,
+    table_name,
+    warehouse_table,
+    written_partitions,
+)
+from loader.merge import quote_identifier
+from loader.positions import Position, seqno_of
+from loader.source import Credentials, check_binlog_settings, connect, credentials, current_position
+from loader.staging.manifest import ColumnSpec
+from loader.staging.stores import open_store
+from loader.tables import TableSelector, key_columns
+
+Progress = Callable[[str], None]
+INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
+
+
+class LoadError(LoaderError):
+    """The initial load cannot go on (a table it cannot key, a subset on a first load, ...)."""
+
+
+@dataclass(frozen=True)
+class SourceTableInfo:
+    """What the load needs to know about one source table."""
+
+    schema: str
+    table: str
+    columns: list[ColumnSpec]
+    key: list[str]
+    estimated_rows: int
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+@dataclass
+class TableLoadResult:
+    table: str
+    rows: int
+    seconds: float
+    ranges: int
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class LoadSummary:
+    load_id: str
+    p0: str
+    tables: list[TableLoadResult]
+    seconds: float
+    first: bool  # the first load (it set the checkpoint), not a re-load of some tables
+
+
+def _mysql_ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_literal(conn: Any, value: Any) -> str:
+    return str(conn.escape(value))
+
+
+def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[SourceTableInfo]:
+    """The base tables the config selects (or the named subset of them), with columns and keys."""
+    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES"
+            " WHERE TABLE_TYPE = 'BASE TABLE'"
+            " AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
+            " ORDER BY TABLE_SCHEMA, TABLE_NAME"
+        )
+        found = [(str(s), str(t), int(n)) for s, t, n in cur.fetchall() if selector(str(s), str(t))]
+    if only:
+        names = {f"{s}.{t}" for s, t, _ in found}
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise LoadError(
+                f"tables {unknown} are not among the tables the config selects "
+                f"({len(names)} tables: {', '.join(sorted(names)[:10])}{' ...' if len(names) > 10 else ''})"
+            )
+        found = [f for f in found if f"{f[0]}.{f[1]}" in only]
+    out = []
+    for schema, table, rows in found:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY"
+                " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+                " ORDER BY ORDINAL_POSITION",
+                (schema, table),
+            )
+            described = cur.fetchall()
+            cur.execute(
+                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE"
+                " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY'"
+                " ORDER BY ORDINAL_POSITION",
+                (schema, table),
+            )
+            primary = [str(r[0]) for r in cur.fetchall()]
+        columns = [
+            ColumnSpec(str(name), types.normalize(str(ctype), str(cs) if cs else None))
+            for name, ctype, cs, _ in described
+        ]
+        for c in columns:
+            types.spark_type(c.mysql_type)  # an unknown type stops the load before any copy
+        key = key_columns(cfg.tables.keys, schema, table, primary, [c.name for c in columns])
+        out.append(SourceTableInfo(schema, table, columns, key, rows))
+    return out
+
+
+def key_ranges(conn: Any, info: SourceTableInfo, count: int) -> list[str]:
+    """Up to ``count`` WHERE clauses over the key aliases ``k0, k1, ...`` that split the table.
+
+    Together they cover every key once. A single integer key is cut into equal spans between its
+    min and max; any other key at key values found by walking its index in order
+    (``ORDER BY key LIMIT 1 OFFSET n``).
+    """
+    key = [_mysql_ident(k) for k in info.key]
+    aliases = [f"k{i}" for i in range(len(key))]
+    source = f"{_mysql_ident(info.schema)}.{_mysql_ident(info.table)}"
+    types_by_name = {c.name: c.mysql_type for c in info.columns}
+    cuts: list[list[str]] = []
+    with conn.cursor() as cur:
+        if len(key) == 1 and types_by_name[info.key[0]].split()[0] in INTEGER_TYPES:
+            cur.execute(f"SELECT MIN({key[0]}), MAX({key[0]}) FROM {source}")
+            low, high = cur.fetchone()
+            if low is not None and count > 1:
+                step = max(1, -(-(int(high) - int(low) + 1) // count))
+                cuts = [[str(v)] for v in range(int(low) + step, int(high) + 1, step)]
+        elif count > 1:
+            cur.execute(f"SELECT COUNT(*) FROM {source}")
+            total = int(cur.fetchone()[0])
+            step = -(-total // count) if total else 0
+            for n in range(1, count):
+                if not step or n * step >= total:
+                    break
+                cur.execute(
+                    f"SELECT {', '.join(key)} FROM {source} ORDER BY {', '.join(key)} LIMIT 1 OFFSET {n * step}"
+                )
+                row = cur.fetchone()
+                if row is not None:
+                    cuts.append([_sql_literal(conn, v) for v in row])
+    bounds: list[list[str] | None] = [None, *cuts, None]
+    out = []
+    for low_cut, high_cut in itertools.pairwise(bounds):
+        terms = []
+        if low_cut is not None:
+            terms.append(_at_least(aliases, low_cut))
+        if high_cut is not None:
+            terms.append("NOT " + _at_least(aliases, high_cut))
+        out.append(" AND ".join(terms) or "1=1")
+    return out
+
+
+def _at_least(key: list[str], values: list[str]) -> str:
+    """``(k0, k1, ...) >= (v0, v1, ...)`` spelled out, so the server can use the key's index."""
+    terms = []
+    for i in range(len(key)):
+        equal = [f"{key[j]} = {values[j]}" for j in range(i)]
+        last = f"{key[i]} >= {values[i]}" if i == len(key) - 1 else f"{key[i]} > {values[i]}"
+        terms.append("(" + " AND ".join([*equal, last]) + ")")
+    return "(" + " OR ".join(terms) + ")"
+
+
+def select_sql(info: SourceTableInfo) -> str:
+    """The query Spark's JDBC reader wraps: every column as ``types.source_select_sql`` reads it
+    (aliased ``c0, c1, ...``), and the key columns as they are (``k0, k1, ...``) for the ranges."""
+    source = f"{_mysql_ident(info.schema)}.{_mysql_ident(info.table)}"
+    fields = [
+        f"{types.source_select_sql(_mysql_ident(c.name), c.mysql_type)} AS c{i}"
+        for i, c in enumerate(info.columns)
+    ]
+    fields += [f"{_mysql_ident(k)} AS k{i}" for i, k in enumerate(info.key)]
+    return f"SELECT {', '.join(fields)} FROM {source}"
+
+
+def jdbc_url(cfg: Config, creds: Credentials) -> str:
+    """The JDBC URL of the source; the session reads TIMESTAMP values in UTC.
+
+    The default is a ``jdbc:mysql:`` URL (which MariaDB's driver takes with ``permitMysqlScheme``)
+    because Spark picks its MySQL dialect by that prefix; with a ``jdbc:mariadb:`` URL it quotes
+    column names with double quotes, which the server reads as strings.
+    """
+    base = cfg.load.jdbc_url or f"jdbc:mysql://{creds.host}:{creds.port}/?permitMysqlScheme"
+    separator = "&" if "?" in base else "?"
+    return f"{base}{separator}sessionVariables=time_zone='+00:00'"
+
+
+def copy_table(
+    spark: Any,
+    cfg: Config,
+    creds: Credentials,
+    conn: Any,
+    info: SourceTableInfo,
+    load: Load,
+    progress: Progress,
+) -> TableLoadResult:
+    """Copy one table into a new version of its warehouse table and swap it in."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    name = table_name(cfg, info.schema, info.table)
+    ensure_table(spark, cfg, info.schema, info.table, info.columns)
+    ranges = key_ranges(conn, info, cfg.load.parallelism)
+    frame = spark.read.jdbc(
+        jdbc_url(cfg, creds),
+        f"({select_sql(info)}) AS loader_copy",
+        predicates=ranges,
+        properties={
+            "user": creds.user,
+            "password": creds.password,
+            "driver": cfg.load.jdbc_driver,
+            "fetchsize": str(cfg.load.fetch_size),
+        },
+    )
+    p0 = Position.parse(load.p0)
+    select = [
+        f"{types.load_cast_sql(f'c{i}', c.mysql_type)} AS {quote_identifier(c.name)}"
+        for i, c in enumerate(info.columns)
+    ]
+    part = partition_expr(info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table))
+    typed = frame.selectExpr(*select).selectExpr(
+        "*",
+        f"CAST({seqno_of(p0.file, p0.pos)} AS BIGINT) AS _seqno",
+        f"TIMESTAMP '{load.started_at}' AS _commit_ts",
+        f"{part} AS {PART}",
+    )
+    observation = Observation(f"copy {info.qualified}")
+    location = table_location(spark, name)
+    version_root = f"{location}/_versions/{load.id}"
+    watcher = _ProgressWatcher(spark, info, len(ranges), progress)
+    watcher.start()
+    try:
+        typed.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").partitionBy(
+            PART
+        ).parquet(version_root)
+    finally:
+        watcher.stop()
+    rows = int(observation.get["rows"])
+    existing = {int(r[0].split("=", 1)[1]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
+    partitions = sorted(existing | set(written_partitions(spark, version_root)))
+    swap_in(spark, name, version_root, partitions, typed.drop(PART).schema)
+    delete_old_versions(
+        spark,
+        cfg.warehouse.database,
+        warehouse_table(info.schema, info.table),
+        location,
+        cfg.warehouse.retention_hours,
+    )
+    seconds = time.monotonic() - started
+    progress(f"{info.qualified}: {rows:,} rows in {seconds:.1f} s ({rows / max(seconds, 1e-9):,.0f} rows/s)")
+    return TableLoadResult(info.qualified, rows, seconds, len(ranges))
+
+
+class _ProgressWatcher:
+    """Reports a table's copy as its key ranges finish (Spark tasks), every few seconds."""
+
+    def __init__(
+        self, spark: Any, info: SourceTableInfo, ranges: int, progress: Progress, every: float = 5.0
+    ) -> None:
+        self._spark, self._info, self._ranges, self._progress, self._every = (
+            spark,
+            info,
+            ranges,
+            progress,
+            every,
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._group = f"loader-load-{uuid.uuid4().hex[:8]}"
+
+    def start(self) -> None:
+        self._spark.sparkContext.setJobGroup(self._group, f"initial load of {self._info.qualified}")
+        self._progress(
+            f"{self._info.qualified}: copying ~{self._info.estimated_rows:,} rows in {self._ranges} key ranges"
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._spark.sparkContext.setJobGroup("", "")
+
+    def _run(self) -> None:
+        tracker = self._spark.sparkContext.statusTracker()
+        last = -1
+        while not self._stop.wait(self._every):
+            done = 0
+            for job in tracker.getJobIdsForGroup(self._group):
+                info = tracker.getJobInfo(job)
+                for stage in info.stageIds if info else []:
+                    stage_info = tracker.getStageInfo(stage)
+                    if stage_info is not None:
+                        done = max(done, stage_info.numCompletedTasks)
+            if done != last:
+                last = done
+                share = done / self._ranges if self._ranges else 1.0
+                self._progress(
+                    f"{self._info.qualified}: {done}/{self._ranges} key ranges copied "
+                    f"(~{int(share * self._info.estimated_rows):,} of ~{self._info.estimated_rows:,} rows)"
+                )
+
+
+def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = print) -> Load:
+    """Check the source and the tables, then record P0 (before any row is read) in the ledger."""
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    conn = connect(credentials(cfg.source))
+    try:
+        check_binlog_settings(conn)
+        first = ledger.checkpoint() is None
+        if first and only:
+            raise LoadError(
+                f"source {cfg.source.name} has not been loaded yet: the first initial load copies every "
+                "selected table (run it without a table list)"
+            )
+        tables = selected_tables(conn, cfg, only)
+        if not tables:
+            raise LoadError(
+                f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
+            )
+        p0 = current_position(conn)
+    finally:
+        conn.close()
+    now = dt.datetime.now(dt.UTC)
+    load = Load(
+        id=f"load-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
+        p0=str(p0),
+        tables=[t.qualified for t in tables],
+        started_at=now.strftime("%Y-%m-%d %H:%M:%S.%f"),
+        first=first,
+    )
+    ledger.save_load(load)
+    progress(f"initial load {load.id}: P0 = {p0}, {len(tables)} tables")
+    return load
+
+
+def copy_tables(
+    spark: Any, cfg: Config, load_id: str, only: list[str] | None = None, progress: Progress = print
+) -> list[TableLoadResult]:
+    """Copy the load's tables (or some of them), recording each one's rows in the ledger."""
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    load = _find_load(ledger, load_id)
+    names = [t for t in load.tables if not only or t in only]
+    creds = credentials(cfg.source)
+    conn = connect(creds)
+    try:
+        tables = selected_tables(conn, cfg, names)
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
+        results = []
+        for info in tables:
+            result = copy_table(spark, cfg, creds, conn, info, load, progress)
+            load = _find_load(ledger, load_id)  # other copies of the same load may have finished meanwhile
+            load.rows[info.qualified] = result.rows
+            ledger.save_load(load)
+            results.append(result)
+    finally:
+        conn.close()
+    return results
+
+
+def finish_load(cfg: Config, load_id: str) -> Load:
+    """Once every table is copied: the checkpoint goes to P0 (first load); the load is complete."""
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    load = _find_load(ledger, load_id)
+    missing = [t for t in load.tables if t not in load.rows]
+    if missing:
+        raise LoadError(
+            f"initial load {load_id}: tables {missing} are not copied yet; copy them before finishing"
+        )
+    if load.first and ledger.checkpoint() is None:
+        started = dt.datetime.strptime(load.started_at, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=dt.UTC)
+        ledger.set_checkpoint(Checkpoint(load.p0, load.id, int(started.timestamp() * 1_000_000)))
+    load.state = "complete"
+    load.finished_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    ledger.save_load(load)
+    return load
+
+
+def _find_load(ledger: Ledger, load_id: str) -> Load:
+    for load in ledger.loads():
+        if load.id == load_id:
+            return load
+    raise LoadError(f"source {ledger.source} has no initial load {load_id}")
+
+
+def run_initial_load(
+    spark: Any, cfg: Config, only: list[str] | None = None, progress: Progress = print
+) -> LoadSummary:
+    """Record P0, copy the tables, then set the checkpoint (first load) or leave it (re-load)."""
+    started = time.monotonic()
+    load = start_load(cfg, only, progress)
+    results = copy_tables(spark, cfg, load.id, progress=progress)
+    finish_load(cfg, load.id)
+    return LoadSummary(load.id, load.p0, results, time.monotonic() - started, first=load.first)

@@ -1,0 +1,310 @@
+"""The initial load against the private MariaDB: P0 first, key ranges over JDBC in Spark, the same
+type map as materialisation, and a delta from P0 that makes a copy taken during writes exact."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loader.config import Config
+from loader.errors import LoaderError
+from loader.extract import run_extract
+from loader.initial_load import LoadError, run_initial_load
+from loader.ledger import Checkpoint, Ledger
+from loader.materialize import run_materialize
+from loader.source import current_position
+from loader.staging.stores import open_store
+from tests.conftest import MariaDB
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _exec(mariadb: MariaDB, *sql: str) -> None:
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            for stmt in sql:
+                cur.execute(stmt)
+    finally:
+        conn.close()
+
+
+def _rows(mariadb: MariaDB, sql: str) -> list[tuple[Any, ...]]:
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _config(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, schema: str, database: str, **load: Any
+) -> Config:
+    base = mariadb.config(tmp_path / database, tables={"include": f'["{schema}.*"]'})
+    return dataclasses.replace(
+        base,
+        warehouse=dataclasses.replace(
+            spark_config.warehouse, database=database, partition_rows=50, buckets=4
+        ),
+        load=dataclasses.replace(base.load, **load),
+    )
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+ALL_TYPES = """CREATE TABLE il.types (
+    id INT PRIMARY KEY, ti TINYINT, tu TINYINT UNSIGNED, bu BIGINT UNSIGNED, bs BIGINT,
+    d10 DECIMAL(10,2), d65 DECIMAL(65,30), f FLOAT, db DOUBLE, dt DATE, dtm DATETIME(6),
+    ts TIMESTAMP(3) NULL, tm TIME(6), y YEAR, b13 BIT(13), b64 BIT(64), e ENUM('a','b c'),
+    st SET('x','y','z'), j JSON, vc VARCHAR(40), lt TEXT CHARACTER SET latin1, bin BINARY(4),
+    vb VARBINARY(10), bl BLOB, g GEOMETRY, ch CHAR(6)
+)"""
+ALL_TYPES_ROWS = [
+    "(1, -128, 255, 18446744073709551615, -9223372036854775808, -12345678.90,"
+    " 12345678901234567890123456789012345.123456789012345678901234567890, 1.5, 0.1,"
+    " '2024-02-29', '2024-01-01 23:59:59.999999', '2038-01-19 03:14:07.499', '-838:59:59.000000', 2155,"
+    " b'1010101010101', b'1111111111111111111111111111111111111111111111111111111111111111', 'b c', 'x,z',"
+    " '{\"k\": [1, \"two\", null]}', 'emoji 😀 \"quoted\", comma', 'café', 'ab', x'00ff00',"
+    " REPEAT('blob', 1000), ST_GeomFromText('POINT(1 2)'), 'ab')",
+    "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(3, 0, 0, 0, 0, 0, 0, -0.0, 1e308, '0000-00-00', '0000-00-00 00:00:00', '1970-01-01 00:00:01', '00:00:00.5',"
+    " 0, b'0', b'0', 'a', '', '[]', '', '', '', '', '', NULL, '')",
+]
+
+
+def test_loaded_values_equal_what_materialisation_writes(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    _exec(mariadb, "DROP DATABASE IF EXISTS il", "CREATE DATABASE il", ALL_TYPES)
+    delta = _config(mariadb, tmp_path, spark_config, "il", "il_delta")
+    conn = mariadb.connect()
+    try:
+        before = current_position(conn)
+    finally:
+        conn.close()
+    Ledger(open_store(delta.staging), delta.source.name).set_checkpoint(Checkpoint(str(before), "test"))
+    _exec(mariadb, "SET SESSION sql_mode = ''", *(f"INSERT INTO il.types VALUES {r}" for r in ALL_TYPES_ROWS))
+    # The same rows through the binlog: extracted and materialised ...
+    assert run_extract(delta, progress=_quiet) is not None
+    run_materialize(spark, delta)
+    # ... and copied by the initial load.
+    load = _config(mariadb, tmp_path, spark_config, "il", "il_load")
+    summary = run_initial_load(spark, load, progress=_quiet)
+    assert [(t.table, t.rows) for t in summary.tables] == [("il.types", 3)]
+    loaded = spark.sql("SELECT * FROM il_load.il__types ORDER BY id").drop("_seqno", "_commit_ts").collect()
+    merged = spark.sql("SELECT * FROM il_delta.il__types ORDER BY id").drop("_seqno", "_commit_ts").collect()
+    assert spark.table("il_load.il__types").dtypes == spark.table("il_delta.il__types").dtypes
+    for a, b in zip(loaded, merged, strict=True):
+        assert a.asDict() == b.asDict()
+    assert loaded[0].bu == 18446744073709551615 and loaded[0].tm == "-838:59:59.000000"
+    assert (loaded[0].st, loaded[0].ch, loaded[2].ch) == ("x,z", "ab", "")
+
+
+class Writer(threading.Thread):
+    """Inserts, updates (key changes too) and deletes rows until stopped, as an application would."""
+
+    def __init__(self, mariadb: MariaDB) -> None:
+        super().__init__(daemon=True)
+        self.mariadb = mariadb
+        self.stop = threading.Event()
+        self.statements = 0
+
+    def run(self) -> None:
+        import random
+
+        rnd = random.Random(7)
+        conn = self.mariadb.connect()
+        try:
+            with conn.cursor() as cur:
+                n = 0
+                while not self.stop.is_set():
+                    n += 1
+                    k = rnd.randint(1, 3000)
+                    choice = rnd.random()
+                    if choice < 0.3:
+                        cur.execute(f"INSERT IGNORE INTO il.ints VALUES ({3000 + n}, 'new {n}', {n})")
+                    elif choice < 0.55:
+                        cur.execute(f"UPDATE il.ints SET v = 'upd {n}', n = n + 1 WHERE id = {k}")
+                    elif choice < 0.65:
+                        cur.execute(f"UPDATE IGNORE il.ints SET id = {5000 + n} WHERE id = {k}")
+                    elif choice < 0.75:
+                        cur.execute(f"DELETE FROM il.ints WHERE id = {k}")
+                    elif choice < 0.85:
+                        cur.execute(f"UPDATE il.pairs SET x = x + 1 WHERE a = 'g{k % 40}'")
+                    elif choice < 0.9:
+                        cur.execute(f"DELETE FROM il.pairs WHERE a = 'g{k % 40}' AND b = {k % 50}")
+                        cur.execute(f"INSERT IGNORE INTO il.pairs VALUES ('h{k % 40}', {n % 50}, {n})")
+                    else:
+                        cur.execute(f"REPLACE INTO il.words VALUES ('w{k}', {n})")
+                    self.statements += 1
+                    time.sleep(0.002)  # an application's pace, leaving the copy some CPU
+        finally:
+            conn.close()
+
+
+def _same_as_source(
+    mariadb: MariaDB, spark: Any, database: str, table: str, columns: str, order: str
+) -> None:
+    got = [
+        tuple(r)
+        for r in spark.sql(f"SELECT {columns} FROM {database}.il__{table} ORDER BY {order}").collect()
+    ]
+    want = _rows(mariadb, f"SELECT {columns} FROM il.{table} ORDER BY {order}")
+    assert got == want, f"{table}: {len(got)} rows in the warehouse, {len(want)} in the source"
+
+
+def test_a_load_during_writes_then_one_delta_equals_the_source(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS il",
+        "CREATE DATABASE il",
+        "CREATE TABLE il.ints (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        "CREATE TABLE il.pairs (a VARCHAR(5), b INT, x INT, PRIMARY KEY (a, b))",
+        "CREATE TABLE il.words (w VARCHAR(10) PRIMARY KEY, n INT)",
+        "CREATE TABLE il.empty (id BIGINT PRIMARY KEY)",
+        "INSERT INTO il.ints SELECT seq, CONCAT('v', seq), seq FROM il.seq_1_to_3000",
+        "INSERT INTO il.pairs SELECT CONCAT('g', seq % 40), seq % 50, seq FROM il.seq_1_to_2000"
+        " ON DUPLICATE KEY UPDATE x = VALUES(x)",
+        "INSERT INTO il.words SELECT CONCAT('w', seq), seq FROM il.seq_1_to_500",
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "il", "il_wh", parallelism=3, fetch_size=100)
+    cfg = dataclasses.replace(cfg, warehouse=dataclasses.replace(cfg.warehouse, partition_rows=2000))
+    writer = Writer(mariadb)
+    writer.start()
+    messages: list[str] = []
+    try:
+        summary = run_initial_load(spark, cfg, progress=messages.append)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.statements > 0
+    assert sorted(t.table for t in summary.tables) == ["il.empty", "il.ints", "il.pairs", "il.words"]
+    assert all(t.rows > 0 for t in summary.tables if t.table != "il.empty")
+    assert any("il.ints: copying ~" in m for m in messages) and any("rows/s" in m for m in messages)
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    assert ledger.checkpoint().position == summary.p0  # type: ignore[union-attr]
+    (load,) = ledger.loads()
+    assert load.state == "complete" and load.rows["il.empty"] == 0
+    # The delta from P0 makes the copy exact, whatever the writer did during it.
+    assert run_extract(cfg, progress=_quiet) is not None
+    run_materialize(spark, cfg)
+    _same_as_source(mariadb, spark, "il_wh", "ints", "id, v, n", "id")
+    _same_as_source(mariadb, spark, "il_wh", "pairs", "a, b, x", "a, b")
+    _same_as_source(mariadb, spark, "il_wh", "words", "w, n", "w")
+    assert spark.sql("SELECT count(*) FROM il_wh.il__empty").collect()[0][0] == 0
+    # Re-loading one table while deltas continue: its own P0; the next intervals (which start at or
+    # before it) replay the changes since then.
+    _exec(mariadb, "UPDATE il.words SET n = -n WHERE n % 2 = 0")
+    writer = Writer(mariadb)
+    writer.start()
+    try:
+        again = run_initial_load(spark, cfg, only=["il.words"], progress=_quiet)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert [t.table for t in again.tables] == ["il.words"] and not again.first
+    assert ledger.checkpoint().interval == "0000000001"  # type: ignore[union-attr]  # not moved back to P0
+    while run_extract(cfg, progress=_quiet) is not None:
+        pass
+    run_materialize(spark, cfg)
+    for table, columns, order in (
+        ("ints", "id, v, n", "id"),
+        ("pairs", "a, b, x", "a, b"),
+        ("words", "w, n", "w"),
+    ):
+        _same_as_source(mariadb, spark, "il_wh", table, columns, order)
+
+
+def test_tables_without_a_key_are_refused_unless_one_is_configured(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS il",
+        "CREATE DATABASE il",
+        "CREATE TABLE il.logs (at DATETIME(6), msg VARCHAR(20))",
+        "INSERT INTO il.logs VALUES ('2024-01-01 00:00:00.1', 'a'), ('2024-01-01 00:00:00.2', 'b')",
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "il", "il_nokey")
+    with pytest.raises(LoaderError, match=r"table il\.logs has no primary key.*keys ="):
+        run_initial_load(spark, cfg, progress=_quiet)
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    assert ledger.checkpoint() is None and ledger.loads() == []  # refused before P0 was recorded
+    keyed = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, keys={"il.logs": ("at",)}))
+    summary = run_initial_load(spark, keyed, progress=_quiet)
+    assert [(t.table, t.rows) for t in summary.tables] == [("il.logs", 2)]
+    with pytest.raises(LoadError, match="not among the tables the config selects"):
+        run_initial_load(spark, keyed, only=["il.nope"], progress=_quiet)
+
+
+def test_the_first_load_copies_every_selected_table(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    _exec(
+        mariadb, "DROP DATABASE IF EXISTS il", "CREATE DATABASE il", "CREATE TABLE il.a (id INT PRIMARY KEY)"
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "il", "il_first")
+    with pytest.raises(LoadError, match="first initial load copies every selected table"):
+        run_initial_load(spark, cfg, only=["il.a"], progress=_quiet)
+
+
+def test_a_million_rows_stream_through_a_small_driver(mariadb: MariaDB, tmp_path: Path) -> None:
+    """1,000,000 rows of ~400 bytes (~400 MB) in one key range through a 512 MB Spark driver:
+    it only works if the copy streams, since the rows alone would not fit."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS ilbig",
+        "CREATE DATABASE ilbig",
+        "CREATE TABLE ilbig.big (id BIGINT PRIMARY KEY, pad VARCHAR(500))",
+        "INSERT INTO ilbig.big SELECT seq, CONCAT(seq, REPEAT('x', 400)) FROM ilbig.seq_1_to_1000000",
+    )
+    config = tmp_path / "loader.toml"
+    config.write_text(
+        f"""[source]
+host = "{mariadb.host}"
+port = {mariadb.port}
+user = "loader"
+password_env = "LOADER_TEST_PASSWORD"
+[tables]
+include = ["ilbig.*"]
+[staging]
+uri = "{tmp_path / "staging"}"
+[warehouse]
+database = "big_wh"
+dir = "{tmp_path / "warehouse"}"
+[load]
+parallelism = 1
+[spark]
+conf = {{ "spark.driver.memory" = "512m", "spark.sql.shuffle.partitions" = "2" }}
+"""
+    )
+    loader = str(Path(sys.executable).with_name("loader"))
+    env = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password}
+    done = subprocess.run(
+        [loader, "initial-load", "--config", str(config), "--output", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert [(t["table"], t["rows"]) for t in summary["tables"]] == [("ilbig.big", 1_000_000)]
+    assert "ilbig.big: copying ~" in done.stderr and "rows/s" in done.stderr
