@@ -10,6 +10,11 @@ DEMO_PORT ?= 33061
 # The demo server's password for the 'loader' account; loader.example.toml reads it from here.
 export LOADER_SOURCE_PASSWORD ?= loader
 PYTEST_ARGS ?=
+AIRFLOW_PORT ?= 8080
+# The demo's Airflow: SQLite under .demo/airflow, this repository's DAGs, local Spark.
+AIRFLOW_ENV := AIRFLOW_HOME=$(abspath $(DEMO_DIR))/airflow AIRFLOW__CORE__DAGS_FOLDER=$(abspath dags) \
+	AIRFLOW__CORE__LOAD_EXAMPLES=False LOADER_CONFIG=$(abspath loader.example.toml) \
+	AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]"}' SPARK_LOCAL_IP=127.0.0.1
 # As in an activated environment: spark-submit, airflow and loader resolve to the project's.
 export PATH := $(abspath $(BIN)):$(PATH)
 
@@ -27,15 +32,37 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
+UI_STAMP := tests/ui/node_modules/.installed
+$(UI_STAMP): tests/ui/package-lock.json
+	npm ci --prefix tests/ui --no-audit --no-fund --loglevel=error
+	@touch $(UI_STAMP)
+
 .PHONY: setup
 setup: $(STAMP) ## create the virtual environment and install missing Debian packages
 	@infra/install-deps.sh
+	@$(MAKE) --no-print-directory $(UI_STAMP)
 
 .PHONY: demo
-demo: setup ## run the pipeline on the embedded default: private MariaDB, local staging and Spark
+demo: setup ## the whole pipeline on the embedded default: MariaDB, Airflow DAGs, local staging and Spark
 	infra/mariadb/mariadb.sh start $(DEMO_DIR)/mariadb $(DEMO_PORT)
-	$(BIN)/loader demo --config loader.example.toml --extract
-	$(BIN)/loader materialize --config loader.example.toml
+	$(BIN)/loader demo --config loader.example.toml --seed 1
+	@mkdir -p $(DEMO_DIR)/airflow && $(AIRFLOW_ENV) $(BIN)/airflow db migrate >$(DEMO_DIR)/airflow/migrate.log 2>&1
+	$(AIRFLOW_ENV) infra/run-dag.sh loader_initial_load
+	$(BIN)/loader demo --config loader.example.toml --seed 2
+	$(AIRFLOW_ENV) infra/run-dag.sh loader_continuous_delta
+	$(BIN)/loader compare --config loader.example.toml
+	$(BIN)/loader status --config loader.example.toml
+
+.PHONY: airflow
+airflow: setup ## start Airflow's UI and scheduler on 127.0.0.1:$(AIRFLOW_PORT) with the demo's DAGs
+	infra/mariadb/mariadb.sh start $(DEMO_DIR)/mariadb $(DEMO_PORT)
+	@mkdir -p $(DEMO_DIR)/airflow
+	@echo "Airflow: http://127.0.0.1:$(AIRFLOW_PORT), login admin with the password standalone prints"
+	$(AIRFLOW_ENV) AIRFLOW__API__HOST=127.0.0.1 AIRFLOW__API__PORT=$(AIRFLOW_PORT) \
+	AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$(AIRFLOW_PORT)/execution/ \
+	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin \
+	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(abspath $(DEMO_DIR))/airflow/passwords.json \
+	$(BIN)/airflow standalone
 
 .PHONY: demo-stop
 demo-stop: ## stop the demo's private MariaDB
@@ -64,6 +91,9 @@ unit: setup ## only the tests that need no server (fast)
 .PHONY: bench
 bench: setup ## run the benchmarks (each compares with another tool on the same data)
 	$(BIN)/python bench/binlog_decode.py
+	$(BIN)/python bench/extract.py
+	$(BIN)/python bench/materialize.py
+	$(BIN)/python bench/initial_load.py
 
 .PHONY: clean
 clean: demo-stop ## stop the demo server and remove its data

@@ -2,6 +2,7 @@
 # Installs the Debian packages the loader runs with, when any is missing:
 #   mariadb-server, mariadb-client  the private MariaDB of the demo and the tests
 #   libmariadb-java                 the JDBC driver Spark's initial load reads the source with
+#   chromium, nodejs, npm           the UI test's headless browser and its driver (playwright-core)
 # As root it installs them with apt-get; otherwise it prints the exact command and fails.
 # Quiet and fast when everything is there already.
 set -euo pipefail
@@ -12,6 +13,9 @@ have mariadbd || missing+=(mariadb-server)
 have mariadb || missing+=(mariadb-client)
 [[ -f /usr/share/java/mariadb-java-client.jar ]] || missing+=(libmariadb-java)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 

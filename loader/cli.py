@@ -362,6 +362,25 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
+    """The warehouse tables next to the source's (spark-submit): counts, equality, a few rows."""
+    tables = run_spark_job(cfg, "compare", ["--rows", str(args.rows)])
+    lines = []
+    for t in tables:
+        verdict = "equal" if t["equal"] else "DIFFERENT"
+        lines.append(
+            f"{t['table']} → {t['warehouse_table']}: source {t['source_rows']:,} rows, "
+            f"warehouse {t['warehouse_rows']:,} rows, {verdict}"
+        )
+        for side in ("source", "warehouse"):
+            for row in t[f"{side}_sample"]:
+                lines.append(
+                    f"  {side:<9} " + ", ".join(f"{c}={v!r}" for c, v in zip(t["columns"], row, strict=False))
+                )
+    _emit(args, {"tables": tables}, "\n".join(lines))
+    return EXIT_OK if all(t["equal"] for t in tables) else EXIT_ERROR
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; one sub-parser per subcommand."""
     parser = argparse.ArgumentParser(
@@ -409,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "materialize", cmd_materialize, "apply the extracted intervals to the warehouse tables (spark-submit)"
     )
+    p = add("compare", cmd_compare, "show the warehouse tables next to the source tables (spark-submit)")
+    p.add_argument("--rows", type=int, default=3, help="rows of each table to show (default 3)")
     add("status", cmd_status, "show the source position, checkpoint, lag, intervals and last error")
     p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
     p.add_argument(

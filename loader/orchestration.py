@@ -30,11 +30,14 @@ DEFAULT_SCHEDULE = dt.timedelta(minutes=15)
 TABLES_ALIAS = AssetAlias("loader-warehouse-tables")
 
 
-def delta_schedule() -> str | dt.timedelta:
-    """The delta DAG's schedule: ``$LOADER_DELTA_SCHEDULE`` (cron or minutes), else every 15 minutes."""
+def delta_schedule() -> str | dt.timedelta | None:
+    """The delta DAG's schedule: ``$LOADER_DELTA_SCHEDULE`` (cron, minutes, or ``none`` for
+    triggered runs only), else every 15 minutes."""
     value = os.environ.get(SCHEDULE_ENV, "").strip()
     if not value:
         return DEFAULT_SCHEDULE
+    if value.lower() == "none":
+        return None
     return dt.timedelta(minutes=int(value)) if value.isdigit() else value
 
 
@@ -237,9 +240,13 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
         except AirflowException as exc:
             if "Error code is: 3" in str(exc):
                 raise  # transient: retried
-            raise AirflowFailException(
-                f"the {self.job} job failed: {self._loader_error(cfg) or exc}"
-            ) from None
+            error = self._loader_error(cfg)
+            if error is None and self.job == "materialize":  # it died without a word (killed, out of memory)
+                from loader.pipeline import note_materialize_error
+
+                error = f"the Spark job ended without finishing: {exc}"
+                note_materialize_error(cfg, error)
+            raise AirflowFailException(f"the {self.job} job failed: {error or exc}") from None
 
     def _loader_error(self, cfg: Config) -> str | None:
         """The error the job noted in the ledger (its last lines are in the log above too)."""

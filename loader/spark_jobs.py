@@ -2,6 +2,7 @@
 
     spark-submit loader/spark_jobs.py materialize --config loader.toml
     spark-submit loader/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
+    spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N]
 
 Progress goes to stderr; the last stdout line is the job's summary as JSON after ``SUMMARY_PREFIX``
 (the ``loader`` command and the Airflow tasks read it). Exit 1 on a loader error, with its text;
@@ -55,7 +56,13 @@ def _initial_load(spark: Any, cfg: Any, args: argparse.Namespace) -> Any:
     return dataclasses.asdict(summary)
 
 
-JOBS = {"materialize": _materialize, "initial-load": _initial_load}
+def _compare(spark: Any, cfg: Any, args: argparse.Namespace) -> Any:
+    from loader.compare import compare_tables
+
+    return compare_tables(spark, cfg, sample=args.rows)
+
+
+JOBS = {"materialize": _materialize, "initial-load": _initial_load, "compare": _compare}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tables", help="initial-load: a comma-separated subset of the selected tables")
     parser.add_argument("--parallelism", type=int, help="initial-load: key ranges per table read at once")
     parser.add_argument("--load-id", help="initial-load: copy the tables of this started load only")
+    parser.add_argument("--rows", type=int, default=3, help="compare: rows of each table to show")
     args = parser.parse_args(argv)
     from loader.spark import build_session
 

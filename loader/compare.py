@@ -1,0 +1,71 @@
+"""Warehouse tables next to their source tables: row counts, whether every row is equal, a sample.
+
+For checking a pipeline by eye (the demo) and by script; it reads whole tables, so it is meant
+for small ones.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+from loader.config import Config
+from loader.initial_load import selected_tables
+from loader.materialize import table_name
+from loader.merge import quote_identifier
+from loader.source import connect, credentials
+
+
+def _plain(value: Any) -> Any:
+    """One notation for values from either side (Spark returns bytearray, MySQL bytes, ...)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if isinstance(value, dt.timedelta):  # TIME: the warehouse keeps MySQL's text
+        sign = "-" if value < dt.timedelta(0) else ""
+        total = abs(value)
+        hours, rest = divmod(total.days * 86400 + total.seconds, 3600)
+        text = f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+        return text + (f".{total.microseconds:06d}" if total.microseconds else "")
+    if isinstance(value, dt.datetime | dt.date | decimal.Decimal):
+        return str(value)
+    return value
+
+
+def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[dict[str, Any]]:
+    """Per selected table: rows in the source and the warehouse, equal or not, the first rows of each."""
+    conn = connect(credentials(cfg.source))
+    out = []
+    try:
+        for info in selected_tables(conn, cfg, None):
+            names = [c.name for c in info.columns]
+            order = ", ".join(quote_identifier(k) for k in info.key)
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"SELECT {', '.join(quote_identifier(n) for n in names)} FROM "
+                    f"{quote_identifier(info.schema)}.{quote_identifier(info.table)} ORDER BY {order}"
+                )
+                source = [tuple(_plain(v) for v in row) for row in cur.fetchall()]
+            name = table_name(cfg, info.schema, info.table)
+            if spark.catalog.tableExists(name):
+                rows = spark.sql(
+                    f"SELECT {', '.join(quote_identifier(n) for n in names)} FROM {name} ORDER BY {order}"
+                )
+                warehouse = [tuple(_plain(v) for v in row) for row in rows.collect()]
+            else:
+                warehouse = []
+            out.append(
+                {
+                    "table": info.qualified,
+                    "warehouse_table": name.replace("`", ""),
+                    "source_rows": len(source),
+                    "warehouse_rows": len(warehouse),
+                    "equal": source == warehouse,
+                    "columns": names,
+                    "source_sample": [list(r) for r in source[:sample]],
+                    "warehouse_sample": [list(r) for r in warehouse[:sample]],
+                }
+            )
+    finally:
+        conn.close()
+    return out

@@ -1,0 +1,385 @@
+"""The Airflow DAGs, run by real Airflow (``airflow dags test``, which is ``dag.test()``) against the
+private MariaDB, local staging and local Spark, in their own AIRFLOW_HOME (SQLite)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import MariaDB
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _airflow_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "LOADER_CONFIG", "LOADER__"))}
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("airflow")
+    done = subprocess.run(
+        [str(BIN / "airflow"), "db", "migrate"], env=_airflow_env(home), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return home
+
+
+PARSE_CHECK = """
+import json, sys
+from airflow.sdk import BaseHook
+from airflow.models import Connection
+
+def refuse(*args, **kwargs):
+    raise RuntimeError("a connection was looked up while the DAG files were parsed")
+
+BaseHook.get_connection = classmethod(refuse)
+Connection.get_connection_from_secrets = classmethod(refuse)
+import pymysql
+pymysql.connect = refuse
+
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+out = {"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": {}}
+for dag_id, dag in bag.dags.items():
+    out["dags"][dag_id] = {
+        "schedule": str(dag.schedule),
+        "max_active_runs": dag.max_active_runs,
+        "catchup": dag.catchup,
+        "tasks": sorted(t.task_id for t in dag.tasks),
+        "params": {
+            k: {**dag.params.get_param(k).schema, "description": dag.params.get_param(k).description}
+            for k in dag.params
+        },
+    }
+print("RESULT " + json.dumps(out, default=str))
+"""
+
+
+@pytest.mark.integration
+def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_CHECK, str(ROOT / "dags")],
+        env=_airflow_env(airflow_home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, done.stderr[-3000:]
+    result = json.loads(line[len("RESULT ") :])
+    assert result["errors"] == {}
+    delta = result["dags"]["loader_continuous_delta"]
+    assert delta["schedule"] == "0:15:00" and delta["max_active_runs"] == 1 and delta["catchup"] is False
+    assert delta["tasks"] == ["extract", "materialize", "plan", "publish", "status"]
+    params = delta["params"]
+    assert set(params) == {"start_lognum", "start_logpos", "max_changes", "dry_run"}
+    assert all(p.get("title") and p.get("description") for p in params.values())
+    assert params["start_logpos"]["minimum"] == 4 and params["dry_run"]["type"] == "boolean"
+    initial = result["dags"]["loader_initial_load"]
+    assert initial["schedule"] == "None"
+    assert initial["tasks"] == ["copy_table", "plan_copies", "record_p0", "set_checkpoint"]
+    assert set(initial["params"]) == {"tables", "parallelism"}
+
+
+def _exec(mariadb: MariaDB, *sql: str) -> None:
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            for stmt in sql:
+                cur.execute(stmt)
+    finally:
+        conn.close()
+
+
+def _source(mariadb: MariaDB) -> dict[str, list[list[Any]]]:
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            out = {}
+            for table, order in TABLES.items():
+                cur.execute(f"SELECT * FROM af.{table} ORDER BY {order}")
+                out[table] = [[_plain(v) for v in r] for r in cur.fetchall()]
+            return out
+    finally:
+        conn.close()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    return str(value) if value is not None and not isinstance(value, int | str) else value
+
+
+TABLES = {"orders": "id", "lines": "order_id, line", "notes": "code"}
+
+READ_WAREHOUSE = """
+import datetime as dt, json, sys
+from loader.config import load_config
+from loader.spark import build_session
+tables = json.loads(sys.argv[1])
+s = build_session(load_config())
+out = {}
+for table, order in tables.items():
+    rows = s.sql(f"SELECT * FROM af_wh.af__{table} ORDER BY {order}").drop("_seqno", "_commit_ts", "loader_partition")
+    out[table] = [list(r) for r in rows.collect()]
+def plain(v):
+    if isinstance(v, dt.datetime): return v.isoformat(sep=" ")
+    if isinstance(v, dt.date): return v.isoformat()
+    if isinstance(v, (bytes, bytearray)): return bytes(v).hex()
+    return str(v) if v is not None and not isinstance(v, (int, str)) else v
+print("ROWS " + json.dumps({t: [[plain(v) for v in r] for r in rows] for t, rows in out.items()}))
+"""
+
+
+def _warehouse(env: dict[str, str]) -> dict[str, list[list[Any]]]:
+    done = subprocess.run(
+        [sys.executable, "-c", READ_WAREHOUSE, json.dumps(TABLES)], env=env, capture_output=True, text=True
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("ROWS ")), None)
+    assert line is not None, done.stderr[-3000:]
+    return json.loads(line[len("ROWS ") :])  # type: ignore[no-any-return]
+
+
+def _dags_test(
+    env: dict[str, str], dag_id: str, logical_date: str, conf: dict[str, Any] | None = None
+) -> str:
+    command = [str(BIN / "airflow"), "dags", "test", dag_id, logical_date]
+    if conf:
+        command += ["--conf", json.dumps(conf)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    return done.stdout + done.stderr
+
+
+def _status(env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [str(BIN / "loader"), "status", "--output", "json"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _run_state(output: str) -> str:
+    line = next((x for x in output.splitlines() if "DagRun Finished" in x), "")
+    return line.split("state=", 1)[1].split(",", 1)[0] if "state=" in line else "unknown"
+
+
+class Writer(threading.Thread):
+    def __init__(self, mariadb: MariaDB, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.mariadb, self.seed = mariadb, seed
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        import random
+
+        rnd = random.Random(self.seed)
+        conn = self.mariadb.connect()
+        try:
+            with conn.cursor() as cur:
+                n = 0
+                while not self.stop.is_set() or n < 20:
+                    n += 1
+                    k = rnd.randint(1, 400)
+                    cur.execute(
+                        f"INSERT INTO af.orders VALUES ({k}, 'c{n}', {n}.25, NOW(6)) "
+                        f"ON DUPLICATE KEY UPDATE customer = 'c{n}', total = total + 1"
+                    )
+                    cur.execute(f"DELETE FROM af.lines WHERE order_id = {rnd.randint(1, 400)} AND line = 1")
+                    cur.execute(f"INSERT IGNORE INTO af.lines VALUES ({k}, {n % 5 + 1}, 'sku{n}', {n % 9})")
+                    cur.execute(f"REPLACE INTO af.notes VALUES ('n{k % 50}', x'{n:04x}', 'note {n}')")
+                    time.sleep(0.01)
+        finally:
+            conn.close()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_initial_load_then_delta_runs_rerun_and_backfill_keep_the_warehouse_equal_to_the_source(
+    mariadb: MariaDB, airflow_home: Path, tmp_path: Path
+) -> None:
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS af",
+        "CREATE DATABASE af",
+        "CREATE TABLE af.orders (id INT PRIMARY KEY, customer VARCHAR(20), total DECIMAL(10,2), at DATETIME(6))",
+        "CREATE TABLE af.lines (order_id INT, line INT, sku VARCHAR(10), qty SMALLINT, PRIMARY KEY (order_id, line))",
+        "CREATE TABLE af.notes (code VARCHAR(8) PRIMARY KEY, flags VARBINARY(4), body TEXT)",
+        "INSERT INTO af.orders SELECT seq, CONCAT('c', seq), seq * 1.5, '2026-01-01' FROM af.seq_1_to_300",
+        "INSERT INTO af.lines SELECT seq % 300 + 1, seq % 3 + 1, CONCAT('s', seq), seq % 7 FROM af.seq_1_to_600"
+        " ON DUPLICATE KEY UPDATE qty = VALUES(qty)",
+    )
+    config = tmp_path / "loader.toml"
+    config.write_text(
+        f"""[source]
+name = "af"
+airflow_conn_id = "loader_source"
+[tables]
+include = ["af.*"]
+[staging]
+uri = "{tmp_path / "staging"}"
+[warehouse]
+database = "af_wh"
+dir = "{tmp_path / "warehouse"}"
+partition_rows = 100
+buckets = 4
+[load]
+parallelism = 2
+[spark]
+conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+"""
+    )
+    env = _airflow_env(
+        airflow_home,
+        {
+            "LOADER_CONFIG": str(config),
+            "AIRFLOW_CONN_LOADER_SOURCE": f"mysql://loader:{mariadb.password}@{mariadb.host}:{mariadb.port}",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        },
+    )
+    # A delta before any initial load fails at once, saying what to do.
+    early = _dags_test(env, "loader_continuous_delta", "2026-02-01T00:00:00+00:00")
+    assert _run_state(early) == "failed" and "run the initial load first" in early
+
+    writer = Writer(mariadb, 1)
+    writer.start()
+    try:
+        loaded = _dags_test(env, "loader_initial_load", "2026-02-01T00:00:00+00:00")
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert _run_state(loaded) == "success", loaded[-3000:]
+    outputs = [loaded]
+
+    for day in (2, 3):
+        delta = _dags_test(env, "loader_continuous_delta", f"2026-02-0{day}T00:00:00+00:00")
+        outputs.append(delta)
+        assert _run_state(delta) == "success", delta[-3000:]
+        assert _warehouse(env) == _source(mariadb)
+        writer = Writer(mariadb, day)
+        writer.start()
+        writer.stop.set()
+        writer.join()
+
+    # A run whose materialisation dies half way (after one partition swap) fails without
+    # retries; its tasks cleared and run again in the same run, it finishes the same interval.
+    crash = _dags_test({**env, "LOADER_TEST_CRASH_AFTER_SWAPS": "1"}, "loader_continuous_delta", "2026-02-04")
+    assert _run_state(crash) == "failed" and "the materialize job failed" in crash
+    assert "Marking task as UP_FOR_RETRY" not in crash
+    status = _status(env)
+    assert status["intervals"]["failed"] == 1 and "materialize" in status["last_error"]["error"]
+    failed_interval = status["last_error"]["interval"]
+    run_id = crash.split("DagRun Finished:", 1)[1].split("run_id=", 1)[1].split(",", 1)[0]
+    for task_id in ("plan", "extract", "materialize", "publish"):  # what clearing them reruns
+        rerun = subprocess.run(
+            [str(BIN / "airflow"), "tasks", "test", "loader_continuous_delta", task_id, run_id],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        outputs.append(rerun.stdout + rerun.stderr)
+        assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+        if task_id == "plan":  # the same interval, planned again by the same run
+            assert f"interval {failed_interval}: [" in rerun.stdout + rerun.stderr
+    outputs.append(crash)
+    assert _warehouse(env) == _source(mariadb)
+
+    # A backfill from a position before the checkpoint replays from there: same tables.
+    status = _status(env)
+    assert status["intervals"] == {"planned": 0, "extracted": 0, "materialised": 3, "failed": 0}
+    assert status["lag_seconds"] is not None and status["last_error"] is None
+    p0 = status["last_load"]["p0"]
+    lognum, logpos = int(p0.split(":")[0].rsplit(".", 1)[1]), int(p0.split(":")[1])
+    _exec(mariadb, "UPDATE af.orders SET total = 0 WHERE id < 50")
+    backfill = _dags_test(
+        env, "loader_continuous_delta", "2026-02-05", {"start_lognum": lognum, "start_logpos": logpos}
+    )
+    outputs.append(backfill)
+    assert _run_state(backfill) == "success", backfill[-3000:]
+    assert f"[{p0}," in backfill
+    assert _warehouse(env) == _source(mariadb)
+
+    # Nothing secret in the logs, the XComs shown there, staging files or manifests.
+    for text in outputs:
+        assert mariadb.password not in text
+    for path in (tmp_path / "staging").rglob("*"):
+        if path.is_file():
+            assert mariadb.password.encode() not in path.read_bytes(), path
+    for path in airflow_home.rglob("*.log"):
+        assert mariadb.password not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_dry_run_plans_without_writing(mariadb: MariaDB, airflow_home: Path, tmp_path: Path) -> None:
+    _exec(
+        mariadb,
+        "DROP DATABASE IF EXISTS afd",
+        "CREATE DATABASE afd",
+        "CREATE TABLE afd.t (id INT PRIMARY KEY)",
+    )
+    config = tmp_path / "loader.toml"
+    config.write_text(
+        f"""[source]
+name = "afd"
+host = "{mariadb.host}"
+port = {mariadb.port}
+user = "loader"
+password_env = "LOADER_TEST_PASSWORD"
+[tables]
+include = ["afd.*"]
+[staging]
+uri = "{tmp_path / "staging"}"
+[warehouse]
+database = "afd_wh"
+dir = "{tmp_path / "warehouse"}"
+"""
+    )
+    from loader.config import load_config
+    from loader.ledger import Checkpoint, Ledger
+    from loader.source import current_position
+    from loader.staging.stores import open_store
+
+    cfg = load_config(config)
+    conn = mariadb.connect()
+    try:
+        start = current_position(conn)
+    finally:
+        conn.close()
+    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger.set_checkpoint(Checkpoint(str(start), "test"))
+    _exec(mariadb, "INSERT INTO afd.t VALUES (1), (2)")
+    env = _airflow_env(airflow_home, {"LOADER_CONFIG": str(config), "LOADER_TEST_PASSWORD": mariadb.password})
+    out = _dags_test(env, "loader_continuous_delta", "2026-03-01", {"dry_run": True})
+    assert _run_state(out) == "success", out[-3000:]
+    assert f"dry run: would extract [{start}," in out
+    assert ledger.intervals() == []  # nothing planned, nothing written
+    cli = subprocess.run(
+        [str(BIN / "loader"), "run-once", "--dry-run"], env=env, capture_output=True, text=True
+    )
+    assert cli.returncode == 0 and f"would extract [{start}," in cli.stdout
+    assert ledger.intervals() == []
