@@ -49,8 +49,10 @@ def _run_state(env: dict[str, str], run_id: str) -> str:
         capture_output=True,
         text=True,
     )
-    start = done.stdout.find("[")
-    runs = json.loads(done.stdout[start:]) if start >= 0 else []
+    lines = [
+        x for x in done.stdout.splitlines() if x.startswith("[{") or x == "[]"
+    ]  # past Airflow's warnings
+    runs = json.loads(lines[-1]) if lines else []
     return next((r["state"] for r in runs if r["run_id"] == run_id), "missing")
 
 
