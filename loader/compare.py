@@ -27,6 +27,8 @@ def _plain(value: Any) -> Any:
         hours, rest = divmod(total.days * 86400 + total.seconds, 3600)
         text = f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
         return text + (f".{total.microseconds:06d}" if total.microseconds else "")
+    if isinstance(value, decimal.Decimal) and value.as_tuple().exponent == 0:
+        return int(value)  # BIGINT UNSIGNED is decimal(20,0) in the warehouse
     if isinstance(value, dt.datetime | dt.date | decimal.Decimal):
         return str(value)
     return value
