@@ -146,12 +146,13 @@ def source_select_sql(column: str, mysql_type: str) -> str:
     """MySQL SQL reading a column (a backquoted MySQL identifier) for the initial load.
 
     Values come as the text the binlog reader stages for them, so that ``load_cast_sql`` (that is,
-    ``cast_sql``) gives the same warehouse value as a change would; floating point and binary
-    values come as themselves, which JDBC carries exactly. TIMESTAMP text is in the session's time
+    ``cast_sql``) gives the same warehouse value as a change would; integers (but TINYINT),
+    DECIMAL up to 38 digits, floating point and binary values come as themselves, which JDBC
+    carries exactly. TIMESTAMP text is in the session's time
     zone, which the load sets to UTC.
     """
     base = _parse(mysql_type)[0]
-    if base in _BINARY or base in ("float", "double"):
+    if base in _NATIVE_JDBC or base in _BINARY or (base == "decimal" and spark_type(mysql_type) != "string"):
         return column
     if base == "bit":
         return f"CAST({column} + 0 AS CHAR)"
@@ -165,6 +166,11 @@ def load_cast_sql(column: str, mysql_type: str) -> str:
     base = _parse(mysql_type)[0]
     if base in _BINARY:
         return column
-    if base in ("float", "double"):
-        return f"CAST({column} AS {base})"
+    if base in _NATIVE_JDBC or (base == "decimal" and spark_type(mysql_type) != "string"):
+        return f"CAST({column} AS {spark_type(mysql_type)})"  # exact: a wider or equal type
     return cast_sql(column, mysql_type)
+
+
+# Read as JDBC's own numbers (exact, and cheaper than text on both sides). Not TINYINT: the
+# driver reports TINYINT(1) as a boolean.
+_NATIVE_JDBC = {"smallint", "mediumint", "int", "bigint", "float", "double"}

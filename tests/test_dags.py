@@ -335,7 +335,9 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_dry_run_plans_without_writing(mariadb: MariaDB, airflow_home: Path, tmp_path: Path) -> None:
+def test_dry_run_plans_without_writing_and_run_once_applies(
+    mariadb: MariaDB, airflow_home: Path, tmp_path: Path
+) -> None:
     _exec(
         mariadb,
         "DROP DATABASE IF EXISTS afd",
@@ -383,3 +385,13 @@ dir = "{tmp_path / "warehouse"}"
     )
     assert cli.returncode == 0 and f"would extract [{start}," in cli.stdout
     assert ledger.intervals() == []
+    # Without --dry-run, run-once does what a delta run does: plan, extract, materialise.
+    once = subprocess.run(
+        [str(BIN / "loader"), "run-once", "--output", "json"], env=env, capture_output=True, text=True
+    )
+    assert once.returncode == 0, once.stderr[-2000:]
+    result = json.loads(once.stdout)
+    assert result["extracted"]["changes"] == 2
+    assert [(t["table"], t["inserted"]) for t in result["materialized"]] == [("afd.t", 2)]
+    (interval,) = ledger.intervals()
+    assert interval.state == "materialised" and ledger.checkpoint().position == interval.end  # type: ignore[union-attr]
