@@ -73,6 +73,24 @@ for dag_id, dag in bag.dags.items():
             for k in dag.params
         },
     }
+    out["dags"][dag_id]["default_args"] = dict(dag.default_args)
+
+# How task errors reach Airflow: transient ones are raised as they are (Airflow retries them),
+# the loader's others become AirflowFailException (no retry), with the loader's text.
+from airflow.sdk.exceptions import AirflowFailException
+from loader.errors import SourceError, TransientError
+from loader.orchestration import loader_errors
+
+try:
+    with loader_errors():
+        raise TransientError("the source did not answer")
+except TransientError:
+    out["transient"] = "raised as it is"
+try:
+    with loader_errors():
+        raise SourceError("binlog_format is STATEMENT")
+except AirflowFailException as exc:
+    out["permanent"] = str(exc)
 print("RESULT " + json.dumps(out, default=str))
 """
 
@@ -101,6 +119,11 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert initial["schedule"] == "None"
     assert initial["tasks"] == ["copy_table", "plan_copies", "record_p0", "set_checkpoint"]
     assert set(initial["params"]) == {"tables", "parallelism"}
+    assert (
+        delta["default_args"]["retries"] == 3 and delta["default_args"]["retry_exponential_backoff"] is True
+    )
+    assert result["transient"] == "raised as it is"
+    assert result["permanent"] == "SourceError: binlog_format is STATEMENT"
 
 
 def _exec(mariadb: MariaDB, *sql: str) -> None:
