@@ -345,9 +345,10 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
     try:
         tables = run_spark_job(cfg, "materialize", [])
     except LoaderError as exc:
-        pipeline.note_materialize_error(cfg, str(exc))
+        pipeline.materialize_failure(
+            cfg, str(exc)
+        )  # the job notes its own errors; this catches a silent death
         raise
-    pipeline.clear_materialize_errors(cfg)
     data = {"planned": planned, "extracted": extracted, "materialized": tables}
     lines = [
         f"run-once: interval {planned['interval'] or '(nothing new)'} [{planned['start']}, {planned['end']}), "

@@ -41,18 +41,16 @@ def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[dict[str, A
     try:
         for info in selected_tables(conn, cfg, None):
             names = [c.name for c in info.columns]
+            select = ", ".join(quote_identifier(n) for n in names)
             order = ", ".join(quote_identifier(k) for k in info.key)
             with conn.cursor() as cur:
                 cur.execute(
-                    f"SELECT {', '.join(quote_identifier(n) for n in names)} FROM "
-                    f"{quote_identifier(info.schema)}.{quote_identifier(info.table)} ORDER BY {order}"
+                    f"SELECT {select} FROM {quote_identifier(info.schema)}.{quote_identifier(info.table)} ORDER BY {order}"
                 )
                 source = [tuple(_plain(v) for v in row) for row in cur.fetchall()]
             name = table_name(cfg, info.schema, info.table)
             if spark.catalog.tableExists(name):
-                rows = spark.sql(
-                    f"SELECT {', '.join(quote_identifier(n) for n in names)} FROM {name} ORDER BY {order}"
-                )
+                rows = spark.sql(f"SELECT {select} FROM {name} ORDER BY {order}")
                 warehouse = [tuple(_plain(v) for v in row) for row in rows.collect()]
             else:
                 warehouse = []

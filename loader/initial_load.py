@@ -31,29 +31,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader import types
+from loader.binlog.schema import InformationSchema
 from loader.config import Config
 from loader.errors import LoaderError
 from loader.ledger import Checkpoint, Ledger, Load
-from loader.materialize import (
-    PART,
-    delete_old_versions,
-    ensure_table,
-    partition_expr,
-    swap_in,
-    table_location,
-    table_name,
-    warehouse_table,
-    written_partitions,
-)
+from loader.materialize import PART, ensure_table, has_integer_key, partition_expr, publish_version
 from loader.merge import quote_identifier
 from loader.positions import Position, seqno_of
 from loader.source import Credentials, check_binlog_settings, connect, credentials, current_position
 from loader.staging.manifest import ColumnSpec
-from loader.staging.stores import open_store
 from loader.tables import TableSelector, key_columns
 
 Progress = Callable[[str], None]
-INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
 
 
 class LoadError(LoaderError):
@@ -82,10 +71,6 @@ class TableLoadResult:
     seconds: float
     ranges: int
 
-    @property
-    def rows_per_second(self) -> float:
-        return self.rows / self.seconds if self.seconds > 0 else 0.0
-
 
 @dataclass
 class LoadSummary:
@@ -94,10 +79,6 @@ class LoadSummary:
     tables: list[TableLoadResult]
     seconds: float
     first: bool  # the first load (it set the checkpoint), not a re-load of some tables
-
-
-def _mysql_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _sql_literal(conn: Any, value: Any) -> str:
@@ -124,30 +105,16 @@ def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[Sour
                 f"({len(names)} tables: {', '.join(sorted(names)[:10])}{' ...' if len(names) > 10 else ''})"
             )
         found = [f for f in found if f"{f[0]}.{f[1]}" in only]
+    described = InformationSchema(conn)
     out = []
     for schema, table, rows in found:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY"
-                " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
-                " ORDER BY ORDINAL_POSITION",
-                (schema, table),
-            )
-            described = cur.fetchall()
-            cur.execute(
-                "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE"
-                " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY'"
-                " ORDER BY ORDINAL_POSITION",
-                (schema, table),
-            )
-            primary = [str(r[0]) for r in cur.fetchall()]
-        columns = [
-            ColumnSpec(str(name), types.normalize(str(ctype), str(cs) if cs else None))
-            for name, ctype, cs, _ in described
-        ]
+        source = described.get(schema, table)
+        if source is None:
+            raise LoadError(f"table {schema}.{table} went away while the load was being planned")
+        columns = [ColumnSpec(c.name, types.normalize(c.column_type, c.charset)) for c in source.columns]
         for c in columns:
             types.spark_type(c.mysql_type)  # an unknown type stops the load before any copy
-        key = key_columns(cfg.tables.keys, schema, table, primary, [c.name for c in columns])
+        key = key_columns(cfg.tables.keys, schema, table, source.primary_key, [c.name for c in columns])
         out.append(SourceTableInfo(schema, table, columns, key, rows))
     return out
 
@@ -159,13 +126,12 @@ def key_ranges(conn: Any, info: SourceTableInfo, count: int) -> list[str]:
     min and max; any other key at key values found by walking its index in order
     (``ORDER BY key LIMIT 1 OFFSET n``).
     """
-    key = [_mysql_ident(k) for k in info.key]
+    key = [quote_identifier(k) for k in info.key]
     aliases = [f"k{i}" for i in range(len(key))]
-    source = f"{_mysql_ident(info.schema)}.{_mysql_ident(info.table)}"
-    types_by_name = {c.name: c.mysql_type for c in info.columns}
+    source = f"{quote_identifier(info.schema)}.{quote_identifier(info.table)}"
     cuts: list[list[str]] = []
     with conn.cursor() as cur:
-        if len(key) == 1 and types_by_name[info.key[0]].split()[0] in INTEGER_TYPES:
+        if has_integer_key(info.columns, info.key):
             cur.execute(f"SELECT MIN({key[0]}), MAX({key[0]}) FROM {source}")
             low, high = cur.fetchone()
             if low is not None and count > 1:
@@ -209,12 +175,12 @@ def _at_least(key: list[str], values: list[str]) -> str:
 def select_sql(info: SourceTableInfo) -> str:
     """The query Spark's JDBC reader wraps: every column as ``types.source_select_sql`` reads it
     (aliased ``c0, c1, ...``), and the key columns as they are (``k0, k1, ...``) for the ranges."""
-    source = f"{_mysql_ident(info.schema)}.{_mysql_ident(info.table)}"
+    source = f"{quote_identifier(info.schema)}.{quote_identifier(info.table)}"
     fields = [
-        f"{types.source_select_sql(_mysql_ident(c.name), c.mysql_type)} AS c{i}"
+        f"{types.source_select_sql(quote_identifier(c.name), c.mysql_type)} AS c{i}"
         for i, c in enumerate(info.columns)
     ]
-    fields += [f"{_mysql_ident(k)} AS k{i}" for i, k in enumerate(info.key)]
+    fields += [f"{quote_identifier(k)} AS k{i}" for i, k in enumerate(info.key)]
     return f"SELECT {', '.join(fields)} FROM {source}"
 
 
@@ -244,7 +210,6 @@ def copy_table(
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    name = table_name(cfg, info.schema, info.table)
     ensure_table(spark, cfg, info.schema, info.table, info.columns)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
     frame = spark.read.jdbc(
@@ -271,27 +236,14 @@ def copy_table(
         f"{part} AS {PART}",
     )
     observation = Observation(f"copy {info.qualified}")
-    location = table_location(spark, name)
-    version_root = f"{location}/_versions/{load.id}"
     watcher = _ProgressWatcher(spark, info, len(ranges), progress)
     watcher.start()
     try:
-        typed.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").partitionBy(
-            PART
-        ).parquet(version_root)
+        observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"))
+        publish_version(spark, cfg, info.schema, info.table, observed, load.id, None)
     finally:
         watcher.stop()
     rows = int(observation.get["rows"])
-    existing = {int(r[0].split("=", 1)[1]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
-    partitions = sorted(existing | set(written_partitions(spark, version_root)))
-    swap_in(spark, name, version_root, partitions, typed.drop(PART).schema)
-    delete_old_versions(
-        spark,
-        cfg.warehouse.database,
-        warehouse_table(info.schema, info.table),
-        location,
-        cfg.warehouse.retention_hours,
-    )
     seconds = time.monotonic() - started
     progress(f"{info.qualified}: {rows:,} rows in {seconds:.1f} s ({rows / max(seconds, 1e-9):,.0f} rows/s)")
     return TableLoadResult(info.qualified, rows, seconds, len(ranges))
@@ -303,13 +255,11 @@ class _ProgressWatcher:
     def __init__(
         self, spark: Any, info: SourceTableInfo, ranges: int, progress: Progress, every: float = 5.0
     ) -> None:
-        self._spark, self._info, self._ranges, self._progress, self._every = (
-            spark,
-            info,
-            ranges,
-            progress,
-            every,
-        )
+        self._spark = spark
+        self._info = info
+        self._ranges = ranges
+        self._progress = progress
+        self._every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._group = f"loader-load-{uuid.uuid4().hex[:8]}"
@@ -348,7 +298,7 @@ class _ProgressWatcher:
 
 def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = print) -> Load:
     """Check the source and the tables, then record P0 (before any row is read) in the ledger."""
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger = Ledger.of(cfg)
     conn = connect(credentials(cfg.source))
     try:
         check_binlog_settings(conn)
@@ -383,7 +333,7 @@ def copy_tables(
     spark: Any, cfg: Config, load_id: str, only: list[str] | None = None, progress: Progress = print
 ) -> list[TableLoadResult]:
     """Copy the load's tables (or some of them), recording each one's rows in the ledger."""
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger = Ledger.of(cfg)
     load = _find_load(ledger, load_id)
     names = [t for t in load.tables if not only or t in only]
     creds = credentials(cfg.source)
@@ -405,7 +355,7 @@ def copy_tables(
 
 def finish_load(cfg: Config, load_id: str) -> Load:
     """Once every table is copied: the checkpoint goes to P0 (first load); the load is complete."""
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger = Ledger.of(cfg)
     load = _find_load(ledger, load_id)
     missing = [t for t in load.tables if t not in load.rows]
     if missing:

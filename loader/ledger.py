@@ -13,11 +13,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from loader.errors import LoaderError
+
+if TYPE_CHECKING:
+    from loader.config import Config
 from loader.positions import Position
 from loader.staging import layout
-from loader.staging.stores import Store
+from loader.staging.stores import Store, open_store
 
 PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
 
@@ -96,13 +100,22 @@ class Ledger:
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
         self.store.put(f"{self.prefix}/checkpoint.json", json.dumps(asdict(checkpoint), indent=1).encode())
 
-    def intervals(self) -> list[Interval]:
+    @classmethod
+    def of(cls, cfg: Config) -> Ledger:
+        """The ledger of the config's source, in its staging store."""
+        return cls(open_store(cfg.staging), cfg.source.name)
+
+    def _records(self, folder: str) -> list[dict[str, Any]]:
+        """Every JSON record under ``<prefix>/<folder>``, in key order (ids sort as they were made)."""
         out = []
-        for key in self.store.list(f"{self.prefix}/intervals"):
+        for key in self.store.list(f"{self.prefix}/{folder}"):
             data = self.store.get(key)
             if data:
-                out.append(Interval(**json.loads(data)))
-        return sorted(out, key=lambda i: i.id)
+                out.append(json.loads(data))
+        return out
+
+    def intervals(self) -> list[Interval]:
+        return sorted((Interval(**r) for r in self._records("intervals")), key=lambda i: i.id)
 
     def get(self, interval_id: str) -> Interval | None:
         data = self.store.get(self._interval_key(interval_id))
@@ -113,15 +126,31 @@ class Ledger:
 
     def loads(self) -> list[Load]:
         """Every initial load, oldest first."""
-        out = []
-        for key in self.store.list(f"{self.prefix}/loads"):
-            data = self.store.get(key)
-            if data:
-                out.append(Load(**json.loads(data)))
-        return sorted(out, key=lambda load: load.id)
+        return sorted((Load(**r) for r in self._records("loads")), key=lambda load: load.id)
 
     def save_load(self, load: Load) -> None:
         self.store.put(f"{self.prefix}/loads/{load.id}.json", load.to_json())
+
+    def next_start(self) -> Position:
+        """Where the next interval starts: a planned one's own start (it is extracted again),
+        else where the last one ended, else the checkpoint."""
+        return self._next_start(self.intervals())
+
+    def _next_start(self, intervals: list[Interval]) -> Position:
+        if intervals:
+            last = intervals[-1]
+            return Position.parse(last.start) if last.state == PLANNED else last.effective_end
+        cp = self.checkpoint()
+        if cp is None:
+            raise LedgerError(
+                f"source {self.source} has no checkpoint: run the initial load first (or give a start position)"
+            )
+        return Position.parse(cp.position)
+
+    def last_error(self) -> Interval | None:
+        """The interval whose step failed last (errors are cleared when the step succeeds)."""
+        failed = sorted((i for i in self.intervals() if i.error), key=lambda i: i.error_at or "")
+        return failed[-1] if failed else None
 
     def record_error(self, interval_id: str, error: str) -> None:
         """Note a step's failure on an interval (``loader status`` shows it)."""
@@ -161,16 +190,7 @@ class Ledger:
         if start is None and last is not None and last.state == PLANNED:
             return last  # a rerun reuses the recorded boundaries
         if start is None:
-            if last is not None:
-                start = last.effective_end
-            else:
-                cp = self.checkpoint()
-                if cp is None:
-                    raise LedgerError(
-                        f"source {self.source} has no checkpoint: run the initial load first "
-                        "(or give a start position)"
-                    )
-                start = Position.parse(cp.position)
+            start = self._next_start(intervals)
         if start >= end:
             return None
         number = int(last.id) + 1 if last is not None else 1

@@ -73,11 +73,16 @@ def pending_intervals(ledger: Ledger) -> list[Interval]:
     return pending
 
 
+def has_integer_key(columns: list[ColumnSpec], key: list[str]) -> bool:
+    """A single integer key column: the table is split by key ranges (else by hash buckets)."""
+    types_by_name = {c.name: c.mysql_type for c in columns}
+    return len(key) == 1 and types_by_name[key[0]].split()[0] in INTEGER_KEY_TYPES
+
+
 def partition_expr(columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int) -> str:
     """The SQL expression of a row's partition: its key range, or its key's hash bucket."""
-    types_by_name = {c.name: c.mysql_type for c in columns}
     q = quote_identifier
-    if len(key) == 1 and types_by_name[key[0]].split()[0] in INTEGER_KEY_TYPES:
+    if has_integer_key(columns, key):
         return f"CAST(floor({q(key[0])} / {partition_rows}) AS BIGINT)"
     return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {buckets}) AS BIGINT)"
 
@@ -172,17 +177,7 @@ def materialize_table(
     spark.sql(f"SELECT * FROM {name} WHERE {PART} IN ({touched_list})").createOrReplaceTempView("base")
     effect = apply_merge(spark, [c.name for c in columns], key, sum(per_partition.values()))
     merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
-    location = table_location(spark, name)
-    version_root = f"{location}/_versions/{run_id}"
-    merged.write.mode("overwrite").partitionBy(PART).parquet(version_root)
-    swap_in(spark, name, version_root, touched, merged.drop(PART).schema)
-    delete_old_versions(
-        spark,
-        cfg.warehouse.database,
-        warehouse_table(schema, table),
-        location,
-        cfg.warehouse.retention_hours,
-    )
+    publish_version(spark, cfg, schema, table, merged, run_id, touched)
     effect.release()
     changes.unpersist()
     return TableResult(
@@ -195,13 +190,35 @@ def materialize_table(
     )
 
 
-def swap_in(spark: Any, name: str, version_root: str, partitions: list[int], row_schema: Any) -> None:
+def publish_version(
+    spark: Any, cfg: Config, schema: str, table: str, rows: Any, version: str, partitions: list[int] | None
+) -> None:
+    """Write ``rows`` (with their partition column) as a new version of the table, swap it in, and
+    delete superseded versions past the retention.
+
+    ``partitions``: the ones to swap; None replaces the whole table (every partition it has or
+    the write made).
+    """
+    name = table_name(cfg, schema, table)
+    location = table_location(spark, name)
+    version_root = f"{location}/_versions/{version}"
+    rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
+    swap_in(spark, name, version_root, partitions, rows.drop(PART).schema)
+    delete_old_versions(
+        spark, cfg.warehouse.database, warehouse_table(schema, table), location, cfg.warehouse.retention_hours
+    )
+
+
+def swap_in(spark: Any, name: str, version_root: str, partitions: list[int] | None, row_schema: Any) -> None:
     """Point each partition at its folder under ``version_root``, one atomic catalog change each.
 
-    A partition the write left no folder for (all its rows went) gets an empty version.
+    A partition the write left no folder for (all its rows went) gets an empty version; None
+    swaps every partition the table has or the write made.
     """
     written = set(written_partitions(spark, version_root))
     existing = {int(r[0].split("=", 1)[1]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
+    if partitions is None:
+        partitions = sorted(written | existing)
     crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
     for n, p in enumerate(partitions, start=1):
         location = f"{version_root}/{PART}={p}"

@@ -240,19 +240,9 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
         except AirflowException as exc:
             if "Error code is: 3" in str(exc):
                 raise  # transient: retried
-            error = self._loader_error(cfg)
-            if error is None and self.job == "materialize":  # it died without a word (killed, out of memory)
-                from loader.pipeline import note_materialize_error
+            if self.job != "materialize":
+                raise AirflowFailException(f"the {self.job} job failed: {exc}") from None
+            from loader.pipeline import materialize_failure
 
-                error = f"the Spark job ended without finishing: {exc}"
-                note_materialize_error(cfg, error)
-            raise AirflowFailException(f"the {self.job} job failed: {error or exc}") from None
-
-    def _loader_error(self, cfg: Config) -> str | None:
-        """The error the job noted in the ledger (its last lines are in the log above too)."""
-        from loader.ledger import Ledger
-        from loader.staging.stores import open_store
-
-        errors = [i for i in Ledger(open_store(cfg.staging), cfg.source.name).intervals() if i.error]
-        errors.sort(key=lambda i: i.error_at or "")
-        return errors[-1].error if errors else None
+            error = materialize_failure(cfg, f"the Spark job ended without finishing: {exc}")
+            raise AirflowFailException(f"the {self.job} job failed: {error}") from None

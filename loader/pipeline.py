@@ -20,13 +20,8 @@ from loader.extract import run_extract
 from loader.ledger import EXTRACTED, MATERIALISED, PLANNED, Ledger
 from loader.positions import Position
 from loader.source import check_binlog_settings, connect, credentials, current_position
-from loader.staging.stores import open_store
 
 Progress = Callable[[str], None]
-
-
-def _ledger(cfg: Config) -> Ledger:
-    return Ledger(open_store(cfg.staging), cfg.source.name)
 
 
 def plan_interval(
@@ -47,7 +42,7 @@ def plan_interval(
         ``{"interval": id or None, "start", "end", "dry_run", "bytes"}``; ``interval`` is None when
         there is nothing new (or on a dry run).
     """
-    ledger = _ledger(cfg)
+    ledger = Ledger.of(cfg)
     conn = connect(credentials(cfg.source))
     try:
         check_binlog_settings(conn)
@@ -59,36 +54,30 @@ def plan_interval(
             raise ConfigError("a backfill needs both start_lognum and start_logpos")
         start = Position.from_lognum(end.file.rsplit(".", 1)[0], start_lognum, start_logpos)
     if dry_run:
-        begin = start
-        if begin is None:
-            intervals = ledger.intervals()
-            checkpoint = ledger.checkpoint()
-            if intervals:
-                last = intervals[-1]
-                begin = Position.parse(last.start) if last.state == PLANNED else last.effective_end
-            elif checkpoint is not None:
-                begin = Position.parse(checkpoint.position)
-            else:
-                raise LoaderError(f"source {cfg.source.name} has no checkpoint: run the initial load first")
-        same_file = begin.file == end.file
+        begin = start or ledger.next_start()
         return {
             "interval": None,
             "start": str(begin),
             "end": str(end),
             "dry_run": True,
-            "bytes": max(0, end.pos - begin.pos) if same_file else None,
+            "bytes": _span(begin, end),
         }
     interval = ledger.plan(end, start=start, max_changes=max_changes, run_id=run_id)
     if interval is None:
         return {"interval": None, "start": str(end), "end": str(end), "dry_run": False, "bytes": 0}
-    begin, finish = Position.parse(interval.start), Position.parse(interval.end)
+    span = _span(Position.parse(interval.start), Position.parse(interval.end))
     return {
         "interval": interval.id,
         "start": interval.start,
         "end": interval.end,
         "dry_run": False,
-        "bytes": finish.pos - begin.pos if begin.file == finish.file else None,
+        "bytes": span,
     }
+
+
+def _span(begin: Position, end: Position) -> int | None:
+    """Bytes of binlog between two positions of one file (None across files: sizes unknown here)."""
+    return max(0, end.pos - begin.pos) if begin.file == end.file else None
 
 
 def extract_planned(cfg: Config, interval_id: str, progress: Progress) -> dict[str, Any]:
@@ -96,22 +85,32 @@ def extract_planned(cfg: Config, interval_id: str, progress: Progress) -> dict[s
     try:
         summary = run_extract(cfg, interval_id=interval_id, progress=progress)
     except LoaderError as exc:
-        _ledger(cfg).record_error(interval_id, f"extract: {exc}")
+        Ledger.of(cfg).record_error(interval_id, f"extract: {exc}")
         raise
     return asdict(summary) if summary else {}
 
 
 def note_materialize_error(cfg: Config, error: str) -> None:
     """Note a failed materialisation on the first interval waiting for it."""
-    ledger = _ledger(cfg)
+    ledger = Ledger.of(cfg)
     waiting = [i for i in ledger.intervals() if i.state == EXTRACTED]
     if waiting:
         ledger.record_error(waiting[0].id, f"materialize: {error}")
 
 
+def materialize_failure(cfg: Config, fallback: str) -> str:
+    """Why the materialize job failed: the error it noted itself, or ``fallback`` (noted now)
+    when it died without a word (killed, out of memory)."""
+    failed = Ledger.of(cfg).last_error()
+    if failed is not None and failed.error:
+        return failed.error
+    note_materialize_error(cfg, fallback)
+    return fallback
+
+
 def clear_materialize_errors(cfg: Config) -> None:
     """Materialised intervals carry no error any more."""
-    ledger = _ledger(cfg)
+    ledger = Ledger.of(cfg)
     for interval in ledger.intervals():
         if interval.state == MATERIALISED and interval.error:
             interval.error = None
@@ -120,7 +119,7 @@ def clear_materialize_errors(cfg: Config) -> None:
 
 def status(cfg: Config) -> dict[str, Any]:
     """Where the source is, what is loaded, how far behind, and what failed last."""
-    ledger = _ledger(cfg)
+    ledger = Ledger.of(cfg)
     out: dict[str, Any] = {"source": cfg.source.name}
     try:
         conn = connect(credentials(cfg.source))
@@ -149,9 +148,9 @@ def status(cfg: Config) -> dict[str, Any]:
         else:
             counts[interval.state] = counts.get(interval.state, 0) + 1
     out["intervals"] = counts
-    errors = sorted((i for i in intervals if i.error), key=lambda i: i.error_at or "")
+    failed = ledger.last_error()
     out["last_error"] = (
-        {"interval": errors[-1].id, "error": errors[-1].error, "at": errors[-1].error_at} if errors else None
+        {"interval": failed.id, "error": failed.error, "at": failed.error_at} if failed else None
     )
     loads = ledger.loads()
     out["last_load"] = (

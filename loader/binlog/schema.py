@@ -23,6 +23,7 @@ class SourceColumn:
     labels: tuple[str, ...] | None = None  # ENUM / SET members
     fsp: int = 0  # fractional seconds digits of TIME/DATETIME/TIMESTAMP
     char_length: int | None = None
+    column_type: str = ""  # information_schema's COLUMN_TYPE: int(10) unsigned, decimal(12,2), ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,7 @@ class InformationSchema:
                 labels=parse_labels(str(column_type)),
                 fsp=int(fsp or 0),
                 char_length=int(max_len) if max_len is not None else None,
+                column_type=str(column_type),
             )
             for name, data_type, column_type, charset, fsp, max_len, _key in rows
         )
