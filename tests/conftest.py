@@ -18,11 +18,14 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import pytest
 
 from loader.config import Config, load_config
+from loader.positions import Position
+from loader.source import current_position
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -66,6 +69,27 @@ class MariaDB:
             charset="utf8mb4",
             autocommit=True,
         )
+
+    def execute(self, *sql: str) -> Position:
+        """Run statements as ``app``, one after the other; the binlog position after them."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                for stmt in sql:
+                    cur.execute(stmt)
+            return current_position(conn)
+        finally:
+            conn.close()
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """The rows of one query."""
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
 
     def config(self, tmp: Path, **sections: dict[str, object]) -> Config:
         """A loader config pointing at this server, with staging and warehouse under ``tmp``."""

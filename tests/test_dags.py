@@ -126,16 +126,6 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert result["permanent"] == "SourceError: binlog_format is STATEMENT"
 
 
-def _exec(mariadb: MariaDB, *sql: str) -> None:
-    conn = mariadb.connect()
-    try:
-        with conn.cursor() as cur:
-            for stmt in sql:
-                cur.execute(stmt)
-    finally:
-        conn.close()
-
-
 def _source(mariadb: MariaDB) -> dict[str, list[list[Any]]]:
     conn = mariadb.connect()
     try:
@@ -244,8 +234,7 @@ class Writer(threading.Thread):
 def test_initial_load_then_delta_runs_rerun_and_backfill_keep_the_warehouse_equal_to_the_source(
     mariadb: MariaDB, airflow_home: Path, tmp_path: Path
 ) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS af",
         "CREATE DATABASE af",
         "CREATE TABLE af.orders (id INT PRIMARY KEY, customer VARCHAR(20), total DECIMAL(10,2), at DATETIME(6))",
@@ -337,7 +326,7 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert status["lag_seconds"] is not None and status["last_error"] is None
     p0 = status["last_load"]["p0"]
     lognum, logpos = int(p0.split(":")[0].rsplit(".", 1)[1]), int(p0.split(":")[1])
-    _exec(mariadb, "UPDATE af.orders SET total = 0 WHERE id < 50")
+    mariadb.execute("UPDATE af.orders SET total = 0 WHERE id < 50")
     backfill = _dags_test(
         env, "loader_continuous_delta", "2026-02-05", {"start_lognum": lognum, "start_logpos": logpos}
     )
@@ -361,8 +350,7 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 def test_dry_run_plans_without_writing_and_run_once_applies(
     mariadb: MariaDB, airflow_home: Path, tmp_path: Path
 ) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS afd",
         "CREATE DATABASE afd",
         "CREATE TABLE afd.t (id INT PRIMARY KEY)",
@@ -386,18 +374,12 @@ dir = "{tmp_path / "warehouse"}"
     )
     from loader.config import load_config
     from loader.ledger import Checkpoint, Ledger
-    from loader.source import current_position
-    from loader.staging.stores import open_store
 
     cfg = load_config(config)
-    conn = mariadb.connect()
-    try:
-        start = current_position(conn)
-    finally:
-        conn.close()
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    start = mariadb.execute()
+    ledger = Ledger.of(cfg)
     ledger.set_checkpoint(Checkpoint(str(start), "test"))
-    _exec(mariadb, "INSERT INTO afd.t VALUES (1), (2)")
+    mariadb.execute("INSERT INTO afd.t VALUES (1), (2)")
     env = _airflow_env(airflow_home, {"LOADER_CONFIG": str(config), "LOADER_TEST_PASSWORD": mariadb.password})
     out = _dags_test(env, "loader_continuous_delta", "2026-03-01", {"dry_run": True})
     assert _run_state(out) == "success", out[-3000:]

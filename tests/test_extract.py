@@ -14,7 +14,6 @@ from loader.errors import LoaderError
 from loader.extract import ExtractError, run_extract
 from loader.ledger import EXTRACTED, Checkpoint, Ledger, LedgerError
 from loader.positions import Position
-from loader.source import current_position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import Manifest
 from loader.staging.stores import open_store
@@ -28,21 +27,10 @@ def _config(mariadb: MariaDB, tmp_path: Path, schema: str, **staging: Any) -> Co
     return dataclasses.replace(cfg, staging=dataclasses.replace(cfg.staging, **staging)) if staging else cfg
 
 
-def _exec(mariadb: MariaDB, *sql: str) -> Position:
-    conn = mariadb.connect()
-    try:
-        with conn.cursor() as cur:
-            for stmt in sql:
-                cur.execute(stmt)
-        return current_position(conn)
-    finally:
-        conn.close()
-
-
 def _start_at_now(cfg: Config, mariadb: MariaDB) -> Position:
     """Set the checkpoint at the server's current position, as an initial load would."""
-    pos = _exec(mariadb)
-    Ledger(open_store(cfg.staging), cfg.source.name).set_checkpoint(Checkpoint(str(pos), "initial-load"))
+    pos = mariadb.execute()
+    Ledger.of(cfg).set_checkpoint(Checkpoint(str(pos), "initial-load"))
     return pos
 
 
@@ -62,15 +50,13 @@ def _csv_rows(cfg: Config, manifest: Manifest, table: str) -> list[list[str | No
 
 
 def test_interval_lands_in_staging_with_manifest_and_ledger(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex1",
         "CREATE TABLE IF NOT EXISTS ex1.t (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(10,2))",
     )
     cfg = _config(mariadb, tmp_path, "ex1")
     start = _start_at_now(cfg, mariadb)
-    end = _exec(
-        mariadb,
+    end = mariadb.execute(
         "INSERT INTO ex1.t VALUES (1, 'a', 1.50), (2, '', NULL), (3, 'c', -2.25)",
         "UPDATE ex1.t SET v = 'b' WHERE id = 2",
         "UPDATE ex1.t SET id = 30 WHERE id = 3",
@@ -104,14 +90,13 @@ def test_interval_lands_in_staging_with_manifest_and_ledger(mariadb: MariaDB, tm
 
 
 def test_extracting_again_writes_identical_bytes(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex2",
         "CREATE TABLE IF NOT EXISTS ex2.t (id INT PRIMARY KEY, b BLOB)",
     )
     cfg = _config(mariadb, tmp_path, "ex2", gzip=True)
     _start_at_now(cfg, mariadb)
-    _exec(mariadb, "INSERT INTO ex2.t VALUES (1, x'00ff'), (2, NULL)", "DELETE FROM ex2.t WHERE id = 1")
+    mariadb.execute("INSERT INTO ex2.t VALUES (1, x'00ff'), (2, NULL)", "DELETE FROM ex2.t WHERE id = 1")
     summary = run_extract(cfg, progress=lambda _: None)
     assert summary is not None
     store = open_store(cfg.staging)
@@ -126,12 +111,12 @@ def test_extracting_again_writes_identical_bytes(mariadb: MariaDB, tmp_path: Pat
 
 
 def test_max_changes_splits_a_backlog_at_transaction_boundaries(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(
-        mariadb, "CREATE DATABASE IF NOT EXISTS ex3", "CREATE TABLE IF NOT EXISTS ex3.t (id INT PRIMARY KEY)"
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex3", "CREATE TABLE IF NOT EXISTS ex3.t (id INT PRIMARY KEY)"
     )
     cfg = _config(mariadb, tmp_path, "ex3")
     _start_at_now(cfg, mariadb)
-    _exec(mariadb, *[f"INSERT INTO ex3.t VALUES ({i * 2}), ({i * 2 + 1})" for i in range(10)])
+    mariadb.execute(*[f"INSERT INTO ex3.t VALUES ({i * 2}), ({i * 2 + 1})" for i in range(10)])
     seen = 0
     intervals = []
     while (s := run_extract(cfg, max_changes=5, progress=lambda _: None)) is not None:
@@ -144,12 +129,14 @@ def test_max_changes_splits_a_backlog_at_transaction_boundaries(mariadb: MariaDB
 
 
 def test_no_checkpoint_and_no_primary_key_are_refused(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(mariadb, "CREATE DATABASE IF NOT EXISTS ex4", "CREATE TABLE IF NOT EXISTS ex4.nokey (a INT, b INT)")
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex4", "CREATE TABLE IF NOT EXISTS ex4.nokey (a INT, b INT)"
+    )
     cfg = _config(mariadb, tmp_path, "ex4")
     with pytest.raises(LedgerError, match="run the initial load first"):
         run_extract(cfg, progress=lambda _: None)
     _start_at_now(cfg, mariadb)
-    _exec(mariadb, "INSERT INTO ex4.nokey VALUES (1, 2)")
+    mariadb.execute("INSERT INTO ex4.nokey VALUES (1, 2)")
     with pytest.raises(ExtractError, match=r"table ex4\.nokey has no primary key"):
         run_extract(cfg, progress=lambda _: None)
     keyed = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, keys={"ex4.nokey": ("a",)}))
@@ -158,15 +145,13 @@ def test_no_checkpoint_and_no_primary_key_are_refused(mariadb: MariaDB, tmp_path
 
 
 def test_add_column_splits_files_and_drop_column_stops(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex5",
         "CREATE TABLE IF NOT EXISTS ex5.t (id INT PRIMARY KEY, a INT)",
     )
     cfg = _config(mariadb, tmp_path, "ex5")
     _start_at_now(cfg, mariadb)
-    _exec(
-        mariadb,
+    mariadb.execute(
         "INSERT INTO ex5.t VALUES (1, 1)",
         "ALTER TABLE ex5.t ADD COLUMN b VARCHAR(10) NULL",
         "ALTER TABLE ex5.t MODIFY a BIGINT",
@@ -179,8 +164,7 @@ def test_add_column_splits_files_and_drop_column_stops(mariadb: MariaDB, tmp_pat
     assert [[c.name for c in lay] for lay in table.layouts] == [["id", "a"], ["id", "a", "b"]]
     assert [f.layout for f in table.files] == [0, 1]
     assert any("ADD COLUMN" in s["query"] for s in table.statements)
-    _exec(
-        mariadb,
+    mariadb.execute(
         "INSERT INTO ex5.t VALUES (3, 3, 'y')",
         "ALTER TABLE ex5.t DROP COLUMN a",
         "INSERT INTO ex5.t VALUES (4, 'z')",
@@ -190,12 +174,12 @@ def test_add_column_splits_files_and_drop_column_stops(mariadb: MariaDB, tmp_pat
 
 
 def test_truncate_of_a_selected_table_stops_with_the_statement(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(
-        mariadb, "CREATE DATABASE IF NOT EXISTS ex6", "CREATE TABLE IF NOT EXISTS ex6.t (id INT PRIMARY KEY)"
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex6", "CREATE TABLE IF NOT EXISTS ex6.t (id INT PRIMARY KEY)"
     )
     cfg = _config(mariadb, tmp_path, "ex6")
     _start_at_now(cfg, mariadb)
-    _exec(mariadb, "INSERT INTO ex6.t VALUES (1)", "TRUNCATE TABLE ex6.t")
+    mariadb.execute("INSERT INTO ex6.t VALUES (1)", "TRUNCATE TABLE ex6.t")
     with pytest.raises(
         ExtractError, match=r"TRUNCATE TABLE on the selected table ex6\.t .*TRUNCATE TABLE ex6\.t"
     ):
@@ -204,15 +188,14 @@ def test_truncate_of_a_selected_table_stops_with_the_statement(mariadb: MariaDB,
 
 def test_odd_names_stay_inside_the_staging_root(mariadb: MariaDB, tmp_path: Path) -> None:
     schema, table = "we.ird ..", "t/../ '\"é"
-    _exec(
-        mariadb,
+    mariadb.execute(
         f"CREATE DATABASE IF NOT EXISTS `{schema}`",
         f"CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` (id INT PRIMARY KEY)",
     )
     cfg = _config(mariadb, tmp_path, "we.ird*")
     cfg = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, include=("we.ird*.*",)))
     _start_at_now(cfg, mariadb)
-    _exec(mariadb, f"INSERT INTO `{schema}`.`{table}` VALUES (1)")
+    mariadb.execute(f"INSERT INTO `{schema}`.`{table}` VALUES (1)")
     summary = run_extract(cfg, progress=lambda _: None)
     assert summary is not None and summary.tables[0].table == f"{schema}.{table}"
     root = tmp_path / "staging"
@@ -222,14 +205,13 @@ def test_odd_names_stay_inside_the_staging_root(mariadb: MariaDB, tmp_path: Path
 
 
 def test_s3_staging(mariadb: MariaDB, tmp_path: Path, s3_endpoint: str, s3_bucket: str, spark: Any) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex7",
         "CREATE TABLE IF NOT EXISTS ex7.t (id INT PRIMARY KEY, v TEXT)",
     )
     cfg = _config(mariadb, tmp_path, "ex7", uri=f"s3://{s3_bucket}/stage", s3_endpoint_url=s3_endpoint)
     _start_at_now(cfg, mariadb)
-    _exec(mariadb, "INSERT INTO ex7.t VALUES (1, 'one'), (2, ''), (3, NULL)")
+    mariadb.execute("INSERT INTO ex7.t VALUES (1, 'one'), (2, ''), (3, NULL)")
     summary = run_extract(cfg, progress=lambda _: None)
     assert summary is not None
     import boto3
@@ -250,23 +232,22 @@ def test_s3_staging(mariadb: MariaDB, tmp_path: Path, s3_endpoint: str, s3_bucke
 
 
 def test_interval_errors_leave_the_ledger_planned(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(
-        mariadb, "CREATE DATABASE IF NOT EXISTS ex8", "CREATE TABLE IF NOT EXISTS ex8.t (id INT PRIMARY KEY)"
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex8", "CREATE TABLE IF NOT EXISTS ex8.t (id INT PRIMARY KEY)"
     )
     cfg = _config(mariadb, tmp_path, "ex8")
     _start_at_now(cfg, mariadb)
-    _exec(mariadb, "INSERT INTO ex8.t VALUES (1)", "TRUNCATE TABLE ex8.t")
+    mariadb.execute("INSERT INTO ex8.t VALUES (1)", "TRUNCATE TABLE ex8.t")
     with pytest.raises(LoaderError):
         run_extract(cfg, progress=lambda _: None)
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger = Ledger.of(cfg)
     (interval,) = ledger.intervals()
     assert interval.state == "planned" and interval.manifest is None
     assert not open_store(cfg.staging).list(layout.manifests_prefix(cfg.source.name))
 
 
 def test_parallel_extraction_writes_the_same_rows(mariadb: MariaDB, tmp_path: Path) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex9",
         "CREATE TABLE IF NOT EXISTS ex9.a (id INT PRIMARY KEY, v VARCHAR(50))",
         "CREATE TABLE IF NOT EXISTS ex9.b (id INT PRIMARY KEY, d DATETIME(6))",
@@ -275,15 +256,14 @@ def test_parallel_extraction_writes_the_same_rows(mariadb: MariaDB, tmp_path: Pa
     files_cfg = dataclasses.replace(
         base, source=dataclasses.replace(base.source, transport="files", binlog_dir=str(mariadb.binlog_dir))
     )
-    start = _exec(mariadb)
+    start = mariadb.execute()
     for i in range(60):
-        _exec(
-            mariadb,
+        mariadb.execute(
             f"INSERT INTO ex9.a VALUES ({i}, 'row {i}')",
             f"INSERT INTO ex9.b VALUES ({i}, '2024-01-01 00:00:{i % 60:02d}.{i:06d}')",
             f"UPDATE ex9.a SET v = 'changed' WHERE id = {i // 2}",
         )
-    end = _exec(mariadb)
+    end = mariadb.execute()
     outputs = []
     for workers in (1, 3):
         cfg = dataclasses.replace(
@@ -313,13 +293,12 @@ def test_extract_command_prints_a_summary(mariadb: MariaDB, tmp_path: Path) -> N
     import subprocess
     import sys
 
-    _exec(
-        mariadb,
+    mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex10",
         "CREATE TABLE IF NOT EXISTS ex10.t (id INT PRIMARY KEY)",
     )
-    start = _exec(mariadb)
-    end = _exec(mariadb, "INSERT INTO ex10.t VALUES (1), (2)", "DELETE FROM ex10.t WHERE id = 2")
+    start = mariadb.execute()
+    end = mariadb.execute("INSERT INTO ex10.t VALUES (1), (2)", "DELETE FROM ex10.t WHERE id = 2")
     env = {
         **os.environ,
         "LOADER_TEST_PASSWORD": mariadb.password,

@@ -17,31 +17,10 @@ from loader.extract import run_extract
 from loader.initial_load import LoadError, run_initial_load
 from loader.ledger import Checkpoint, Ledger
 from loader.materialize import run_materialize
-from loader.source import current_position
 from loader.staging.stores import open_store
 from tests.conftest import MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _exec(mariadb: MariaDB, *sql: str) -> None:
-    conn = mariadb.connect()
-    try:
-        with conn.cursor() as cur:
-            for stmt in sql:
-                cur.execute(stmt)
-    finally:
-        conn.close()
-
-
-def _rows(mariadb: MariaDB, sql: str) -> list[tuple[Any, ...]]:
-    conn = mariadb.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
 
 
 def _config(
@@ -85,15 +64,13 @@ ALL_TYPES_ROWS = [
 def test_loaded_values_equal_what_materialisation_writes(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    _exec(mariadb, "DROP DATABASE IF EXISTS il", "CREATE DATABASE il", ALL_TYPES)
+    mariadb.execute("DROP DATABASE IF EXISTS il", "CREATE DATABASE il", ALL_TYPES)
     delta = _config(mariadb, tmp_path, spark_config, "il", "il_delta")
-    conn = mariadb.connect()
-    try:
-        before = current_position(conn)
-    finally:
-        conn.close()
+    before = mariadb.execute()
     Ledger(open_store(delta.staging), delta.source.name).set_checkpoint(Checkpoint(str(before), "test"))
-    _exec(mariadb, "SET SESSION sql_mode = ''", *(f"INSERT INTO il.types VALUES {r}" for r in ALL_TYPES_ROWS))
+    mariadb.execute(
+        "SET SESSION sql_mode = ''", *(f"INSERT INTO il.types VALUES {r}" for r in ALL_TYPES_ROWS)
+    )
     # The same rows through the binlog: extracted and materialised ...
     assert run_extract(delta, progress=_quiet) is not None
     run_materialize(spark, delta)
@@ -159,15 +136,14 @@ def _same_as_source(
         tuple(r)
         for r in spark.sql(f"SELECT {columns} FROM {database}.il__{table} ORDER BY {order}").collect()
     ]
-    want = _rows(mariadb, f"SELECT {columns} FROM il.{table} ORDER BY {order}")
+    want = mariadb.rows(f"SELECT {columns} FROM il.{table} ORDER BY {order}")
     assert got == want, f"{table}: {len(got)} rows in the warehouse, {len(want)} in the source"
 
 
 def test_a_load_during_writes_then_one_delta_equals_the_source(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS il",
         "CREATE DATABASE il",
         "CREATE TABLE il.ints (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
@@ -193,7 +169,7 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
     assert sorted(t.table for t in summary.tables) == ["il.empty", "il.ints", "il.pairs", "il.words"]
     assert all(t.rows > 0 for t in summary.tables if t.table != "il.empty")
     assert any("il.ints: copying ~" in m for m in messages) and any("rows/s" in m for m in messages)
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger = Ledger.of(cfg)
     assert ledger.checkpoint().position == summary.p0  # type: ignore[union-attr]
     (load,) = ledger.loads()
     assert load.state == "complete" and load.rows["il.empty"] == 0
@@ -206,7 +182,7 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
     assert spark.sql("SELECT count(*) FROM il_wh.il__empty").collect()[0][0] == 0
     # Re-loading one table while deltas continue: its own P0; the next intervals (which start at or
     # before it) replay the changes since then.
-    _exec(mariadb, "UPDATE il.words SET n = -n WHERE n % 2 = 0")
+    mariadb.execute("UPDATE il.words SET n = -n WHERE n % 2 = 0")
     writer = Writer(mariadb)
     writer.start()
     try:
@@ -230,8 +206,7 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
 def test_tables_without_a_key_are_refused_unless_one_is_configured(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS il",
         "CREATE DATABASE il",
         "CREATE TABLE il.logs (at DATETIME(6), msg VARCHAR(20))",
@@ -240,7 +215,7 @@ def test_tables_without_a_key_are_refused_unless_one_is_configured(
     cfg = _config(mariadb, tmp_path, spark_config, "il", "il_nokey")
     with pytest.raises(LoaderError, match=r"table il\.logs has no primary key.*keys ="):
         run_initial_load(spark, cfg, progress=_quiet)
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger = Ledger.of(cfg)
     assert ledger.checkpoint() is None and ledger.loads() == []  # refused before P0 was recorded
     keyed = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, keys={"il.logs": ("at",)}))
     summary = run_initial_load(spark, keyed, progress=_quiet)
@@ -252,8 +227,8 @@ def test_tables_without_a_key_are_refused_unless_one_is_configured(
 def test_the_first_load_copies_every_selected_table(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    _exec(
-        mariadb, "DROP DATABASE IF EXISTS il", "CREATE DATABASE il", "CREATE TABLE il.a (id INT PRIMARY KEY)"
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS il", "CREATE DATABASE il", "CREATE TABLE il.a (id INT PRIMARY KEY)"
     )
     cfg = _config(mariadb, tmp_path, spark_config, "il", "il_first")
     with pytest.raises(LoadError, match="first initial load copies every selected table"):
@@ -268,8 +243,7 @@ def test_a_million_rows_stream_through_a_small_driver(mariadb: MariaDB, tmp_path
     import subprocess
     import sys
 
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS ilbig",
         "CREATE DATABASE ilbig",
         "CREATE TABLE ilbig.big (id BIGINT PRIMARY KEY, pad VARCHAR(500))",

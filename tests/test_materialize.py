@@ -14,41 +14,15 @@ from loader.config import Config
 from loader.extract import run_extract
 from loader.ledger import Checkpoint, Ledger
 from loader.materialize import run_materialize
-from loader.source import current_position
-from loader.staging.stores import open_store
 from tests.conftest import MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _exec(mariadb: MariaDB, *sql: str) -> None:
-    conn = mariadb.connect()
-    try:
-        with conn.cursor() as cur:
-            for stmt in sql:
-                cur.execute(stmt)
-    finally:
-        conn.close()
-
-
-def _source_rows(mariadb: MariaDB, sql: str) -> list[tuple[Any, ...]]:
-    conn = mariadb.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
-
-
 def _checkpoint_now(mariadb: MariaDB, cfg: Config) -> Ledger:
     """Set the checkpoint at the server's current position, as an initial load would."""
-    conn = mariadb.connect()
-    try:
-        start = current_position(conn)
-    finally:
-        conn.close()
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    start = mariadb.execute()
+    ledger = Ledger.of(cfg)
     ledger.set_checkpoint(Checkpoint(str(start), "initial-load"))
     return ledger
 
@@ -65,22 +39,19 @@ def cfg(mariadb: MariaDB, tmp_path: Path, spark_config: Config) -> Config:
 
 
 def test_intervals_become_tables_equal_to_the_source(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
         "CREATE DATABASE mat",
         "CREATE TABLE mat.t (id INT PRIMARY KEY, v VARCHAR(20), n DECIMAL(10,2), d DATETIME(6))",
         "CREATE TABLE mat.c (a VARCHAR(10), b INT, x TEXT, PRIMARY KEY (a, b))",
     )
     _checkpoint_now(mariadb, cfg)
-    _exec(
-        mariadb,
+    mariadb.execute(
         "INSERT INTO mat.t SELECT seq, CONCAT('v', seq), seq / 4, '2024-01-01 00:00:00.5' FROM mat.seq_1_to_45",
         "INSERT INTO mat.c VALUES ('x', 1, 'one'), ('x', 2, ''), ('y', 1, NULL)",
     )
     assert run_extract(cfg, progress=lambda _: None) is not None
-    _exec(
-        mariadb,
+    mariadb.execute(
         "UPDATE mat.t SET v = 'changed' WHERE id % 7 = 0",
         "UPDATE mat.t SET id = 100 WHERE id = 3",
         "DELETE FROM mat.t WHERE id BETWEEN 20 AND 29",
@@ -96,15 +67,15 @@ def test_intervals_become_tables_equal_to_the_source(mariadb: MariaDB, cfg: Conf
     t = spark.sql("SELECT id, v, n, d FROM mat_wh.mat__t ORDER BY id").collect()
     assert [(r.id, r.v, r.n, str(r.d)) for r in t] == [
         (i, v, Decimal(str(n)), str(d))
-        for i, v, n, d in _source_rows(mariadb, "SELECT id, v, n, d FROM mat.t ORDER BY id")
+        for i, v, n, d in mariadb.rows("SELECT id, v, n, d FROM mat.t ORDER BY id")
     ]
     c = spark.sql("SELECT a, b, x FROM mat_wh.mat__c ORDER BY a, b").collect()
-    assert [tuple(r) for r in c] == _source_rows(mariadb, "SELECT a, b, x FROM mat.c ORDER BY a, b")
+    assert [tuple(r) for r in c] == mariadb.rows("SELECT a, b, x FROM mat.c ORDER BY a, b")
     # Integer keys are partitioned by ranges of partition_rows keys.
     parts = {r[0] for r in spark.sql("SHOW PARTITIONS mat_wh.mat__t").collect()}
     assert parts == {f"loader_partition={p}" for p in range(0, 5)} | {"loader_partition=10"}
     # Materialised: the checkpoint moved, nothing is pending, a second run changes nothing.
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
+    ledger = Ledger.of(cfg)
     assert [i.state for i in ledger.intervals()] == ["materialised", "materialised"]
     assert ledger.checkpoint().position == ledger.intervals()[-1].end  # type: ignore[union-attr]
     assert run_materialize(spark, cfg) == []
@@ -116,22 +87,20 @@ def test_intervals_become_tables_equal_to_the_source(mariadb: MariaDB, cfg: Conf
 def test_applying_the_same_intervals_again_gives_the_same_table(
     mariadb: MariaDB, cfg: Config, spark: Any
 ) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
         "CREATE DATABASE mat",
         "CREATE TABLE mat.r (id INT PRIMARY KEY, v INT)",
     )
     ledger = _checkpoint_now(mariadb, cfg)
-    _exec(
-        mariadb,
+    mariadb.execute(
         "INSERT INTO mat.r SELECT seq, seq FROM mat.seq_1_to_30",
         "UPDATE mat.r SET v = 0 WHERE id > 25",
     )
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)
     first = spark.sql("SELECT * FROM mat_wh.mat__r ORDER BY id").collect()
-    _exec(mariadb, "UPDATE mat.r SET v = -1 WHERE id <= 2", "DELETE FROM mat.r WHERE id = 30")
+    mariadb.execute("UPDATE mat.r SET v = -1 WHERE id <= 2", "DELETE FROM mat.r WHERE id = 30")
     assert run_extract(cfg, progress=lambda _: None) is not None
     (result,) = run_materialize(spark, cfg)
     assert (result.inserted, result.updated, result.deleted) == (0, 2, 1)
@@ -147,22 +116,20 @@ def test_applying_the_same_intervals_again_gives_the_same_table(
 def test_a_column_added_at_the_end_appears_with_nulls_for_older_rows(
     mariadb: MariaDB, cfg: Config, spark: Any
 ) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
         "CREATE DATABASE mat",
         "CREATE TABLE mat.e (id INT PRIMARY KEY, a INT)",
     )
     _checkpoint_now(mariadb, cfg)
-    _exec(mariadb, "INSERT INTO mat.e VALUES (1, 1), (2, 2)")
+    mariadb.execute("INSERT INTO mat.e VALUES (1, 1), (2, 2)")
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)
-    _exec(
-        mariadb,
+    mariadb.execute(
         "ALTER TABLE mat.e ADD COLUMN note VARCHAR(20) NULL",
         "INSERT INTO mat.e VALUES (3, 3, 'new')",
     )
-    _exec(mariadb, "UPDATE mat.e SET note = 'set' WHERE id = 1")
+    mariadb.execute("UPDATE mat.e SET note = 'set' WHERE id = 1")
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)
     rows = spark.sql("SELECT id, a, note FROM mat_wh.mat__e ORDER BY id").collect()
@@ -221,14 +188,13 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
 
     from loader.materialize import CRASH_AFTER_SWAPS_ENV
 
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
         "CREATE DATABASE mat",
         "CREATE TABLE mat.k (id INT PRIMARY KEY, v INT)",
     )
     ledger = _checkpoint_now(mariadb, cfg)
-    _exec(mariadb, "INSERT INTO mat.k SELECT seq, seq FROM mat.seq_1_to_40", "UPDATE mat.k SET v = v * 10")
+    mariadb.execute("INSERT INTO mat.k SELECT seq, seq FROM mat.seq_1_to_40", "UPDATE mat.k SET v = v * 10")
     assert run_extract(cfg, progress=lambda _: None) is not None
     config = _write_config(cfg, tmp_path)
     loader = str(Path(sys.executable).with_name("loader"))
@@ -260,22 +226,21 @@ def _version_folders(spark: Any, table: str) -> set[str]:
 
 
 def test_superseded_versions_go_after_the_retention(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
         "CREATE DATABASE mat",
         "CREATE TABLE mat.v (id INT PRIMARY KEY, v INT)",
     )
     _checkpoint_now(mariadb, cfg)
-    _exec(mariadb, "INSERT INTO mat.v SELECT seq, seq FROM mat.seq_1_to_25")  # partitions 0, 1, 2
+    mariadb.execute("INSERT INTO mat.v SELECT seq, seq FROM mat.seq_1_to_25")  # partitions 0, 1, 2
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)
     (first,) = _version_folders(spark, "mat_wh.mat__v")
-    _exec(mariadb, "UPDATE mat.v SET v = 0 WHERE id < 10")  # partition 0 only
+    mariadb.execute("UPDATE mat.v SET v = 0 WHERE id < 10")  # partition 0 only
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)  # 24 hours' retention: the first version stays
     assert len(_version_folders(spark, "mat_wh.mat__v")) == 2
-    _exec(mariadb, "UPDATE mat.v SET v = 1 WHERE id >= 10")  # partitions 1 and 2
+    mariadb.execute("UPDATE mat.v SET v = 1 WHERE id >= 10")  # partitions 1 and 2
     assert run_extract(cfg, progress=lambda _: None) is not None
     no_retention = dataclasses.replace(cfg, warehouse=dataclasses.replace(cfg.warehouse, retention_hours=0))
     run_materialize(spark, no_retention)
@@ -283,22 +248,21 @@ def test_superseded_versions_go_after_the_retention(mariadb: MariaDB, cfg: Confi
     kept = _version_folders(spark, "mat_wh.mat__v")
     assert first not in kept and len(kept) == 2
     rows = spark.sql("SELECT id, v FROM mat_wh.mat__v ORDER BY id").collect()
-    assert [tuple(r) for r in rows] == _source_rows(mariadb, "SELECT id, v FROM mat.v ORDER BY id")
+    assert [tuple(r) for r in rows] == mariadb.rows("SELECT id, v FROM mat.v ORDER BY id")
 
 
 def test_a_planned_interval_blocks_the_ones_after_it(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
     from loader.materialize import MaterializeError
 
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
         "CREATE DATABASE mat",
         "CREATE TABLE mat.b (id INT PRIMARY KEY)",
     )
     ledger = _checkpoint_now(mariadb, cfg)
-    _exec(mariadb, "INSERT INTO mat.b VALUES (1)")
+    mariadb.execute("INSERT INTO mat.b VALUES (1)")
     assert run_extract(cfg, progress=lambda _: None) is not None
-    _exec(mariadb, "INSERT INTO mat.b VALUES (2)")
+    mariadb.execute("INSERT INTO mat.b VALUES (2)")
     assert run_extract(cfg, progress=lambda _: None) is not None
     first, _ = ledger.intervals()
     first.state = "planned"  # as when its extraction failed half way
@@ -310,16 +274,14 @@ def test_a_planned_interval_blocks_the_ones_after_it(mariadb: MariaDB, cfg: Conf
 
 
 def test_partitioning_is_set_per_table(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
         "CREATE DATABASE mat",
         "CREATE TABLE mat.small_ranges (id INT PRIMARY KEY)",
         "CREATE TABLE mat.hashed (k VARCHAR(10) PRIMARY KEY)",
     )
     _checkpoint_now(mariadb, cfg)
-    _exec(
-        mariadb,
+    mariadb.execute(
         "INSERT INTO mat.small_ranges SELECT seq FROM mat.seq_1_to_20",
         "INSERT INTO mat.hashed SELECT CONCAT('k', seq) FROM mat.seq_1_to_200",
     )

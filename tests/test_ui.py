@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import MariaDB, free_port
-from tests.test_dags import BIN, ROOT, _airflow_env, _exec
+from tests.test_dags import BIN, ROOT, _airflow_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -65,11 +65,8 @@ def test_the_trigger_form_shows_the_params_and_a_backfill_run_succeeds(
     from loader.config import load_config
     from loader.ledger import Checkpoint, Ledger
     from loader.positions import lognum_of
-    from loader.source import current_position
-    from loader.staging.stores import open_store
 
-    _exec(
-        mariadb,
+    mariadb.execute(
         "DROP DATABASE IF EXISTS ui",
         "CREATE DATABASE ui",
         "CREATE TABLE ui.t (id INT PRIMARY KEY, v INT)",
@@ -92,18 +89,10 @@ dir = "{tmp_path / "warehouse"}"
 """
     )
     cfg = load_config(config)
-    conn = mariadb.connect()
-    try:
-        start = current_position(conn)
-    finally:
-        conn.close()
-    ledger = Ledger(open_store(cfg.staging), cfg.source.name)
-    _exec(mariadb, "INSERT INTO ui.t VALUES (1, 1), (2, 2)")
-    conn = mariadb.connect()
-    try:
-        ledger.set_checkpoint(Checkpoint(str(current_position(conn)), "test"))  # after the rows
-    finally:
-        conn.close()
+    start = mariadb.execute()
+    ledger = Ledger.of(cfg)
+    mariadb.execute("INSERT INTO ui.t VALUES (1, 1), (2, 2)")
+    ledger.set_checkpoint(Checkpoint(str(mariadb.execute()), "test"))  # after the rows
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
