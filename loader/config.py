@@ -88,6 +88,8 @@ class WarehouseConfig:
     buckets: int = 16
     # Superseded partition versions are deleted after this many hours.
     retention_hours: int = 24
+    # Partitions pointed at their new versions per catalog call (one metastore transaction each).
+    swap_batch: int = 1000
     # Per table ("schema.table", * and ? as wildcards; the first match wins), instead of the two
     # above: e.g. smaller ranges for a table whose changes crowd its newest keys.
     partition_rows_by_table: Mapping[str, int] = field(default_factory=dict)
@@ -301,9 +303,15 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
             f"{origin}: warehouse.metastore_uri (thrift://host:9083) is required when catalog = 'hive'"
         )
     per_table = (*wh.partition_rows_by_table.values(), *wh.buckets_by_table.values())
-    if wh.partition_rows < 1 or wh.buckets < 1 or wh.retention_hours < 0 or min(per_table, default=1) < 1:
+    if (
+        wh.partition_rows < 1
+        or wh.buckets < 1
+        or wh.swap_batch < 1
+        or wh.retention_hours < 0
+        or min(per_table, default=1) < 1
+    ):
         raise ConfigError(
-            f"{origin}: warehouse.partition_rows and buckets must be >= 1, retention_hours >= 0"
+            f"{origin}: warehouse.partition_rows, buckets and swap_batch must be >= 1, retention_hours >= 0"
         )
     if cfg.load.parallelism < 1 or cfg.load.fetch_size < 1:
         raise ConfigError(f"{origin}: load.parallelism and load.fetch_size must be >= 1")

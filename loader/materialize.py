@@ -6,9 +6,9 @@ For each table of the intervals being applied:
    padded with NULLs, and cast to the warehouse types (``types``);
 2. each change gets its partition: key ranges for a single integer key, hash buckets otherwise;
 3. only the touched partitions are read, merged (``sql/merge.sql``) and written to a new,
-   versioned folder; then each partition is pointed at its new folder in the catalog, one
-   atomic ``ALTER TABLE ... PARTITION ... SET LOCATION`` at a time, so readers see a partition's
-   old version or its new one, never a mix;
+   versioned folder; then the partitions are pointed at their new folders in the catalog,
+   ``warehouse.swap_batch`` of them per atomic catalog call (``catalog.PartitionCatalog``), so
+   readers see a partition's old version or its new one, never a mix;
 4. superseded versions older than the retention are deleted.
 
 Applying the same intervals again gives the same table (the merge rule is idempotent), so a crash
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader import types
+from loader.catalog import PartitionCatalog
 from loader.config import Config
 from loader.errors import LoaderError
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
@@ -39,7 +40,8 @@ META_TYPES = {"seqno": "bigint", "row_id": "int"}
 # that start with an underscore.
 PART = "loader_partition"
 INTEGER_KEY_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
-# Fault injection for the crash-safety test: exit right after this many partition swaps.
+# Fault injection for the crash-safety test: exit right after this many swap calls (each swaps
+# up to warehouse.swap_batch partitions).
 CRASH_AFTER_SWAPS_ENV = "LOADER_TEST_CRASH_AFTER_SWAPS"
 
 
@@ -163,7 +165,6 @@ def materialize_table(
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
     key = entries[-1].primary_key
-    name = table_name(cfg, schema, table)
     ensure_table(spark, cfg, schema, table, columns)
     part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
@@ -173,8 +174,7 @@ def materialize_table(
         changes.unpersist()
         return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
     changes.createOrReplaceTempView("changes")
-    touched_list = ", ".join(str(p) for p in touched)
-    spark.sql(f"SELECT * FROM {name} WHERE {PART} IN ({touched_list})").createOrReplaceTempView("base")
+    _touched_rows(spark, cfg, schema, table, touched).createOrReplaceTempView("base")
     effect = apply_merge(spark, [c.name for c in columns], key, sum(per_partition.values()))
     merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
     publish_version(spark, cfg, schema, table, merged, run_id, touched)
@@ -190,6 +190,22 @@ def materialize_table(
     )
 
 
+def _touched_rows(spark: Any, cfg: Config, schema: str, table: str, touched: list[int]) -> Any:
+    """The rows of the touched partitions, read from the folders the catalog points them at.
+
+    Reading the folders directly spares a partition lookup in the metastore each time the
+    merge's statements are planned. Files written before a column was added read it as NULL.
+    """
+    locations = PartitionCatalog(
+        spark, cfg.warehouse.database, warehouse_table(schema, table), PART
+    ).locations()
+    data_schema = spark.table(table_name(cfg, schema, table)).drop(PART).schema
+    paths = [locations[p] for p in touched if p in locations]
+    if not paths:
+        return spark.createDataFrame([], data_schema)
+    return spark.read.schema(data_schema).parquet(*paths)
+
+
 def publish_version(
     spark: Any, cfg: Config, schema: str, table: str, rows: Any, version: str, partitions: list[int] | None
 ) -> None:
@@ -203,35 +219,39 @@ def publish_version(
     location = table_location(spark, name)
     version_root = f"{location}/_versions/{version}"
     rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
-    swap_in(spark, name, version_root, partitions, rows.drop(PART).schema)
-    delete_old_versions(
-        spark, cfg.warehouse.database, warehouse_table(schema, table), location, cfg.warehouse.retention_hours
-    )
+    catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
+    swap_in(spark, catalog, version_root, partitions, rows.drop(PART).schema, cfg.warehouse.swap_batch)
+    spark.catalog.refreshTable(name)
+    delete_old_versions(spark, catalog, location, cfg.warehouse.retention_hours)
 
 
-def swap_in(spark: Any, name: str, version_root: str, partitions: list[int] | None, row_schema: Any) -> None:
-    """Point each partition at its folder under ``version_root``, one atomic catalog change each.
+def swap_in(
+    spark: Any,
+    catalog: PartitionCatalog,
+    version_root: str,
+    partitions: list[int] | None,
+    row_schema: Any,
+    batch: int,
+) -> None:
+    """Point each partition at its folder under ``version_root``, ``batch`` partitions per atomic
+    catalog call.
 
     A partition the write left no folder for (all its rows went) gets an empty version; None
     swaps every partition the table has or the write made.
     """
     written = set(written_partitions(spark, version_root))
-    existing = {int(r[0].split("=", 1)[1]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()}
     if partitions is None:
-        partitions = sorted(written | existing)
-    crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
-    for n, p in enumerate(partitions, start=1):
-        location = f"{version_root}/{PART}={p}"
+        partitions = sorted(written | set(catalog.locations()))
+    for p in partitions:
         if p not in written:
-            spark.createDataFrame([], row_schema).write.mode("overwrite").parquet(location)
-        literal = _sql_string(location)
-        if p in existing:
-            spark.sql(f"ALTER TABLE {name} PARTITION ({PART}={p}) SET LOCATION {literal}")
-        else:
-            spark.sql(f"ALTER TABLE {name} ADD PARTITION ({PART}={p}) LOCATION {literal}")
+            spark.createDataFrame([], row_schema).write.mode("overwrite").parquet(
+                f"{version_root}/{PART}={p}"
+            )
+    crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
+    for n, start in enumerate(range(0, len(partitions), batch), start=1):
+        catalog.point({p: f"{version_root}/{PART}={p}" for p in partitions[start : start + batch]})
         if crash_after and n >= crash_after:
             os._exit(137)
-    spark.catalog.refreshTable(name)
 
 
 def table_location(spark: Any, name: str) -> str:
@@ -259,12 +279,8 @@ def written_partitions(spark: Any, root: str) -> list[int]:
     return out
 
 
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def delete_old_versions(
-    spark: Any, database: str, table: str, location: str, retention_hours: float
+    spark: Any, catalog: PartitionCatalog, location: str, retention_hours: float
 ) -> list[str]:
     """Delete the table's version folders no partition points at, once older than the retention.
 
@@ -275,7 +291,7 @@ def delete_old_versions(
     if not fs.exists(root):
         return []
     cutoff_ms = (time.time() - retention_hours * 3600) * 1000
-    live = [_without_scheme(p) + "/" for p in _partition_locations(spark, database, table)]
+    live = [_without_scheme(p) + "/" for p in catalog.locations().values()]
     deleted = []
     for status in fs.listStatus(root):
         folder = status.getPath()
@@ -292,16 +308,6 @@ def _without_scheme(uri: str) -> str:
     if uri.startswith("file://"):
         return uri[len("file://") :]
     return uri[len("file:") :] if uri.startswith("file:") else uri
-
-
-def _partition_locations(spark: Any, database: str, table: str) -> list[str]:
-    """Where every partition of the table points, in one catalog call."""
-    catalog = spark._jsparkSession.sharedState().externalCatalog()
-    partitions = catalog.listPartitions(database, table, spark._jvm.scala.Option.apply(None)).iterator()
-    out = []
-    while partitions.hasNext():
-        out.append(str(partitions.next().location().toString()))
-    return out
 
 
 def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:

@@ -66,6 +66,7 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
         ({"LOADER__TABLES__INCLUDE": '["customers"]'}, "must look like schema.table"),
         ({"LOADER__WAREHOUSE__PARTITION_ROWS_BY_TABLE": '{ "demo.t" = "many" }'}, "must be an integer"),
         ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "demo.t" = 0 }'}, "must be >= 1"),
+        ({"LOADER__WAREHOUSE__SWAP_BATCH": "0"}, "swap_batch must be >= 1"),
         ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "t" = 4 }'}, "must look like schema.table"),
     ],
 )

@@ -258,6 +258,7 @@ database = "af_wh"
 dir = "{tmp_path / "warehouse"}"
 partition_rows = 100
 buckets = 4
+swap_batch = 1
 [load]
 parallelism = 2
 [spark]

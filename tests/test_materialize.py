@@ -153,6 +153,7 @@ uri = "{cfg.staging.uri}"
 database = "crash_wh"
 dir = "{tmp_path / "job-warehouse"}"
 partition_rows = 10
+swap_batch = 2
 [spark]
 master = "local[2]"
 conf = {{ "spark.sql.shuffle.partitions" = "2" }}
@@ -198,14 +199,15 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     assert run_extract(cfg, progress=lambda _: None) is not None
     config = _write_config(cfg, tmp_path)
     loader = str(Path(sys.executable).with_name("loader"))
-    env = {**os.environ, cfg.source.password_env: mariadb.password, CRASH_AFTER_SWAPS_ENV: "2"}
+    env = {**os.environ, cfg.source.password_env: mariadb.password, CRASH_AFTER_SWAPS_ENV: "1"}
     crashed = subprocess.run(
         [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
     )
     assert crashed.returncode == 1 and "exit 137" in crashed.stderr
     assert [i.state for i in ledger.intervals()] == ["extracted"]  # the checkpoint did not move
     half = _table_rows(config, "mat__k")
-    assert 0 < len(half) < 40  # two of the five partitions were swapped in
+    # The first swap call put in two of the five partitions, both at once: ids 1-9 and 10-19.
+    assert half == [[i, i * 10] for i in range(1, 20)]
     env.pop(CRASH_AFTER_SWAPS_ENV)
     again = subprocess.run(
         [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
