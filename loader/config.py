@@ -110,7 +110,8 @@ class LoadConfig:
     # The JDBC driver jar Spark loads (Debian's libmariadb-java; works with MySQL servers too).
     jdbc_jar: str = "/usr/share/java/mariadb-java-client.jar"
     jdbc_driver: str = "org.mariadb.jdbc.Driver"
-    # Default: jdbc:mysql://<source.host>:<source.port>/?permitMysqlScheme (Spark's MySQL dialect)
+    # Default: jdbc:mysql://<source.host>:<source.port>/?permitMysqlScheme&useServerPrepStmts=true
+    # (Spark's MySQL dialect, the binary protocol)
     jdbc_url: str = ""
     # Key ranges per table, read at once (each a source connection and a Spark task).
     parallelism: int = 4

@@ -184,14 +184,20 @@ def select_sql(info: SourceTableInfo) -> str:
     return f"SELECT {', '.join(fields)} FROM {source}"
 
 
+# The default JDBC URL's options (MariaDB Connector/J; MySQL Connector/J knows the second).
+DEFAULT_JDBC_OPTIONS = "permitMysqlScheme&useServerPrepStmts=true"
+
+
 def jdbc_url(cfg: Config, creds: Credentials) -> str:
     """The JDBC URL of the source; the session reads TIMESTAMP values in UTC.
 
     The default is a ``jdbc:mysql:`` URL (which MariaDB's driver takes with ``permitMysqlScheme``)
     because Spark picks its MySQL dialect by that prefix; with a ``jdbc:mariadb:`` URL it quotes
-    column names with double quotes, which the server reads as strings.
+    column names with double quotes, which the server reads as strings. ``useServerPrepStmts``
+    makes the server send rows in the binary protocol: numbers as bytes rather than text, which
+    reads about a third faster (``bench/initial_load.py``).
     """
-    base = cfg.load.jdbc_url or f"jdbc:mysql://{creds.host}:{creds.port}/?permitMysqlScheme"
+    base = cfg.load.jdbc_url or f"jdbc:mysql://{creds.host}:{creds.port}/?{DEFAULT_JDBC_OPTIONS}"
     separator = "&" if "?" in base else "?"
     return f"{base}{separator}sessionVariables=time_zone='+00:00'"
 
