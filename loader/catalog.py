@@ -32,8 +32,9 @@ class PartitionCatalog:
         return out
 
     def locations(self) -> dict[int, str]:
-        """Where each partition points (URIs such as ``file:/...``), in one catalog call."""
-        return {p: str(part.location().toString()) for p, part in self._partitions().items()}
+        """Where each partition points (such as ``file:/...``, not %-escaped), in one catalog call."""
+        utils = self._jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils
+        return {p: str(utils.URIToString(part.location())) for p, part in self._partitions().items()}
 
     def point(self, locations: dict[int, str]) -> None:
         """Point these partitions at these folders: new ones are added in one call, then the
