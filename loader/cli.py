@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import datetime as dt
 import json
 import os
 import sys
@@ -342,12 +343,12 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
             cfg, planned["interval"], progress=lambda m: print(m, file=sys.stderr)
         )
     started = time.monotonic()
+    job_started = dt.datetime.now(dt.UTC)
     try:
         tables = run_spark_job(cfg, "materialize", [])
     except LoaderError as exc:
-        pipeline.materialize_failure(
-            cfg, str(exc)
-        )  # the job notes its own errors; this catches a silent death
+        # The job notes its own errors; this notes a job that died without a word.
+        pipeline.materialize_failure(cfg, str(exc), job_started)
         raise
     data = {"planned": planned, "extracted": extracted, "materialized": tables}
     lines = [

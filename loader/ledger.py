@@ -16,14 +16,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import LoaderError
-
-if TYPE_CHECKING:
-    from loader.config import Config
 from loader.positions import Position
 from loader.staging import layout
 from loader.staging.stores import Store, open_store
 
+if TYPE_CHECKING:
+    from loader.config import Config
+
 PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
+ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 
 
 class LedgerError(LoaderError):
@@ -147,9 +148,14 @@ class Ledger:
             )
         return Position.parse(cp.position)
 
-    def last_error(self) -> Interval | None:
-        """The interval whose step failed last (errors are cleared when the step succeeds)."""
-        failed = sorted((i for i in self.intervals() if i.error), key=lambda i: i.error_at or "")
+    def last_error(self, since: dt.datetime | None = None) -> Interval | None:
+        """The interval whose step failed last (errors are cleared when the step succeeds); with
+        ``since``, only an error noted at or after that time (to the second)."""
+        cutoff = since.strftime(ERROR_TIME_FORMAT) if since else ""
+        failed = sorted(
+            (i for i in self.intervals() if i.error and (i.error_at or "") >= cutoff),
+            key=lambda i: i.error_at or "",
+        )
         return failed[-1] if failed else None
 
     def record_error(self, interval_id: str, error: str) -> None:
@@ -157,7 +163,7 @@ class Ledger:
         interval = self.get(interval_id)
         if interval is not None:
             interval.error = error
-            interval.error_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            interval.error_at = dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
             self.save(interval)
 
     def plan(

@@ -235,6 +235,7 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
                 }
             )
         self.env_vars = env
+        started = dt.datetime.now(dt.UTC)
         try:
             super().execute(context)
         except AirflowException as exc:
@@ -244,5 +245,5 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
                 raise AirflowFailException(f"the {self.job} job failed: {exc}") from None
             from loader.pipeline import materialize_failure
 
-            error = materialize_failure(cfg, f"the Spark job ended without finishing: {exc}")
+            error = materialize_failure(cfg, f"the Spark job ended without finishing: {exc}", started)
             raise AirflowFailException(f"the {self.job} job failed: {error}") from None

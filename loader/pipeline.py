@@ -98,10 +98,11 @@ def note_materialize_error(cfg: Config, error: str) -> None:
         ledger.record_error(waiting[0].id, f"materialize: {error}")
 
 
-def materialize_failure(cfg: Config, fallback: str) -> str:
-    """Why the materialize job failed: the error it noted itself, or ``fallback`` (noted now)
-    when it died without a word (killed, out of memory)."""
-    failed = Ledger.of(cfg).last_error()
+def materialize_failure(cfg: Config, fallback: str, started: dt.datetime) -> str:
+    """Why the materialize job started at ``started`` failed: the error it noted itself, or
+    ``fallback`` (noted now) when it died without a word (killed, out of memory). An error an
+    earlier run noted is not this run's."""
+    failed = Ledger.of(cfg).last_error(since=started)
     if failed is not None and failed.error:
         return failed.error
     note_materialize_error(cfg, fallback)
