@@ -44,9 +44,7 @@ def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[dict[str, A
             select = ", ".join(quote_identifier(n) for n in names)
             order = ", ".join(quote_identifier(k) for k in info.key)
             with conn.cursor() as cur:
-                cur.execute(
-                    f"SELECT {select} FROM {quote_identifier(info.schema)}.{quote_identifier(info.table)} ORDER BY {order}"
-                )
+                cur.execute(f"SELECT {select} FROM {info.sql_name} ORDER BY {order}")
                 source = [tuple(_plain(v) for v in row) for row in cur.fetchall()]
             name = table_name(cfg, info.schema, info.table)
             if spark.catalog.tableExists(name):

@@ -63,6 +63,11 @@ class SourceTableInfo:
     def qualified(self) -> str:
         return f"{self.schema}.{self.table}"
 
+    @property
+    def sql_name(self) -> str:
+        """The table's name in the source's SQL, backquoted."""
+        return f"{quote_identifier(self.schema)}.{quote_identifier(self.table)}"
+
 
 @dataclass
 class TableLoadResult:
@@ -128,7 +133,7 @@ def key_ranges(conn: Any, info: SourceTableInfo, count: int) -> list[str]:
     """
     key = [quote_identifier(k) for k in info.key]
     aliases = [f"k{i}" for i in range(len(key))]
-    source = f"{quote_identifier(info.schema)}.{quote_identifier(info.table)}"
+    source = info.sql_name
     cuts: list[list[str]] = []
     with conn.cursor() as cur:
         if has_integer_key(info.columns, info.key):
@@ -175,7 +180,7 @@ def _at_least(key: list[str], values: list[str]) -> str:
 def select_sql(info: SourceTableInfo) -> str:
     """The query Spark's JDBC reader wraps: every column as ``types.source_select_sql`` reads it
     (aliased ``c0, c1, ...``), and the key columns as they are (``k0, k1, ...``) for the ranges."""
-    source = f"{quote_identifier(info.schema)}.{quote_identifier(info.table)}"
+    source = info.sql_name
     fields = [
         f"{types.source_select_sql(quote_identifier(c.name), c.mysql_type)} AS c{i}"
         for i, c in enumerate(info.columns)

@@ -152,7 +152,7 @@ def source_select_sql(column: str, mysql_type: str) -> str:
     zone, which the load sets to UTC.
     """
     base = _parse(mysql_type)[0]
-    if base in _NATIVE_JDBC or base in _BINARY or (base == "decimal" and spark_type(mysql_type) != "string"):
+    if _read_natively(mysql_type) or base in _BINARY:
         return column
     if base == "bit":
         return f"CAST({column} + 0 AS CHAR)"
@@ -166,7 +166,7 @@ def load_cast_sql(column: str, mysql_type: str) -> str:
     base = _parse(mysql_type)[0]
     if base in _BINARY:
         return column
-    if base in _NATIVE_JDBC or (base == "decimal" and spark_type(mysql_type) != "string"):
+    if _read_natively(mysql_type):
         return f"CAST({column} AS {spark_type(mysql_type)})"  # exact: a wider or equal type
     return cast_sql(column, mysql_type)
 
@@ -174,3 +174,9 @@ def load_cast_sql(column: str, mysql_type: str) -> str:
 # Read as JDBC's own numbers (exact, and cheaper than text on both sides). Not TINYINT: the
 # driver reports TINYINT(1) as a boolean.
 _NATIVE_JDBC = {"smallint", "mediumint", "int", "bigint", "float", "double"}
+
+
+def _read_natively(mysql_type: str) -> bool:
+    """Read as a JDBC number: integers (but TINYINT), floating point, DECIMAL that fits Spark's."""
+    base = _parse(mysql_type)[0]
+    return base in _NATIVE_JDBC or (base == "decimal" and spark_type(mysql_type) != "string")

@@ -91,6 +91,30 @@ class MariaDB:
         finally:
             conn.close()
 
+    def config_file(self, tmp: Path, name: str, include: str, warehouse: str = "", more: str = "") -> Path:
+        """``tmp/loader.toml`` for this server's tables ``include`` (a pattern), as the ``loader``
+        user, staging and warehouse (database ``<name>_wh``) under ``tmp``; ``warehouse`` adds
+        lines to that section, ``more`` adds sections."""
+        path = tmp / "loader.toml"
+        path.write_text(
+            f"""[source]
+name = "{name}"
+host = "{self.host}"
+port = {self.port}
+user = "loader"
+password_env = "LOADER_TEST_PASSWORD"
+[tables]
+include = ["{include}"]
+[staging]
+uri = "{tmp / "staging"}"
+[warehouse]
+database = "{name}_wh"
+dir = "{tmp / "warehouse"}"
+{warehouse}
+{more}"""
+        )
+        return path
+
     def config(self, tmp: Path, **sections: dict[str, object]) -> Config:
         """A loader config pointing at this server, with staging and warehouse under ``tmp``."""
         env = {

@@ -356,23 +356,7 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
         "CREATE DATABASE afd",
         "CREATE TABLE afd.t (id INT PRIMARY KEY)",
     )
-    config = tmp_path / "loader.toml"
-    config.write_text(
-        f"""[source]
-name = "afd"
-host = "{mariadb.host}"
-port = {mariadb.port}
-user = "loader"
-password_env = "LOADER_TEST_PASSWORD"
-[tables]
-include = ["afd.*"]
-[staging]
-uri = "{tmp_path / "staging"}"
-[warehouse]
-database = "afd_wh"
-dir = "{tmp_path / "warehouse"}"
-"""
-    )
+    config = mariadb.config_file(tmp_path, "afd", "afd.*")
     from loader.config import load_config
     from loader.ledger import Checkpoint, Ledger
 

@@ -249,25 +249,11 @@ def test_a_million_rows_stream_through_a_small_driver(mariadb: MariaDB, tmp_path
         "CREATE TABLE ilbig.big (id BIGINT PRIMARY KEY, pad VARCHAR(500))",
         "INSERT INTO ilbig.big SELECT seq, CONCAT(seq, REPEAT('x', 400)) FROM ilbig.seq_1_to_1000000",
     )
-    config = tmp_path / "loader.toml"
-    config.write_text(
-        f"""[source]
-host = "{mariadb.host}"
-port = {mariadb.port}
-user = "loader"
-password_env = "LOADER_TEST_PASSWORD"
-[tables]
-include = ["ilbig.*"]
-[staging]
-uri = "{tmp_path / "staging"}"
-[warehouse]
-database = "big_wh"
-dir = "{tmp_path / "warehouse"}"
-[load]
-parallelism = 1
-[spark]
-conf = {{ "spark.driver.memory" = "512m", "spark.sql.shuffle.partitions" = "2" }}
-"""
+    config = mariadb.config_file(
+        tmp_path,
+        "big",
+        "ilbig.*",
+        more='[load]\nparallelism = 1\n[spark]\nconf = { "spark.driver.memory" = "512m", "spark.sql.shuffle.partitions" = "2" }\n',
     )
     loader = str(Path(sys.executable).with_name("loader"))
     env = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password}

@@ -71,23 +71,7 @@ def test_the_trigger_form_shows_the_params_and_a_backfill_run_succeeds(
         "CREATE DATABASE ui",
         "CREATE TABLE ui.t (id INT PRIMARY KEY, v INT)",
     )
-    config = tmp_path / "loader.toml"
-    config.write_text(
-        f"""[source]
-name = "ui"
-host = "{mariadb.host}"
-port = {mariadb.port}
-user = "loader"
-password_env = "LOADER_TEST_PASSWORD"
-[tables]
-include = ["ui.*"]
-[staging]
-uri = "{tmp_path / "staging"}"
-[warehouse]
-database = "ui_wh"
-dir = "{tmp_path / "warehouse"}"
-"""
-    )
+    config = mariadb.config_file(tmp_path, "ui", "ui.*")
     cfg = load_config(config)
     start = mariadb.execute()
     ledger = Ledger.of(cfg)
