@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import resource
 import shutil
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +55,15 @@ def children_cpu_seconds() -> float:
     """CPU seconds of this process's finished children (the dump program)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def measured(action: Callable[[], object], *cpu_counters: Callable[[], float]) -> tuple[float, ...]:
+    """Run ``action``: its wall seconds, then how many CPU seconds each counter grew meanwhile."""
+    before = [counter() for counter in cpu_counters]
+    t0 = time.perf_counter()
+    action()
+    seconds = time.perf_counter() - t0
+    return (seconds, *(counter() - b for counter, b in zip(cpu_counters, before, strict=True)))
 
 
 def main() -> None:
@@ -88,11 +99,10 @@ def main() -> None:
         print(f"source table: {args.rows:,} rows in {time.perf_counter() - t0:.1f} s")
 
         server_pid = int((datadir / "mariadbd.pid").read_text())
+        server_cpu = functools.partial(cpu_seconds, server_pid)
         dump_file = tmp / "dump.sql"
-        dump_runs = []  # (seconds, server CPU, dump program CPU)
-        for _ in range(args.repeat):
-            server0, client0 = cpu_seconds(server_pid), children_cpu_seconds()
-            t0 = time.perf_counter()
+
+        def dump_table() -> None:
             with open(dump_file, "wb") as out:
                 subprocess.run(
                     [
@@ -109,13 +119,9 @@ def main() -> None:
                     stdout=out,
                     check=True,
                 )
-            dump_runs.append(
-                (
-                    time.perf_counter() - t0,
-                    cpu_seconds(server_pid) - server0,
-                    children_cpu_seconds() - client0,
-                )
-            )
+
+        # (seconds, server CPU, dump program CPU); Spark's JVM, a child too, is not started yet.
+        dump_runs = [measured(dump_table, server_cpu, children_cpu_seconds) for _ in range(args.repeat)]
         dump, dump_server, dump_client = min(dump_runs)
         print(
             f"mariadb-dump --single-transaction: {dump:6.1f} s, {args.rows / dump:,.0f} rows/s, "
@@ -141,17 +147,15 @@ def main() -> None:
         spark = build_session(cfg, "bench-initial-load")
         spark.sparkContext.setLogLevel("ERROR")
         jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-        load_runs = []  # (seconds, server CPU, Spark CPU)
-        for attempt in range(args.repeat):
-            if attempt:  # a second full load: a re-load needs a checkpoint, so start over
-                shutil.rmtree(tmp / "staging", ignore_errors=True)
-            server0, jvm0 = cpu_seconds(server_pid), cpu_seconds(jvm_pid)
-            t0 = time.perf_counter()
+        jvm_cpu = functools.partial(cpu_seconds, jvm_pid)
+
+        def load_table() -> None:
+            shutil.rmtree(tmp / "staging", ignore_errors=True)  # a re-load needs a checkpoint: start over
             summary = run_initial_load(spark, cfg, progress=lambda _: None)
-            load_runs.append(
-                (time.perf_counter() - t0, cpu_seconds(server_pid) - server0, cpu_seconds(jvm_pid) - jvm0)
-            )
             assert summary.tables[0].rows == args.rows, summary
+
+        # (seconds, server CPU, Spark CPU)
+        load_runs = [measured(load_table, server_cpu, jvm_cpu) for _ in range(args.repeat)]
         load, load_server, load_jvm = min(load_runs)
         print(
             f"loader initial load ({args.parallelism} ranges): {load:6.1f} s, {args.rows / load:,.0f} rows/s; "
