@@ -78,8 +78,8 @@ def main() -> None:
     import pymysql
 
     from loader.config import load_config
-    from loader.initial_load import run_initial_load
-    from loader.spark import build_session
+    from loader.warehouse.initial_load import run_initial_load
+    from loader.warehouse.session import build_session
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-initial-load-"))
     datadir = tmp / "mariadb"

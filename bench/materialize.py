@@ -72,10 +72,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from loader.config import load_config
-    from loader.materialize import PART, materialize_table
-    from loader.spark import build_session
     from loader.staging.manifest import ColumnSpec, FileEntry, TableEntry
     from loader.staging.stores import LocalStore
+    from loader.warehouse.materialize import materialize_table
+    from loader.warehouse.session import build_session
+    from loader.warehouse.tables import PART
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-materialize-"))
     try:
@@ -161,7 +162,7 @@ def main() -> None:
 
 def full_rewrite(spark: Any, target: Path) -> None:
     """The dedupe a user would write by hand over the whole table and the uniform change set."""
-    from loader.materialize import PART
+    from loader.warehouse.tables import PART
 
     spark.sql(
         f"""

@@ -8,7 +8,7 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param, task
 
-from loader import orchestration as tasks
+from loader import airflow as tasks
 
 with DAG(
     dag_id="loader_initial_load",

@@ -1,4 +1,5 @@
-"""The ``loader`` command line: the pipeline's steps for on-call work outside Airflow.
+"""The ``loader`` command line: argument parsing and output around ``loader.steps``, for on-call
+work outside Airflow.
 
 Exit codes:
     0  success
@@ -12,11 +13,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime as dt
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -24,15 +23,12 @@ from typing import Any
 
 import pymysql
 
-from loader import __version__
+from loader import __version__, steps
 from loader.config import Config, load_config
-from loader.errors import ConfigError, LoaderError
+from loader.errors import EXIT_ERROR, EXIT_OK, ConfigError, LoaderError, describe, exit_code
 from loader.positions import Position
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRANSIENT = 0, 1, 2, 3
-
-# Lost or refused connections and lock waits: worth a retry.
-_TRANSIENT_MYSQL_CODES = frozenset({1205, 1213, 2003, 2006, 2013})
+from loader.results import ExtractSummary, TableResult, to_dict
+from loader.warehouse.submit import SparkJob, launch_subprocess
 
 Command = Callable[[argparse.Namespace, Config], int]
 
@@ -102,11 +98,9 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
         for table, ops in decoded.items()
     ]
     if args.extract:
-        from loader.extract import run_extract
-
-        extracted = run_extract(cfg, summary.start, summary.end)
+        extracted = steps.extract(cfg, start=summary.start, end=summary.end)
         if extracted is not None:
-            data["extract"] = dataclasses.asdict(extracted)
+            data["extract"] = to_dict(extracted)
             lines.append(
                 f"demo: extracted into {cfg.staging.uri} as interval {extracted.interval}: "
                 f"{extracted.changes} change rows, manifest {extracted.manifest}"
@@ -202,18 +196,16 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
-def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
-    """Extract one interval into staging: from the checkpoint (or --from) to now (or --to)."""
-    from loader.extract import run_extract
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
-    start = Position.parse(args.start) if args.start else None
-    end = Position.parse(args.end) if args.end else None
-    workers = args.workers or (min(8, os.cpu_count() or 1) if cfg.source.transport == "files" else 1)
-    summary = run_extract(cfg, start, end, args.max_changes, interval_id=args.interval, workers=workers)
-    if summary is None:
-        _emit(args, {"interval": None}, "extract: nothing new since the last interval")
-        return EXIT_OK
-    data = dataclasses.asdict(summary)
+
+def _launch(job: SparkJob) -> str | None:
+    """Spark jobs run with the local spark-submit; their progress shows on stderr."""
+    return launch_subprocess(job, _progress)
+
+
+def _extract_lines(summary: ExtractSummary) -> list[str]:
     lines = [
         f"extract: interval {summary.interval} [{summary.start}, {summary.end}): {summary.changes:,} changes "
         f"in {summary.transactions:,} transactions, {summary.seconds:.1f} s",
@@ -222,165 +214,121 @@ def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
         ops = "  ".join(f"{op}={n:,}" for op, n in sorted(t.ops.items()))
         lines.append(f"  {t.table:<30} {ops}  files={t.files}  bytes={t.bytes:,}")
     lines.append(f"  manifest {summary.manifest}")
-    _emit(args, data, "\n".join(lines))
-    return EXIT_OK
+    return lines
 
 
-def run_spark_job(cfg: Config, job: str, extra: list[str]) -> Any:
-    """Run one of ``loader/spark_jobs.py`` with spark-submit; show its progress; return its summary.
+def _table_lines(tables: list[TableResult]) -> list[str]:
+    return [
+        f"  {r.table:<30} inserted={r.inserted:,} updated={r.updated:,} deleted={r.deleted:,} "
+        f"partitions={r.partitions} seconds={r.seconds:.1f}"
+        for r in tables
+    ]
 
-    Raises:
-        LoaderError: with the job's own error text when it fails.
-    """
-    import subprocess
-    from pathlib import Path
 
-    from loader import spark_jobs
-    from loader.spark import spark_submit_command
-
-    if not cfg.path:
-        raise ConfigError(f"loader {job} needs --config (or LOADER_CONFIG): the Spark job reads it too")
-    command = spark_submit_command(
-        cfg, str(Path(spark_jobs.__file__)), [job, "--config", str(Path(cfg.path).resolve()), *extra]
+def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
+    """Extract one interval into staging: from the checkpoint (or --from) to now (or --to)."""
+    summary = steps.extract(
+        cfg,
+        args.interval,
+        start=Position.parse(args.start) if args.start else None,
+        end=Position.parse(args.end) if args.end else None,
+        max_changes=args.max_changes,
+        workers=args.workers,
     )
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    tail: list[str] = []
-    summaries: list[str] = []
-    # spark-submit runs the Python driver with its stderr merged into stdout: the job's progress
-    # and summary come on stdout; Spark's own logs on stderr go to a file.
-    with (
-        tempfile.TemporaryFile("w+") as stderr,
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env) as proc,
-    ):
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(spark_jobs.PROGRESS_PREFIX):
-                message = line[len(spark_jobs.PROGRESS_PREFIX) :].rstrip("\n")
-                print(message, file=sys.stderr, flush=True)
-                tail.append(message)
-            elif line.startswith(spark_jobs.SUMMARY_PREFIX):
-                summaries.append(line)
-        proc.wait()
-        stderr.seek(0)
-        tail += [x.strip() for x in stderr if "error" in x.lower() or "exception" in x.lower()]
-    if proc.returncode != 0 or not summaries:
-        errors = [x for x in tail if "error" in x.lower()][-3:] or tail[-3:]
-        raise LoaderError(
-            f"the {job} job failed (exit {proc.returncode}): " + (" | ".join(errors) or "no output")
-        )
-    return json.loads(summaries[-1][len(spark_jobs.SUMMARY_PREFIX) :])
+    if summary is None:
+        _emit(args, {"interval": None}, "extract: nothing new since the last interval")
+    else:
+        _emit(args, to_dict(summary), "\n".join(_extract_lines(summary)))
+    return EXIT_OK
 
 
 def cmd_materialize(args: argparse.Namespace, cfg: Config) -> int:
     """Apply every extracted interval to the warehouse with spark-submit; print a table summary."""
     started = time.monotonic()
-    results = run_spark_job(cfg, "materialize", [])
-    text = [f"materialize: {len(results)} tables in {time.monotonic() - started:.1f} s"]
-    text += [
-        f"  {r['table']:<30} inserted={r['inserted']:,} updated={r['updated']:,} deleted={r['deleted']:,} "
-        f"partitions={r['partitions']} seconds={r['seconds']:.1f}"
-        for r in results
-    ]
-    if not results:
+    tables = steps.materialize(cfg, _launch)
+    text = [f"materialize: {len(tables)} tables in {time.monotonic() - started:.1f} s", *_table_lines(tables)]
+    if not tables:
         text = ["materialize: no extracted intervals to apply"]
-    _emit(args, {"tables": results}, "\n".join(text))
+    _emit(args, {"tables": to_dict(tables)}, "\n".join(text))
     return EXIT_OK
 
 
 def cmd_initial_load(args: argparse.Namespace, cfg: Config) -> int:
     """Copy the selected tables at a recorded position (spark-submit); print a table summary."""
-    extra = []
-    if args.tables:
-        extra += ["--tables", args.tables]
-    if args.parallelism:
-        extra += ["--parallelism", str(args.parallelism)]
-    summary = run_spark_job(cfg, "initial-load", extra)
-    total = sum(t["rows"] for t in summary["tables"])
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
+    summary = steps.run_initial_load(cfg, _launch, tables, args.parallelism)
+    total = sum(t.rows for t in summary.tables)
     text = [
-        f"initial load {summary['load_id']}: {len(summary['tables'])} tables, {total:,} rows "
-        f"in {summary['seconds']:.1f} s from P0 = {summary['p0']}"
+        f"initial load {summary.load_id}: {len(summary.tables)} tables, {total:,} rows "
+        f"in {summary.seconds:.1f} s from P0 = {summary.p0}"
     ]
     text += [
-        f"  {t['table']:<30} rows={t['rows']:,} seconds={t['seconds']:.1f} "
-        f"rows/s={t['rows'] / t['seconds'] if t['seconds'] else 0:,.0f}"
-        for t in summary["tables"]
+        f"  {t.table:<30} rows={t.rows:,} seconds={t.seconds:.1f} "
+        f"rows/s={t.rows / t.seconds if t.seconds else 0:,.0f}"
+        for t in summary.tables
     ]
-    if not summary["first"]:
+    if not summary.first:
         text.append("  re-load: the next delta runs apply the changes since P0 to these tables")
     else:
-        text.append(f"  checkpoint set to P0 = {summary['p0']}; delta runs continue from there")
-    _emit(args, summary, "\n".join(text))
+        text.append(f"  checkpoint set to P0 = {summary.p0}; delta runs continue from there")
+    _emit(args, to_dict(summary), "\n".join(text))
     return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     """Source position, checkpoint, lag, intervals by state, last error."""
-    from loader.pipeline import status, status_text
-
-    data = status(cfg)
-    _emit(args, data, status_text(data))
+    result = steps.status(cfg)
+    _emit(args, to_dict(result), result.text())
     return EXIT_OK
 
 
 def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
     """One delta run without Airflow: plan, extract, materialise."""
-    from loader import pipeline
-
     start = Position.parse(args.start) if args.start else None
-    planned = pipeline.plan_interval(
-        cfg, start, args.max_changes, dry_run=args.dry_run, start_lognum=args.lognum, start_logpos=args.logpos
-    )
     if args.dry_run:
-        size = f", {planned['bytes']:,} bytes of binlog" if planned["bytes"] is not None else ""
+        planned = steps.plan(
+            cfg,
+            start,
+            max_changes=args.max_changes,
+            dry_run=True,
+            start_lognum=args.lognum,
+            start_logpos=args.logpos,
+        )
+        size = f", {planned.bytes:,} bytes of binlog" if planned.bytes is not None else ""
         _emit(
-            args, planned, f"run-once (dry run): would extract [{planned['start']}, {planned['end']}){size}"
+            args,
+            to_dict(planned),
+            f"run-once (dry run): would extract [{planned.start}, {planned.end}){size}",
         )
         return EXIT_OK
-    extracted: dict[str, Any] = {}
-    if planned["interval"] is not None:
-        extracted = pipeline.extract_planned(
-            cfg, planned["interval"], progress=lambda m: print(m, file=sys.stderr)
-        )
-    started = time.monotonic()
-    job_started = dt.datetime.now(dt.UTC)
-    try:
-        tables = run_spark_job(cfg, "materialize", [])
-    except LoaderError as exc:
-        # The job notes its own errors; this notes a job that died without a word.
-        pipeline.materialize_failure(cfg, str(exc), job_started)
-        raise
-    data = {"planned": planned, "extracted": extracted, "materialized": tables}
+    run = steps.run_once(cfg, _launch, start, args.max_changes, args.lognum, args.logpos, progress=_progress)
+    changes = run.extracted.changes if run.extracted else 0
     lines = [
-        f"run-once: interval {planned['interval'] or '(nothing new)'} [{planned['start']}, {planned['end']}), "
-        f"{extracted.get('changes', 0):,} changes extracted; {len(tables)} tables materialised "
-        f"in {time.monotonic() - started:.1f} s"
+        f"run-once: interval {run.planned.interval or '(nothing new)'} [{run.planned.start}, {run.planned.end}), "
+        f"{changes:,} changes extracted; {len(run.materialized)} tables materialised in {run.seconds:.1f} s",
+        *_table_lines(run.materialized),
     ]
-    lines += [
-        f"  {r['table']:<30} inserted={r['inserted']:,} updated={r['updated']:,} deleted={r['deleted']:,}"
-        for r in tables
-    ]
-    _emit(args, data, "\n".join(lines))
+    _emit(args, to_dict(run), "\n".join(lines))
     return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
     """The warehouse tables next to the source's (spark-submit): counts, equality, a few rows."""
-    tables = run_spark_job(cfg, "compare", ["--rows", str(args.rows)])
+    tables = steps.verify(cfg, _launch, rows=args.rows)
     lines = []
     for t in tables:
-        verdict = "equal" if t["equal"] else "DIFFERENT"
+        verdict = "equal" if t.equal else "DIFFERENT"
         lines.append(
-            f"{t['table']} → {t['warehouse_table']}: source {t['source_rows']:,} rows, "
-            f"warehouse {t['warehouse_rows']:,} rows, {verdict}"
+            f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, "
+            f"warehouse {t.warehouse_rows:,} rows, {verdict}"
         )
-        for side in ("source", "warehouse"):
-            for row in t[f"{side}_sample"]:
+        for side, sample in (("source", t.source_sample), ("warehouse", t.warehouse_sample)):
+            for row in sample:
                 lines.append(
-                    f"  {side:<9} " + ", ".join(f"{c}={v!r}" for c, v in zip(t["columns"], row, strict=False))
+                    f"  {side:<9} " + ", ".join(f"{c}={v!r}" for c, v in zip(t.columns, row, strict=False))
                 )
-    _emit(args, {"tables": tables}, "\n".join(lines))
-    return EXIT_OK if all(t["equal"] for t in tables) else EXIT_ERROR
+    _emit(args, {"tables": to_dict(tables)}, "\n".join(lines))
+    return EXIT_OK if all(t.equal for t in tables) else EXIT_ERROR
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -489,17 +437,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = load_config(args.config)
         return int(args.func(args, cfg))
-    except LoaderError as exc:
+    except (LoaderError, pymysql.err.Error) as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"loader {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_TRANSIENT if exc.transient else EXIT_ERROR
-    except pymysql.err.Error as exc:
-        if args.debug:
-            traceback.print_exc()
-        code = exc.args[0] if exc.args else 0
-        print(f"loader {args.command}: source error: {exc.args[-1] if exc.args else exc}", file=sys.stderr)
-        return EXIT_TRANSIENT if code in _TRANSIENT_MYSQL_CODES else EXIT_ERROR
+        print(f"loader {args.command}: error: {describe(exc)}", file=sys.stderr)
+        return exit_code(exc)
     except BrokenPipeError:
         # The reader of our output went away (| head): not an error of ours.
         sys.stderr.close()

@@ -1,15 +1,25 @@
-"""Every error the loader raises on purpose.
+"""Every error the loader raises on purpose, and how a caller decides whether to retry.
 
-Terminal errors mean "do not retry, a person has to look"; transient ones may succeed on retry.
-Each error keeps its fields as attributes and stays picklable, so it crosses process boundaries
-(Spark executors, Airflow task runners) intact.
+Each error class is either terminal ("do not retry, a person has to look": ``transient = False``)
+or transient (may succeed on retry: ``TransientError`` and its subclasses). Callers decide with
+``is_transient`` and ``exit_code``, never by reading an error's text. Each error keeps its fields
+as attributes and stays picklable, so it crosses process boundaries (Spark executors, Airflow
+task runners) intact.
 """
 
 from __future__ import annotations
 
+import pymysql
+
+# Exit codes of the ``loader`` command and of the Spark jobs (``loader.spark_jobs``).
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRANSIENT = 0, 1, 2, 3
+
+# Lost or refused connections and lock waits: worth a retry.
+TRANSIENT_MYSQL_CODES = frozenset({1205, 1213, 2003, 2006, 2013})
+
 
 class LoaderError(Exception):
-    """Base class of every error the loader raises on purpose."""
+    """Base class of every error the loader raises on purpose; terminal unless said otherwise."""
 
     transient: bool = False
 
@@ -23,12 +33,22 @@ class TransientError(LoaderError):
     transient = True
 
 
+# --- terminal: configuration and source ---------------------------------------------------
+
+
 class ConfigError(LoaderError):
     """The configuration is missing, unreadable or holds a value that is not accepted."""
 
 
 class SourceError(LoaderError):
     """The source server is misconfigured for binlog replication or refused a request."""
+
+
+class TableKeyError(LoaderError):
+    """A table has no key the loader can merge by."""
+
+
+# --- terminal: reading the binlog ---------------------------------------------------------
 
 
 class DecodeError(LoaderError):
@@ -48,3 +68,94 @@ class DecodeError(LoaderError):
 
 class BinlogResetError(LoaderError):
     """The binlog no longer continues the checkpoint; a new initial load is needed."""
+
+
+class IncidentError(LoaderError):
+    """The server wrote an incident event: it lost changes at this point of the log."""
+
+
+class BodyError(ValueError):
+    """Raised inside an event body decoder; the parser turns it into a ``DecodeError`` with the
+    file position and event type, so it never leaves the binlog package."""
+
+
+class JsonbError(ValueError):
+    """The binary JSON is malformed; becomes a ``DecodeError`` like ``BodyError``."""
+
+
+# --- terminal: staging and the ledger -----------------------------------------------------
+
+
+class ExtractError(LoaderError):
+    """The interval cannot be extracted as the binlog stands (a schema change, a missing key...)."""
+
+
+class CsvValueError(LoaderError):
+    """A value cannot be written to a staging file."""
+
+
+class StoreError(LoaderError):
+    """The store refused a request for a reason retrying will not fix."""
+
+
+class ManifestError(LoaderError):
+    """A manifest is missing fields or has a version this loader does not read."""
+
+
+class LedgerError(LoaderError):
+    """The ledger does not allow the step asked for (no checkpoint, a competing run, ...), or one
+    of its records cannot be read."""
+
+
+# --- terminal: the warehouse --------------------------------------------------------------
+
+
+class TypeMapError(LoaderError):
+    """A MySQL column type the warehouse has no mapping for."""
+
+
+class MergeError(LoaderError):
+    """The merge cannot be rendered for this table (no key, a key column it does not have)."""
+
+
+class MaterializeError(LoaderError):
+    """A table cannot be materialised (an interval out of order, a change the table cannot take)."""
+
+
+class LoadError(LoaderError):
+    """The initial load cannot go on (a table it cannot key, a subset on a first load, ...)."""
+
+
+class SparkJobError(LoaderError):
+    """A Spark job failed; carries the job's own error class and whether it is worth a retry."""
+
+    def __init__(self, message: str, job: str = "", error_class: str = "", transient: bool = False) -> None:
+        super().__init__(message, job, error_class, transient)
+        self.message = message
+        self.job = job
+        self.error_class = error_class
+        self.transient = transient
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the step that raised ``exc`` may succeed."""
+    if isinstance(exc, LoaderError):
+        return exc.transient
+    if isinstance(exc, pymysql.err.Error):
+        return bool(exc.args) and exc.args[0] in TRANSIENT_MYSQL_CODES
+    return False
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of a command or job that failed with ``exc``."""
+    return EXIT_TRANSIENT if is_transient(exc) else EXIT_ERROR
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a user: the loader's own text, or a source server's message without its code."""
+    if isinstance(exc, pymysql.err.Error) and exc.args:
+        return f"source error: {exc.args[-1]}"
+    return str(exc)

@@ -29,20 +29,17 @@ from loader.binlog.reader import open_transport, read_transactions, source_schem
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import RowsBatch, Statement, Transaction
 from loader.config import Config
-from loader.errors import LoaderError
+from loader.errors import ExtractError, TableKeyError
 from loader.ledger import EXTRACTED, MATERIALISED, Interval, Ledger
 from loader.positions import Position
+from loader.results import ExtractedTable, ExtractSummary
 from loader.source import check_binlog_settings, connect, credentials, current_position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
-from loader.tables import TableKeyError, TableSelector, key_columns
+from loader.tables import TableSelector, key_columns
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class ExtractError(LoaderError):
-    """The interval cannot be extracted as the binlog stands (a schema change, a missing key...)."""
 
 
 def commit_ts_text(micros: int) -> str:
@@ -346,26 +343,6 @@ def publish_table(
 # --- the interval ---------------------------------------------------------------------------
 
 
-@dataclass
-class TableSummary:
-    table: str
-    ops: dict[str, int]
-    files: int
-    bytes: int
-
-
-@dataclass
-class ExtractSummary:
-    interval: str
-    start: str
-    end: str
-    transactions: int
-    changes: int
-    seconds: float
-    tables: list[TableSummary]
-    manifest: str
-
-
 Progress = Callable[[str], None]
 
 
@@ -502,7 +479,7 @@ def extract_interval(
         changes=changes,
         seconds=time.monotonic() - started,
         tables=[
-            TableSummary(f"{t.schema}.{t.table}", t.ops, len(t.files), sum(f.bytes for f in t.files))
+            ExtractedTable(f"{t.schema}.{t.table}", t.ops, len(t.files), sum(f.bytes for f in t.files))
             for t in tables
         ],
         manifest=key,
@@ -569,7 +546,7 @@ def run_extract(
     start: Position | None = None,
     end: Position | None = None,
     max_changes: int | None = None,
-    progress: Progress = _stderr,
+    progress: Progress | None = None,
     interval_id: str | None = None,
     workers: int = 1,
 ) -> ExtractSummary | None:
@@ -597,4 +574,4 @@ def run_extract(
     if interval is None:
         return None
     info: dict[str, str] = {k: settings[k] for k in ("server_id", "server_uuid", "version") if k in settings}
-    return extract_interval(cfg, store, ledger, interval, progress, info, workers)
+    return extract_interval(cfg, store, ledger, interval, progress or _stderr, info, workers)

@@ -11,11 +11,11 @@ manifest published), ``materialised`` (in the warehouse; the checkpoint moved pa
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
-from loader.errors import LoaderError
+from loader import records
+from loader.errors import LedgerError
 from loader.positions import Position
 from loader.staging import layout
 from loader.staging.stores import Store, open_store
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from loader.config import Config
 
 PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
+# Version 2 added the version field itself; version 1 records (no field) read unchanged.
+LEDGER_VERSION = 2
+UPGRADES: dict[int, records.Upgrade] = {1: lambda fields: fields}
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
-
-
-class LedgerError(LoaderError):
-    """The ledger does not allow the step asked for (no checkpoint, a competing run, ...)."""
+R = TypeVar("R")
 
 
 @dataclass
@@ -54,7 +54,7 @@ class Interval:
         return Position.parse(self.extracted_end or self.end)
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode()
+        return records.encode(asdict(self), LEDGER_VERSION)
 
 
 @dataclass
@@ -80,7 +80,7 @@ class Load:
     first: bool = True  # the source's first load (it sets the checkpoint), not a re-load
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode()
+        return records.encode(asdict(self), LEDGER_VERSION)
 
 
 class Ledger:
@@ -94,40 +94,50 @@ class Ledger:
     def _interval_key(self, interval_id: str) -> str:
         return f"{self.prefix}/intervals/{interval_id}.json"
 
+    def _read(self, cls: type[R], key: str, data: bytes) -> R:
+        """A record of this ledger, from whichever version of the loader wrote it."""
+        fields = records.decode(data, f"ledger record {key}", LEDGER_VERSION, UPGRADES, LedgerError)
+        try:
+            return cls(**fields)
+        except TypeError as exc:
+            raise LedgerError(f"ledger record {key} does not hold a {cls.__name__.lower()}: {exc}") from None
+
     def checkpoint(self) -> Checkpoint | None:
-        data = self.store.get(f"{self.prefix}/checkpoint.json")
-        return Checkpoint(**json.loads(data)) if data else None
+        key = f"{self.prefix}/checkpoint.json"
+        data = self.store.get(key)
+        return self._read(Checkpoint, key, data) if data else None
 
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
-        self.store.put(f"{self.prefix}/checkpoint.json", json.dumps(asdict(checkpoint), indent=1).encode())
+        self.store.put(f"{self.prefix}/checkpoint.json", records.encode(asdict(checkpoint), LEDGER_VERSION))
 
     @classmethod
     def of(cls, cfg: Config) -> Ledger:
         """The ledger of the config's source, in its staging store."""
         return cls(open_store(cfg.staging), cfg.source.name)
 
-    def _records(self, folder: str) -> list[dict[str, Any]]:
-        """Every JSON record under ``<prefix>/<folder>``, in key order (ids sort as they were made)."""
+    def _records(self, cls: type[R], folder: str) -> list[R]:
+        """Every record under ``<prefix>/<folder>``, in key order (ids sort as they were made)."""
         out = []
         for key in self.store.list(f"{self.prefix}/{folder}"):
             data = self.store.get(key)
             if data:
-                out.append(json.loads(data))
+                out.append(self._read(cls, key, data))
         return out
 
     def intervals(self) -> list[Interval]:
-        return sorted((Interval(**r) for r in self._records("intervals")), key=lambda i: i.id)
+        return sorted(self._records(Interval, "intervals"), key=lambda i: i.id)
 
     def get(self, interval_id: str) -> Interval | None:
-        data = self.store.get(self._interval_key(interval_id))
-        return Interval(**json.loads(data)) if data else None
+        key = self._interval_key(interval_id)
+        data = self.store.get(key)
+        return self._read(Interval, key, data) if data else None
 
     def save(self, interval: Interval) -> None:
         self.store.put(self._interval_key(interval.id), interval.to_json())
 
     def loads(self) -> list[Load]:
         """Every initial load, oldest first."""
-        return sorted((Load(**r) for r in self._records("loads")), key=lambda load: load.id)
+        return sorted(self._records(Load, "loads"), key=lambda load: load.id)
 
     def save_load(self, load: Load) -> None:
         self.store.put(f"{self.prefix}/loads/{load.id}.json", load.to_json())
@@ -148,14 +158,9 @@ class Ledger:
             )
         return Position.parse(cp.position)
 
-    def last_error(self, since: dt.datetime | None = None) -> Interval | None:
-        """The interval whose step failed last (errors are cleared when the step succeeds); with
-        ``since``, only an error noted at or after that time (to the second)."""
-        cutoff = since.strftime(ERROR_TIME_FORMAT) if since else ""
-        failed = sorted(
-            (i for i in self.intervals() if i.error and (i.error_at or "") >= cutoff),
-            key=lambda i: i.error_at or "",
-        )
+    def last_error(self) -> Interval | None:
+        """The interval whose step failed last (errors are cleared when the step succeeds)."""
+        failed = sorted((i for i in self.intervals() if i.error), key=lambda i: i.error_at or "")
         return failed[-1] if failed else None
 
     def record_error(self, interval_id: str, error: str) -> None:

@@ -1,92 +1,100 @@
-"""The loader's Spark jobs: what ``spark-submit`` runs.
+"""The loader's Spark jobs: the application ``spark-submit`` runs (built by ``warehouse.submit``).
 
     spark-submit loader/spark_jobs.py materialize --config loader.toml
     spark-submit loader/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
     spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N]
 
-Progress goes to stderr; the last stdout line is the job's summary as JSON after ``SUMMARY_PREFIX``
-(the ``loader`` command and the Airflow tasks read it). Exit 1 on a loader error, with its text;
-3 on a transient one (worth retrying).
+Progress goes to stderr after ``PROGRESS_PREFIX``. The outcome (the step's summary, or the
+error's class, text and whether it is transient) goes to the file ``$LOADER_JOB_RESULT`` names;
+the exit code is 1 on a terminal error and 3 on a transient one (``errors.exit_code``).
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    # spark-submit runs this file as a script, which puts its folder first on sys.path; the
+    # loader's modules must only be imported as ``loader.*`` (loader/airflow.py would shadow Airflow).
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+
 import argparse
 import dataclasses
-import json
-import sys
+import os
 from collections.abc import Sequence
 from typing import Any
 
-from loader.config import load_config
-from loader.errors import LoaderError, TransientError
+from loader import results, steps
+from loader.config import Config, load_config
+from loader.errors import EXIT_OK, LoaderError, describe, exit_code
+from loader.warehouse.submit import JOBS, PROGRESS_PREFIX, RESULT_ENV, write_outcome
 
-SUMMARY_PREFIX = "LOADER-JOB-SUMMARY "
-PROGRESS_PREFIX = "LOADER-JOB-PROGRESS "  # tells the job's progress apart from Spark's own logs
 
-
-def _stderr(message: str) -> None:
+def _progress(message: str) -> None:
     print(PROGRESS_PREFIX + message, file=sys.stderr, flush=True)
 
 
-def _materialize(spark: Any, cfg: Any, args: argparse.Namespace) -> Any:
-    from loader import pipeline
-    from loader.materialize import run_materialize
+def _materialize(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
+    from loader.warehouse.materialize import run_materialize
 
-    try:
-        results = run_materialize(spark, cfg)
-    except LoaderError as exc:
-        pipeline.note_materialize_error(cfg, str(exc))
-        raise
-    pipeline.clear_materialize_errors(cfg)
-    return [dataclasses.asdict(r) for r in results]
+    with steps.materialize_errors_noted(cfg):
+        return results.to_dict(run_materialize(spark, cfg))
 
 
-def _initial_load(spark: Any, cfg: Any, args: argparse.Namespace) -> Any:
-    from loader.initial_load import run_initial_load
+def _initial_load(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
+    from loader.warehouse.initial_load import copy_tables, run_initial_load
 
     if args.parallelism:
         cfg = dataclasses.replace(cfg, load=dataclasses.replace(cfg.load, parallelism=args.parallelism))
     only = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
     if args.load_id:  # one step of a load the orchestrator started (P0 recorded already)
-        from loader.initial_load import copy_tables
-
-        return [dataclasses.asdict(r) for r in copy_tables(spark, cfg, args.load_id, only, progress=_stderr)]
-    summary = run_initial_load(spark, cfg, only, progress=_stderr)
-    return dataclasses.asdict(summary)
+        return results.to_dict(copy_tables(spark, cfg, args.load_id, only, progress=_progress))
+    return results.to_dict(run_initial_load(spark, cfg, only, progress=_progress))
 
 
-def _compare(spark: Any, cfg: Any, args: argparse.Namespace) -> Any:
-    from loader.compare import compare_tables
+def _compare(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
+    from loader.warehouse.compare import compare_tables
 
-    return compare_tables(spark, cfg, sample=args.rows)
+    return results.to_dict(compare_tables(spark, cfg, sample=args.rows))
 
 
-JOBS = {"materialize": _materialize, "initial-load": _initial_load, "compare": _compare}
+RUNNERS = {"materialize": _materialize, "initial-load": _initial_load, "compare": _compare}
+assert set(RUNNERS) == set(JOBS)
+
+
+def _leave_outcome(summary: Any = None, error: BaseException | None = None) -> None:
+    """Where the launcher looks for it (nowhere when the job is run by hand)."""
+    if os.environ.get(RESULT_ENV):
+        write_outcome(os.environ[RESULT_ENV], summary, error)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spark_jobs")
-    parser.add_argument("job", choices=sorted(JOBS))
+    parser.add_argument("job", choices=sorted(RUNNERS))
     parser.add_argument("--config", help="TOML config file (default: $LOADER_CONFIG)")
     parser.add_argument("--tables", help="initial-load: a comma-separated subset of the selected tables")
     parser.add_argument("--parallelism", type=int, help="initial-load: key ranges per table read at once")
     parser.add_argument("--load-id", help="initial-load: copy the tables of this started load only")
     parser.add_argument("--rows", type=int, default=3, help="compare: rows of each table to show")
     args = parser.parse_args(argv)
-    from loader.spark import build_session
+    from pymysql.err import Error as MySQLError
+
+    from loader.warehouse.session import build_session
 
     try:
         cfg = load_config(args.config)
         spark = build_session(cfg, app_name=f"loader-{args.job}-{cfg.source.name}")
         spark.sparkContext.setLogLevel("WARN")
-        summary = JOBS[args.job](spark, cfg, args)
-    except LoaderError as exc:
-        print(f"{PROGRESS_PREFIX}{args.job}: error: {exc}", file=sys.stderr, flush=True)
-        return 3 if isinstance(exc, TransientError) else 1
-    print(SUMMARY_PREFIX + json.dumps(summary), flush=True)
+        summary = RUNNERS[args.job](spark, cfg, args)
+    except (LoaderError, MySQLError) as exc:
+        _progress(f"{args.job}: error: {describe(exc)}")
+        _leave_outcome(error=exc)
+        return exit_code(exc)
+    _leave_outcome(summary)
     spark.stop()
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -6,11 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from loader.errors import LoaderError
-
-
-class TableKeyError(LoaderError):
-    """A table has no key the loader can merge by."""
+from loader.errors import TableKeyError
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ def spark_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
 @pytest.fixture(scope="session")
 def spark(spark_config: Config) -> Iterator[object]:
     """One local Spark session (local[2], UI off) for the whole test session."""
-    from loader.spark import build_session
+    from loader.warehouse.session import build_session
 
     session = build_session(spark_config, app_name="loader-tests")
     try:

@@ -79,7 +79,7 @@ for dag_id, dag in bag.dags.items():
 # the loader's others become AirflowFailException (no retry), with the loader's text.
 from airflow.sdk.exceptions import AirflowFailException
 from loader.errors import SourceError, TransientError
-from loader.orchestration import loader_errors
+from loader.airflow import loader_errors
 
 try:
     with loader_errors():
@@ -152,7 +152,7 @@ TABLES = {"orders": "id", "lines": "order_id, line", "notes": "code"}
 READ_WAREHOUSE = """
 import datetime as dt, json, sys
 from loader.config import load_config
-from loader.spark import build_session
+from loader.warehouse.session import build_session
 tables = json.loads(sys.argv[1])
 s = build_session(load_config())
 out = {}

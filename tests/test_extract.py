@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.errors import LoaderError
-from loader.extract import ExtractError, run_extract
-from loader.ledger import EXTRACTED, Checkpoint, Ledger, LedgerError
+from loader.errors import ExtractError, LedgerError, LoaderError
+from loader.extract import run_extract
+from loader.ledger import EXTRACTED, Checkpoint, Ledger
 from loader.positions import Position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import Manifest

@@ -30,16 +30,12 @@ from loader.binlog.constants import (
 )
 from loader.binlog.values import lenenc
 from loader.binlog.values.strings import string_meta
-from loader.errors import DecodeError
+from loader.errors import BodyError, DecodeError
 
 _HEADER = struct.Struct("<IBIIIH")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-
-
-class BodyError(ValueError):
-    """Raised inside a body decoder; the parser adds file:position and the event type."""
 
 
 def _take(data: bytes, pos: int, n: int, what: str) -> tuple[bytes, int]:

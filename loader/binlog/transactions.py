@@ -19,15 +19,11 @@ from loader.binlog.parser import BinlogParser
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
 from loader.binlog.transport import RawEvent
-from loader.errors import DecodeError, LoaderError
+from loader.errors import DecodeError, IncidentError
 from loader.positions import Position, seqno_of
 
 TableFilter = Callable[[str, str], bool]
 log = logging.getLogger(__name__)
-
-
-class IncidentError(LoaderError):
-    """The server wrote an incident event: it lost changes at this point of the log."""
 
 
 @dataclass(frozen=True, slots=True)

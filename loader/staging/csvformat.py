@@ -24,7 +24,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from loader.errors import LoaderError
+from loader.errors import CsvValueError
 
 META_COLUMNS = ("op", "seqno", "row_id", "commit_ts")
 EMPTY_MARKER = "\x00\ue000loader-empty-string\ue000\x00"
@@ -47,10 +47,6 @@ SPARK_READ_OPTIONS: dict[str, str] = {
     "enforceSchema": "true",
     "unescapedQuoteHandling": "RAISE_ERROR",
 }
-
-
-class CsvValueError(LoaderError):
-    """A value cannot be written to a staging file."""
 
 
 def quote(text: str) -> str:

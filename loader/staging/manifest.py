@@ -7,17 +7,12 @@ bytes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
-from loader.errors import LoaderError
+from loader import records
+from loader.errors import ManifestError
 
 MANIFEST_VERSION = 1
-
-
-class ManifestError(LoaderError):
-    """A manifest is missing fields or has a version this loader does not read."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +70,13 @@ class Manifest:
     version: int = MANIFEST_VERSION
 
     def to_json(self) -> bytes:
-        return (json.dumps(asdict(self), indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        return records.encode(asdict(self), self.version)
 
     @classmethod
-    def from_json(cls, data: bytes) -> Manifest:
+    def from_json(cls, data: bytes, what: str = "manifest") -> Manifest:
+        """Read a manifest (``what`` names it in errors: its key in the store)."""
+        raw = records.decode(data, what, MANIFEST_VERSION, {}, ManifestError)
         try:
-            raw: dict[str, Any] = json.loads(data)
-            if raw.get("version") != MANIFEST_VERSION:
-                raise ManifestError(f"manifest version {raw.get('version')} is not {MANIFEST_VERSION}")
             tables = [
                 TableEntry(
                     schema=t["schema"],
@@ -105,4 +99,4 @@ class Manifest:
                 tables=tables,
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ManifestError(f"manifest cannot be read: {exc}") from None
+            raise ManifestError(f"{what} cannot be read: {exc}") from None

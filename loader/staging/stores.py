@@ -23,11 +23,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from loader.config import StagingConfig
-from loader.errors import ConfigError, LoaderError, TransientError
-
-
-class StoreError(LoaderError):
-    """The store refused a request for a reason retrying will not fix."""
+from loader.errors import ConfigError, StoreError, TransientError
 
 
 class Store(Protocol):

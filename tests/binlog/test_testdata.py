@@ -14,8 +14,8 @@ import pytest
 from loader.binlog.files import BinlogFiles
 from loader.binlog.rowplan import ABSENT, JsonDiff
 from loader.binlog.schema import SourceColumn, SourceTable, StaticSchema
-from loader.binlog.transactions import IncidentError, Transaction, TransactionReader
-from loader.errors import DecodeError
+from loader.binlog.transactions import Transaction, TransactionReader
+from loader.errors import DecodeError, IncidentError
 from loader.positions import Position
 from tests.binlog.reference import TextRow, matches, parse_decoded, prepare, read_reference
 from tests.conftest import BINLOG_TESTDATA

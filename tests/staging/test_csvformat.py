@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from loader.errors import CsvValueError
 from loader.staging import csvformat
-from loader.staging.csvformat import CsvValueError, encode_value, header_line, row_line
+from loader.staging.csvformat import encode_value, header_line, row_line
 
 TEXTS = [
     "",

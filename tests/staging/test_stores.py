@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from loader.config import StagingConfig
-from loader.staging.stores import Store, StoreError, open_store
+from loader.errors import StoreError
+from loader.staging.stores import Store, open_store
 from tests.webhdfs import WebHdfs
 
 

@@ -13,25 +13,18 @@ The rule runs in three steps, each a readable template (DESIGN.md section 4):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 from string import Template
 from typing import Any
 
-from loader.errors import LoaderError
+from loader.errors import MergeError
+from loader.warehouse.tables import quote_identifier
 
-SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+# Package data, so that an installed loader (a wheel on Airflow workers or a cluster) has it.
+SQL_DIR = resources.files("loader.warehouse") / "sql"
 # Up to this many changed keys, the changes are broadcast to the tasks scanning the base table
 # (a map-only join); above it, Spark chooses (a shuffle join keeps memory bounded).
 BROADCAST_MAX_KEYS = 2_000_000
-
-
-class MergeError(LoaderError):
-    """The merge cannot be rendered for this table (no key, a key column it does not have)."""
-
-
-def quote_identifier(name: str) -> str:
-    """A Spark SQL identifier, backquoted, with backquotes doubled."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from loader.merge import MergeError, apply_merge, merge_sql
+from loader.errors import MergeError
+from loader.warehouse.merge import apply_merge, merge_sql
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from loader import types
 from loader.staging import csvformat
+from loader.warehouse import types
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 from loader.config import Config
 from loader.extract import run_extract
 from loader.ledger import Checkpoint, Ledger
-from loader.materialize import run_materialize
+from loader.warehouse.materialize import run_materialize
 from tests.conftest import MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -171,7 +171,7 @@ def _table_rows(config: Path, table: str) -> list[list[Any]]:
     code = (
         "import json, sys\n"
         "from loader.config import load_config\n"
-        "from loader.spark import build_session\n"
+        "from loader.warehouse.session import build_session\n"
         f"s = build_session(load_config({str(config)!r}))\n"
         f"rows = s.sql('SELECT id, v FROM crash_wh.{table} ORDER BY id').collect()\n"
         "print('ROWS ' + json.dumps([list(r) for r in rows]))\n"
@@ -188,7 +188,7 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     import subprocess
     import sys
 
-    from loader.materialize import CRASH_AFTER_SWAPS_ENV
+    from loader.warehouse.tables import CRASH_AFTER_SWAPS_ENV
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
@@ -265,7 +265,7 @@ def test_superseded_versions_go_after_the_retention(
 
 
 def test_a_planned_interval_blocks_the_ones_after_it(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
-    from loader.materialize import MaterializeError
+    from loader.errors import MaterializeError
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS mat",

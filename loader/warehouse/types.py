@@ -28,12 +28,7 @@ from __future__ import annotations
 import re
 
 from loader.binlog.constants import GEOMETRY_TYPE_NAMES
-from loader.errors import LoaderError
-
-
-class TypeMapError(LoaderError):
-    """A MySQL column type the warehouse has no mapping for."""
-
+from loader.errors import TypeMapError
 
 _INT_SPARK = {
     "tinyint": "tinyint",

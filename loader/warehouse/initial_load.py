@@ -30,23 +30,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loader import types
 from loader.binlog.schema import InformationSchema
 from loader.config import Config
-from loader.errors import LoaderError
+from loader.errors import LoadError
 from loader.ledger import Checkpoint, Ledger, Load
-from loader.materialize import PART, ensure_table, has_integer_key, partition_expr, publish_version
-from loader.merge import quote_identifier
 from loader.positions import Position, seqno_of
+from loader.results import LoadSummary, TableLoadResult
 from loader.source import Credentials, check_binlog_settings, connect, credentials, current_position
 from loader.staging.manifest import ColumnSpec
 from loader.tables import TableSelector, key_columns
+from loader.warehouse import types
+from loader.warehouse.tables import (
+    PART,
+    ensure_table,
+    has_integer_key,
+    partition_expr,
+    publish_version,
+    quote_identifier,
+)
 
 Progress = Callable[[str], None]
-
-
-class LoadError(LoaderError):
-    """The initial load cannot go on (a table it cannot key, a subset on a first load, ...)."""
 
 
 @dataclass(frozen=True)
@@ -67,23 +70,6 @@ class SourceTableInfo:
     def sql_name(self) -> str:
         """The table's name in the source's SQL, backquoted."""
         return f"{quote_identifier(self.schema)}.{quote_identifier(self.table)}"
-
-
-@dataclass
-class TableLoadResult:
-    table: str
-    rows: int
-    seconds: float
-    ranges: int
-
-
-@dataclass
-class LoadSummary:
-    load_id: str
-    p0: str
-    tables: list[TableLoadResult]
-    seconds: float
-    first: bool  # the first load (it set the checkpoint), not a re-load of some tables
 
 
 def _sql_literal(conn: Any, value: Any) -> str:

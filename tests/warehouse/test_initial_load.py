@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.errors import LoaderError
+from loader.errors import LoaderError, LoadError
 from loader.extract import run_extract
-from loader.initial_load import LoadError, run_initial_load
 from loader.ledger import Checkpoint, Ledger
-from loader.materialize import run_materialize
 from loader.staging.stores import open_store
+from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.materialize import run_materialize
 from tests.conftest import MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -63,19 +63,3 @@ def build_session(cfg: Config, app_name: str = "loader") -> SparkSession:
     for key, value in spark_conf(cfg).items():
         builder = builder.config(key, value)
     return builder.enableHiveSupport().getOrCreate()
-
-
-def spark_submit_command(cfg: Config, script: str, args: list[str]) -> list[str]:
-    """The spark-submit command line of a loader job, with the config's master and settings."""
-    import sys
-
-    command = ["spark-submit", "--master", cfg.spark.master]
-    for key, value in spark_conf(cfg).items():
-        command += ["--conf", f"{key}={value}"]
-    command += [
-        "--conf",
-        f"spark.pyspark.python={sys.executable}",
-        "--conf",
-        f"spark.pyspark.driver.python={sys.executable}",
-    ]
-    return [*command, script, *args]

@@ -11,10 +11,10 @@ import decimal
 from typing import Any
 
 from loader.config import Config
-from loader.initial_load import selected_tables
-from loader.materialize import table_name
-from loader.merge import quote_identifier
+from loader.results import TableComparison
 from loader.source import connect, credentials
+from loader.warehouse.initial_load import selected_tables
+from loader.warehouse.tables import quote_identifier, table_name
 
 
 def _plain(value: Any) -> Any:
@@ -34,7 +34,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[dict[str, Any]]:
+def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[TableComparison]:
     """Per selected table: rows in the source and the warehouse, equal or not, the first rows of each."""
     conn = connect(credentials(cfg.source))
     out = []
@@ -53,16 +53,16 @@ def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[dict[str, A
             else:
                 warehouse = []
             out.append(
-                {
-                    "table": info.qualified,
-                    "warehouse_table": name.replace("`", ""),
-                    "source_rows": len(source),
-                    "warehouse_rows": len(warehouse),
-                    "equal": source == warehouse,
-                    "columns": names,
-                    "source_sample": [list(r) for r in source[:sample]],
-                    "warehouse_sample": [list(r) for r in warehouse[:sample]],
-                }
+                TableComparison(
+                    table=info.qualified,
+                    warehouse_table=name.replace("`", ""),
+                    source_rows=len(source),
+                    warehouse_rows=len(warehouse),
+                    equal=source == warehouse,
+                    columns=names,
+                    source_sample=[list(r) for r in source[:sample]],
+                    warehouse_sample=[list(r) for r in warehouse[:sample]],
+                )
             )
     finally:
         conn.close()

@@ -1,0 +1,204 @@
+"""Airflow glue: the task callables and the Spark job operator the DAG files wire together.
+
+Each task calls one step of ``loader.steps`` and turns its typed result into XCom (plain JSON).
+Nothing here runs while a DAG file is parsed: the config is read, connections are looked up and
+the source is queried inside the tasks. The config file comes from ``LOADER_CONFIG`` in the
+workers' environment. Errors: a transient one (``errors.is_transient``) is raised as it is
+(Airflow retries it with backoff); any other becomes ``AirflowFailException`` with the loader's
+text (no retry).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pymysql
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Asset, AssetAlias, get_current_context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from loader import steps
+from loader.config import Config, load_config
+from loader.errors import ConfigError, LoaderError, describe, is_transient
+from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
+from loader.warehouse.submit import SparkJob
+
+log = logging.getLogger(__name__)
+SCHEDULE_ENV = "LOADER_DELTA_SCHEDULE"
+DEFAULT_SCHEDULE = dt.timedelta(minutes=15)
+TABLES_ALIAS = AssetAlias("loader-warehouse-tables")
+
+
+def delta_schedule() -> str | dt.timedelta | None:
+    """The delta DAG's schedule: ``$LOADER_DELTA_SCHEDULE`` (cron, minutes, or ``none`` for
+    triggered runs only), else every 15 minutes."""
+    value = os.environ.get(SCHEDULE_ENV, "").strip()
+    if not value:
+        return DEFAULT_SCHEDULE
+    if value.lower() == "none":
+        return None
+    return dt.timedelta(minutes=int(value)) if value.isdigit() else value
+
+
+def config() -> Config:
+    """The loader's config, as the workers see it (``$LOADER_CONFIG``)."""
+    if not os.environ.get("LOADER_CONFIG"):
+        raise AirflowFailException(
+            "set LOADER_CONFIG to the loader's config file in the workers' environment"
+        )
+    try:
+        return load_config()
+    except ConfigError as exc:
+        raise AirflowFailException(str(exc)) from None
+
+
+@contextmanager
+def loader_errors() -> Iterator[None]:
+    """Transient errors are retried by Airflow; the others fail the task at once with their text."""
+    try:
+        yield
+    except (LoaderError, pymysql.err.Error) as exc:
+        if is_transient(exc):
+            raise
+        raise AirflowFailException(f"{type(exc).__name__}: {describe(exc)}") from None
+
+
+def asset_for(cfg: Config, qualified: str) -> Asset:
+    """The Airflow Asset of one warehouse table: ``loader://<source>/<database>/<schema>__<table>``."""
+    schema, table = qualified.split(".", 1)
+    return Asset(
+        name=f"{cfg.warehouse.database}.{schema}__{table}",
+        uri=f"loader://{cfg.source.name}/{cfg.warehouse.database}/{schema}__{table}",
+    )
+
+
+# --- delta DAG tasks -------------------------------------------------------------------------
+
+
+def log_status() -> dict[str, Any]:
+    """Log ``loader status`` (position, checkpoint, lag, intervals, last error)."""
+    with loader_errors():
+        result = steps.status(config())
+    for line in result.text().splitlines():
+        log.info("%s", line)
+    return to_dict(result)
+
+
+def plan() -> dict[str, Any]:
+    """Snapshot the end position and record this run's interval (a rerun gets the same one)."""
+    context = get_current_context()
+    params = context["params"]
+    cfg = config()
+    with loader_errors():
+        planned = steps.plan(
+            cfg,
+            max_changes=params.get("max_changes"),
+            run_id=context["run_id"],
+            dry_run=bool(params.get("dry_run")),
+            start_lognum=params.get("start_lognum"),
+            start_logpos=params.get("start_logpos"),
+        )
+    if planned.dry_run:
+        size = f", {planned.bytes:,} bytes of binlog" if planned.bytes is not None else ""
+        log.info("dry run: would extract [%s, %s)%s; nothing written", planned.start, planned.end, size)
+    elif planned.interval is None:
+        log.info("nothing new since the last interval (source at %s)", planned.end)
+    else:
+        log.info("interval %s: [%s, %s)", planned.interval, planned.start, planned.end)
+    return to_dict(planned)
+
+
+def extract(planned: dict[str, Any]) -> dict[str, Any]:
+    """Extract the planned interval into staging (again on a rerun: same boundaries, same files)."""
+    interval = from_dict(PlannedInterval, planned)
+    if interval.dry_run:
+        raise AirflowSkipException("dry run: nothing is extracted")
+    if interval.interval is None:
+        return {"interval": None}
+    with loader_errors():
+        summary = steps.extract(config(), interval.interval, progress=log.info)
+    assert summary is not None  # a planned interval is always extracted
+    log.info(
+        "interval %s: %s changes in %s transactions", summary.interval, summary.changes, summary.transactions
+    )
+    return to_dict(summary)
+
+
+def publish(planned: dict[str, Any], *, outlet_events: Any) -> list[str]:
+    """Mark the warehouse tables this run's interval changed as updated Assets."""
+    cfg = config()
+    interval = from_dict(PlannedInterval, planned).interval
+    with loader_errors():
+        tables = steps.changed_tables(cfg, interval)
+    for qualified in tables:
+        outlet_events[TABLES_ALIAS].add(asset_for(cfg, qualified), extra={"interval": interval})
+    log.info("updated: %s", ", ".join(tables) or "no tables")
+    return tables
+
+
+# --- initial load DAG tasks ------------------------------------------------------------------
+
+
+def start_initial_load() -> dict[str, Any]:
+    """Check the source and the tables, record P0 before any row is read."""
+    params = get_current_context()["params"]
+    only = [t for t in (params.get("tables") or []) if t] or None
+    with loader_errors():
+        return to_dict(steps.start_load(config(), only, progress=log.info))
+
+
+def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
+    """One Spark job's arguments per table (the copy fans out over them)."""
+    parallelism = get_current_context()["params"].get("parallelism")
+    return steps.copy_arguments(from_dict(StartedLoad, started), parallelism)
+
+
+def finish_initial_load(started: dict[str, Any]) -> dict[str, Any]:
+    """Every table copied: the checkpoint goes to P0 (first load)."""
+    with loader_errors():
+        load = steps.finish_load(config(), started["load_id"])
+    log.info("initial load %s complete from P0 = %s: %s", load["id"], load["p0"], load["rows"])
+    return {"load_id": load["id"], "p0": load["p0"], "rows": load["rows"]}
+
+
+# --- the Spark jobs ---------------------------------------------------------------------------
+
+
+class LoaderSparkJobOperator(SparkSubmitOperator):
+    """``SparkSubmitOperator`` running one of the loader's Spark jobs with the loader's config.
+
+    The application, its arguments, jars, settings and environment come from
+    ``warehouse.submit.build_spark_job`` when the task runs (not when the DAG file is parsed);
+    the master comes from the Spark connection (``spark_default``). The job's outcome decides:
+    a transient error is retried, any other fails the task without retries.
+    """
+
+    template_fields = (*SparkSubmitOperator.template_fields, "job_args")
+
+    def __init__(self, *, job: str, job_args: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(application="", **kwargs)
+        self.job = job
+        self.job_args = job_args or []
+
+    def execute(self, context: Any) -> None:
+        cfg = config()
+
+        def launch(job: SparkJob) -> str | None:
+            self.application = job.application
+            self.application_args = job.args
+            self.conf = job.conf
+            self.jars = ",".join(job.jars) or None
+            self.env_vars = job.env
+            try:
+                super(LoaderSparkJobOperator, self).execute(context)
+            except AirflowException as exc:
+                return str(exc)
+            return None
+
+        with loader_errors():
+            steps.run_spark_job(cfg, self.job, self.job_args, launch, source_needed=self.job != "materialize")

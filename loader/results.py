@@ -1,0 +1,209 @@
+"""What each step of a run returns, as typed records.
+
+The ``loader`` command prints them (``--output json`` is ``to_dict``), the Airflow tasks pass them
+between tasks as XCom (``to_dict`` / ``from_dict``: plain JSON, so no Airflow deserialisation
+allow-list is needed), and the Spark jobs hand them back to the side that started them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def to_dict(result: Any) -> Any:
+    """A result (or a list of them) as JSON-ready data."""
+    if isinstance(result, list):
+        return [to_dict(r) for r in result]
+    return dataclasses.asdict(result)
+
+
+def from_dict(cls: type[T], data: Any) -> T:
+    """The result of type ``cls`` that ``to_dict`` turned into ``data``."""
+    return typing.cast(T, _build(cls, data))
+
+
+def _build(kind: Any, data: Any) -> Any:
+    if data is None:
+        return None
+    origin = typing.get_origin(kind)
+    if origin is list:
+        (item,) = typing.get_args(kind)
+        return [_build(item, d) for d in data]
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(kind) if a is not type(None)]
+        return _build(inner[0], data) if len(inner) == 1 else data
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        return kind(
+            **{
+                f.name: _build(hints[f.name], data[f.name])
+                for f in dataclasses.fields(kind)
+                if f.name in data
+            }
+        )
+    return data
+
+
+# --- delta run ------------------------------------------------------------------------------
+
+
+@dataclass
+class PlannedInterval:
+    """The interval a run will extract; ``interval`` is None when there is nothing new, or on a
+    dry run (which records nothing)."""
+
+    interval: str | None
+    start: str
+    end: str
+    dry_run: bool = False
+    bytes: int | None = None  # of binlog, when start and end are in one file
+
+
+@dataclass
+class ExtractedTable:
+    table: str
+    ops: dict[str, int]
+    files: int
+    bytes: int
+
+
+@dataclass
+class ExtractSummary:
+    """One interval extracted into staging."""
+
+    interval: str
+    start: str
+    end: str
+    transactions: int
+    changes: int
+    seconds: float
+    tables: list[ExtractedTable]
+    manifest: str
+
+
+@dataclass
+class TableResult:
+    """One warehouse table after a materialisation."""
+
+    table: str
+    inserted: int
+    updated: int
+    deleted: int
+    partitions: int
+    seconds: float
+
+
+@dataclass
+class RunOnce:
+    """One delta run: planned, extracted (None when nothing new), materialised."""
+
+    planned: PlannedInterval
+    extracted: ExtractSummary | None
+    materialized: list[TableResult]
+    seconds: float
+
+
+# --- initial load ---------------------------------------------------------------------------
+
+
+@dataclass
+class TableLoadResult:
+    table: str
+    rows: int
+    seconds: float
+    ranges: int
+
+
+@dataclass
+class LoadSummary:
+    """An initial load (or a re-load of some tables)."""
+
+    load_id: str
+    p0: str
+    tables: list[TableLoadResult]
+    seconds: float
+    first: bool  # the first load (it set the checkpoint), not a re-load of some tables
+
+
+@dataclass
+class StartedLoad:
+    """An initial load with P0 recorded, before its tables are copied (the DAG's first task)."""
+
+    load_id: str
+    p0: str
+    tables: list[str]
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+
+@dataclass
+class TableComparison:
+    """A warehouse table next to its source table."""
+
+    table: str
+    warehouse_table: str
+    source_rows: int
+    warehouse_rows: int
+    equal: bool
+    columns: list[str]
+    source_sample: list[list[Any]]
+    warehouse_sample: list[list[Any]]
+
+
+@dataclass
+class FailedStep:
+    interval: str
+    error: str
+    at: str | None
+
+
+@dataclass
+class LastLoad:
+    id: str
+    state: str
+    p0: str
+    tables: int
+
+
+@dataclass
+class Status:
+    """Where the source is, what is loaded, how far behind, and what failed last."""
+
+    source: str
+    source_position: str | None
+    checkpoint: dict[str, Any] | None
+    lag_seconds: float | None
+    intervals: dict[str, int]
+    last_error: FailedStep | None
+    last_load: LastLoad | None
+    last_change_at: str | None = None
+    source_error: str | None = None
+
+    def text(self) -> str:
+        """The status for people."""
+        cp = self.checkpoint
+        lines = [
+            f"source {self.source}: at {self.source_position or 'unreachable: ' + (self.source_error or '')}",
+            f"checkpoint: {cp['position'] + ' (' + cp['interval'] + ')' if cp else 'none (run the initial load)'}",
+            "lag: "
+            + (
+                f"{self.lag_seconds:,.0f} s (last applied change at {self.last_change_at})"
+                if self.lag_seconds is not None
+                else "unknown"
+            ),
+            "intervals: " + ", ".join(f"{n} {state}" for state, n in self.intervals.items()),
+        ]
+        if self.last_error:
+            e = self.last_error
+            lines.append(f"last error: interval {e.interval} at {e.at}: {e.error}")
+        if self.last_load:
+            load = self.last_load
+            lines.append(f"last initial load: {load.id} ({load.state}, {load.tables} tables, P0 {load.p0})")
+        return "\n".join(lines)

@@ -1,0 +1,313 @@
+"""The steps of a run, for every caller: the ``loader`` command, the Airflow tasks and the Spark jobs.
+
+A delta run is: plan the interval (snapshot the server's end position), extract it into staging,
+materialise every extracted interval in order with the Spark job (which moves the checkpoint).
+Each step is safe to run again: planning with the same run id returns the same interval,
+extracting an interval writes the same files, materialising is idempotent. Each step notes its
+failure on the interval in the ledger, whoever called it, so ``loader status`` shows it.
+
+Spark jobs are started through a ``Launcher``: the command line's runs spark-submit itself, the
+Airflow operator's runs it through ``SparkSubmitOperator``; both get the job from
+``warehouse.submit.build_spark_job`` and hand its outcome to ``run_spark_job``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+
+import pymysql
+
+from loader.config import Config
+from loader.errors import ConfigError, LoaderError, SparkJobError, describe
+from loader.extract import run_extract
+from loader.ledger import EXTRACTED, MATERIALISED, PLANNED, Ledger
+from loader.positions import Position
+from loader.results import (
+    ExtractSummary,
+    FailedStep,
+    LastLoad,
+    LoadSummary,
+    PlannedInterval,
+    RunOnce,
+    StartedLoad,
+    Status,
+    TableComparison,
+    TableResult,
+    from_dict,
+)
+from loader.source import check_binlog_settings, connect, credentials, current_position
+from loader.warehouse import initial_load
+from loader.warehouse.submit import SparkJob, build_spark_job, read_outcome
+
+Progress = Callable[[str], None]
+# Starts a Spark job and waits for it; returns None when the process ended well, else what went
+# wrong with it (the job's own error, if any, is read from its outcome file afterwards).
+Launcher = Callable[[SparkJob], "str | None"]
+MAX_DECODE_WORKERS = 8
+
+
+# --- delta run ------------------------------------------------------------------------------
+
+
+def plan(
+    cfg: Config,
+    start: Position | None = None,
+    end: Position | None = None,
+    max_changes: int | None = None,
+    run_id: str | None = None,
+    dry_run: bool = False,
+    start_lognum: int | None = None,
+    start_logpos: int | None = None,
+) -> PlannedInterval:
+    """Snapshot the server's end position (or take ``end``) and record the interval to extract.
+
+    A backfill gives ``start`` or ``start_lognum`` + ``start_logpos`` (the file's base name is the
+    server's): the interval replays from there to the end. A dry run records nothing.
+    """
+    ledger = Ledger.of(cfg)
+    conn = connect(credentials(cfg.source))
+    try:
+        check_binlog_settings(conn)
+        now = current_position(conn)
+    finally:
+        conn.close()
+    end = end or now
+    if start_lognum is not None or start_logpos is not None:
+        if start_lognum is None or start_logpos is None:
+            raise ConfigError("a backfill needs both start_lognum and start_logpos")
+        start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
+    if dry_run:
+        begin = start or ledger.next_start()
+        return PlannedInterval(None, str(begin), str(end), True, _span(begin, end))
+    interval = ledger.plan(end, start=start, max_changes=max_changes, run_id=run_id)
+    if interval is None:
+        return PlannedInterval(None, str(end), str(end), False, 0)
+    span = _span(Position.parse(interval.start), Position.parse(interval.end))
+    return PlannedInterval(interval.id, interval.start, interval.end, False, span)
+
+
+def _span(begin: Position, end: Position) -> int | None:
+    """Bytes of binlog between two positions of one file (None across files: sizes unknown here)."""
+    return max(0, end.pos - begin.pos) if begin.file == end.file else None
+
+
+def decode_workers(cfg: Config, requested: int | None = None) -> int:
+    """Decoding processes for an extract: as asked, else one per core (up to 8) when reading
+    binlog files, else one (a server streams one connection)."""
+    if requested:
+        return requested
+    return min(MAX_DECODE_WORKERS, os.cpu_count() or 1) if cfg.source.transport == "files" else 1
+
+
+def extract(
+    cfg: Config,
+    interval_id: str | None = None,
+    *,
+    start: Position | None = None,
+    end: Position | None = None,
+    max_changes: int | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> ExtractSummary | None:
+    """Extract a planned interval again (same boundaries, same files), or plan the next one and
+    extract it; None when there is nothing new. A failure is noted on the interval."""
+    if interval_id is None:
+        interval_id = plan(cfg, start, end, max_changes).interval
+        if interval_id is None:
+            return None
+    try:
+        return run_extract(
+            cfg, interval_id=interval_id, workers=decode_workers(cfg, workers), progress=progress
+        )
+    except (LoaderError, pymysql.err.Error) as exc:
+        Ledger.of(cfg).record_error(interval_id, f"extract: {describe(exc)}")
+        raise
+
+
+def materialize(cfg: Config, launch: Launcher) -> list[TableResult]:
+    """Apply every extracted interval to the warehouse tables (the Spark job moves the checkpoint)."""
+    return from_dict(list[TableResult], run_spark_job(cfg, "materialize", [], launch))
+
+
+def run_once(
+    cfg: Config,
+    launch: Launcher,
+    start: Position | None = None,
+    max_changes: int | None = None,
+    start_lognum: int | None = None,
+    start_logpos: int | None = None,
+    progress: Progress | None = None,
+) -> RunOnce:
+    """One delta run without Airflow: plan, extract, materialise."""
+    started = time.monotonic()
+    planned = plan(cfg, start, None, max_changes, start_lognum=start_lognum, start_logpos=start_logpos)
+    extracted = None
+    if planned.interval is not None:
+        extracted = extract(cfg, planned.interval, progress=progress)
+    tables = materialize(cfg, launch)
+    return RunOnce(planned, extracted, tables, time.monotonic() - started)
+
+
+def changed_tables(cfg: Config, interval_id: str | None) -> list[str]:
+    """The source tables an interval changed (what a run publishes as updated)."""
+    from loader.staging.manifest import Manifest
+
+    if interval_id is None:
+        return []
+    ledger = Ledger.of(cfg)
+    interval = ledger.get(interval_id)
+    if interval is None or interval.manifest is None:
+        return []
+    manifest = Manifest.from_json(ledger.store.get(interval.manifest) or b"")
+    return sorted(f"{t.schema}.{t.table}" for t in manifest.tables)
+
+
+# --- Spark jobs -----------------------------------------------------------------------------
+
+
+def run_spark_job(
+    cfg: Config, name: str, extra: list[str], launch: Launcher, source_needed: bool = False
+) -> object:
+    """Run a Spark job with ``launch`` and return its summary.
+
+    Raises:
+        SparkJobError: the job's own error (its class and whether it is transient), or that it
+            ended without finishing. A materialisation that died without a word is noted on
+            the first interval waiting for it (the job notes its own errors itself).
+    """
+    source = credentials(cfg.source) if source_needed else None
+    with tempfile.TemporaryDirectory(prefix="loader-job-") as tmp:
+        job = build_spark_job(
+            cfg,
+            name,
+            extra,
+            result_path=os.path.join(tmp, "outcome.json"),
+            python=sys.executable,
+            environ=os.environ,
+            source=source,
+        )
+        failure = launch(job)
+        try:
+            return read_outcome(job, failure)
+        except LoaderError as exc:
+            if name == "materialize" and isinstance(exc, SparkJobError) and not exc.error_class:
+                note_materialize_error(cfg, str(exc))
+            raise
+
+
+def note_materialize_error(cfg: Config, error: str) -> None:
+    """Note a failed materialisation on the first interval waiting for it."""
+    ledger = Ledger.of(cfg)
+    waiting = [i for i in ledger.intervals() if i.state == EXTRACTED]
+    if waiting:
+        ledger.record_error(waiting[0].id, f"materialize: {error}")
+
+
+@contextlib.contextmanager
+def materialize_errors_noted(cfg: Config) -> Iterator[None]:
+    """Inside the materialize job: a failure is noted in the ledger, a success clears the errors
+    of the intervals it materialised."""
+    try:
+        yield
+    except (LoaderError, pymysql.err.Error) as exc:
+        note_materialize_error(cfg, describe(exc))
+        raise
+    ledger = Ledger.of(cfg)
+    for interval in ledger.intervals():
+        if interval.state == MATERIALISED and interval.error:
+            interval.error = None
+            ledger.save(interval)
+
+
+# --- initial load ---------------------------------------------------------------------------
+
+
+def initial_load_arguments(tables: list[str] | None = None, parallelism: int | None = None) -> list[str]:
+    """The initial-load job's arguments for a subset of tables and a number of key ranges."""
+    extra = ["--tables", ",".join(tables)] if tables else []
+    return extra + (["--parallelism", str(parallelism)] if parallelism else [])
+
+
+def run_initial_load(
+    cfg: Config, launch: Launcher, tables: list[str] | None = None, parallelism: int | None = None
+) -> LoadSummary:
+    """Record P0, copy the tables and set the checkpoint, in one Spark job."""
+    summary = run_spark_job(
+        cfg, "initial-load", initial_load_arguments(tables, parallelism), launch, source_needed=True
+    )
+    return from_dict(LoadSummary, summary)
+
+
+def start_load(cfg: Config, tables: list[str] | None, progress: Progress) -> StartedLoad:
+    """Check the source and the tables, record P0 before any row is read (the copies follow)."""
+    load = initial_load.start_load(cfg, tables, progress=progress)
+    return StartedLoad(load.id, load.p0, load.tables)
+
+
+def copy_arguments(started: StartedLoad, parallelism: int | None) -> list[list[str]]:
+    """One initial-load job's arguments per table of a started load."""
+    return [
+        ["--load-id", started.load_id, *initial_load_arguments([table], parallelism)]
+        for table in started.tables
+    ]
+
+
+def finish_load(cfg: Config, load_id: str) -> dict[str, object]:
+    """Every table copied: the checkpoint goes to P0 (first load); the load is complete."""
+    return asdict(initial_load.finish_load(cfg, load_id))
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+
+def verify(cfg: Config, launch: Launcher, rows: int = 3) -> list[TableComparison]:
+    """Every selected table next to its warehouse table (the Spark job reads both whole)."""
+    summary = run_spark_job(cfg, "compare", ["--rows", str(rows)], launch, source_needed=True)
+    return from_dict(list[TableComparison], summary)
+
+
+def status(cfg: Config) -> Status:
+    """Where the source is, what is loaded, how far behind, and what failed last."""
+    ledger = Ledger.of(cfg)
+    position = source_error = None
+    try:
+        conn = connect(credentials(cfg.source))
+        try:
+            position = str(current_position(conn))
+        finally:
+            conn.close()
+    except LoaderError as exc:
+        source_error = str(exc)
+    checkpoint = ledger.checkpoint()
+    lag = last_change = None
+    if checkpoint is not None and checkpoint.commit_ts:
+        lag = round(time.time() - checkpoint.commit_ts / 1_000_000, 1)
+        last_change = dt.datetime.fromtimestamp(checkpoint.commit_ts / 1_000_000, dt.UTC).isoformat()
+    counts = {PLANNED: 0, EXTRACTED: 0, MATERIALISED: 0, "failed": 0}
+    for interval in ledger.intervals():
+        if interval.error and interval.state != MATERIALISED:
+            counts["failed"] += 1
+        else:
+            counts[interval.state] = counts.get(interval.state, 0) + 1
+    failed = ledger.last_error()
+    loads = ledger.loads()
+    return Status(
+        source=cfg.source.name,
+        source_position=position,
+        source_error=source_error,
+        checkpoint=asdict(checkpoint) if checkpoint else None,
+        lag_seconds=lag,
+        last_change_at=last_change,
+        intervals=counts,
+        last_error=FailedStep(failed.id, failed.error or "", failed.error_at) if failed else None,
+        last_load=LastLoad(loads[-1].id, loads[-1].state, loads[-1].p0, len(loads[-1].tables))
+        if loads
+        else None,
+    )

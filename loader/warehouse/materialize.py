@@ -1,0 +1,171 @@
+"""Materialisation: staged intervals merged into partitioned warehouse tables (DESIGN.md §4).
+
+For each table of the intervals being applied:
+
+1. the staged rows of every interval are read (``csvformat.read_staged``), older column layouts
+   padded with NULLs, and cast to the warehouse types (``types``);
+2. each change gets its partition: key ranges for a single integer key, hash buckets otherwise;
+3. only the touched partitions are read, merged (``sql/merge.sql``, ``merge``) and written to a new,
+   versioned folder; then the partitions are pointed at their new folders in the catalog,
+   ``warehouse.swap_batch`` of them per atomic catalog call (``tables.publish_version``), so
+   readers see a partition's old version or its new one, never a mix;
+4. superseded versions older than the retention are deleted.
+
+Applying the same intervals again gives the same table (the merge rule is idempotent), so a crash
+between two partition swaps is repaired by running again. The ledger marks intervals
+materialised, and moves the checkpoint, only after every table is done.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from loader.config import Config
+from loader.errors import MaterializeError
+from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
+from loader.positions import Position
+from loader.results import TableResult
+from loader.staging import csvformat
+from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
+from loader.staging.stores import Store, open_store
+from loader.warehouse import types
+from loader.warehouse.catalog import PartitionCatalog
+from loader.warehouse.merge import apply_merge
+from loader.warehouse.tables import (
+    PART,
+    ensure_table,
+    partition_expr,
+    publish_version,
+    quote_identifier,
+    table_name,
+    warehouse_table,
+)
+
+META_TYPES = {"seqno": "bigint", "row_id": "int"}
+
+
+def pending_intervals(ledger: Ledger) -> list[Interval]:
+    """Extracted, not yet materialised intervals, in order; refuses a gap before them."""
+    intervals = ledger.intervals()
+    pending = [i for i in intervals if i.state == EXTRACTED]
+    for earlier in intervals:
+        if pending and earlier.id < pending[0].id and earlier.state not in (MATERIALISED, EXTRACTED):
+            run = (
+                f" (Airflow run {earlier.run_id}: clear and rerun its extract task)" if earlier.run_id else ""
+            )
+            raise MaterializeError(
+                f"interval {earlier.id} is {earlier.state}: extract it (loader extract --interval {earlier.id})"
+                f"{run} before later intervals can be materialised"
+            )
+    return pending
+
+
+def _changes(spark: Any, store: Store, entries: list[TableEntry], columns: list[ColumnSpec]) -> Any:
+    """Every staged change of one table, typed, in the table's latest column layout."""
+    q = quote_identifier
+    frames = []
+    for entry in entries:
+        for index, layout_columns in enumerate(entry.layouts):
+            paths = [store.spark_uri(f.path) for f in entry.files if f.layout == index]
+            if not paths:
+                continue
+            names = [c.name for c in layout_columns]
+            frame = csvformat.read_staged(spark, paths, names)
+            have = set(names)
+            select = [
+                f"CAST({q(m)} AS {t})" + f" AS {q(m)}"
+                if m in META_TYPES
+                else f"try_to_timestamp({q(m)}) AS {q(m)}"
+                for m, t in (*META_TYPES.items(), ("commit_ts", "timestamp"))
+            ] + ["op"]
+            for c in columns:
+                if c.name in have:
+                    select.append(f"{types.cast_sql(q(c.name), c.mysql_type)} AS {q(c.name)}")
+                else:
+                    select.append(f"CAST(NULL AS {types.spark_type(c.mysql_type)}) AS {q(c.name)}")
+            frames.append(frame.selectExpr(*select))
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def materialize_table(
+    spark: Any, cfg: Config, store: Store, entries: list[TableEntry], run_id: str
+) -> TableResult:
+    """Apply one table's staged changes from several intervals in one pass."""
+    started = time.monotonic()
+    schema, table = entries[0].schema, entries[0].table
+    columns = entries[-1].layouts[-1]
+    key = entries[-1].primary_key
+    ensure_table(spark, cfg, schema, table, columns)
+    part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
+    changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
+    per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
+    touched = sorted(per_partition)
+    if not touched:
+        changes.unpersist()
+        return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
+    changes.createOrReplaceTempView("changes")
+    _touched_rows(spark, cfg, schema, table, touched).createOrReplaceTempView("base")
+    effect = apply_merge(spark, [c.name for c in columns], key, sum(per_partition.values()))
+    merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
+    publish_version(spark, cfg, schema, table, merged, run_id, touched)
+    effect.release()
+    changes.unpersist()
+    return TableResult(
+        f"{schema}.{table}",
+        effect.inserted,
+        effect.updated,
+        effect.deleted,
+        len(touched),
+        time.monotonic() - started,
+    )
+
+
+def _touched_rows(spark: Any, cfg: Config, schema: str, table: str, touched: list[int]) -> Any:
+    """The rows of the touched partitions, read from the folders the catalog points them at.
+
+    Reading the folders directly spares a partition lookup in the metastore each time the
+    merge's statements are planned. Files written before a column was added read it as NULL.
+    """
+    locations = PartitionCatalog(
+        spark, cfg.warehouse.database, warehouse_table(schema, table), PART
+    ).locations()
+    data_schema = spark.table(table_name(cfg, schema, table)).drop(PART).schema
+    paths = [locations[p] for p in touched if p in locations]
+    if not paths:
+        return spark.createDataFrame([], data_schema)
+    return spark.read.schema(data_schema).parquet(*paths)
+
+
+def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
+    """Apply every extracted interval, in order; mark them materialised; move the checkpoint."""
+    store = open_store(cfg.staging)
+    ledger = Ledger(store, cfg.source.name)
+    intervals = pending_intervals(ledger)
+    if not intervals:
+        return []
+    manifests = [Manifest.from_json(store.get(i.manifest or "") or b"") for i in intervals]
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
+    by_table: dict[tuple[str, str], list[TableEntry]] = {}
+    for m in manifests:
+        for t in m.tables:
+            by_table.setdefault((t.schema, t.table), []).append(t)
+    run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
+    results = [
+        materialize_table(spark, cfg, store, entries, run_id) for _, entries in sorted(by_table.items())
+    ]
+    for interval in intervals:
+        interval.state = MATERIALISED
+        ledger.save(interval)
+    last = intervals[-1]
+    current = ledger.checkpoint()
+    commit_times = [i.last_commit_ts for i in intervals if i.last_commit_ts is not None]
+    if current is None or Position.parse(current.position) < last.effective_end:  # never backwards
+        previous = current.commit_ts if current else None
+        commit_ts = max([*commit_times, *([previous] if previous else [])], default=None)
+        ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id, commit_ts))
+    return results

@@ -1,0 +1,186 @@
+"""Warehouse tables: their names, how rows are partitioned, creating them, and publishing a new
+version of some of their partitions (write, swap in atomically, delete what the retention allows).
+
+Materialisation and the initial load both write tables through here, so both lay them out alike.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from loader.config import Config
+from loader.errors import MaterializeError
+from loader.staging.manifest import ColumnSpec
+from loader.warehouse import types
+from loader.warehouse.catalog import PartitionCatalog
+
+# The partition column. Not "_part": the Hive metastore's partition filter parser refuses names
+# that start with an underscore.
+PART = "loader_partition"
+INTEGER_KEY_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
+# Fault injection for the crash-safety test: exit right after this many swap calls (each swaps
+# up to warehouse.swap_batch partitions).
+CRASH_AFTER_SWAPS_ENV = "LOADER_TEST_CRASH_AFTER_SWAPS"
+
+
+def quote_identifier(name: str) -> str:
+    """A Spark SQL identifier, backquoted, with backquotes doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def has_integer_key(columns: list[ColumnSpec], key: list[str]) -> bool:
+    """A single integer key column: the table is split by key ranges (else by hash buckets)."""
+    types_by_name = {c.name: c.mysql_type for c in columns}
+    return len(key) == 1 and types_by_name[key[0]].split()[0] in INTEGER_KEY_TYPES
+
+
+def partition_expr(columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int) -> str:
+    """The SQL expression of a row's partition: its key range, or its key's hash bucket."""
+    q = quote_identifier
+    if has_integer_key(columns, key):
+        return f"CAST(floor({q(key[0])} / {partition_rows}) AS BIGINT)"
+    return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {buckets}) AS BIGINT)"
+
+
+def warehouse_table(schema: str, table: str) -> str:
+    """A source table's name in the warehouse database: ``<schema>__<table>``."""
+    return f"{schema}__{table}"
+
+
+def table_name(cfg: Config, schema: str, table: str) -> str:
+    return f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(warehouse_table(schema, table))}"
+
+
+def ensure_table(spark: Any, cfg: Config, schema: str, table: str, columns: list[ColumnSpec]) -> None:
+    """Create the table on first sight; add columns that appeared at the end of the source's."""
+    q = quote_identifier
+    name = table_name(cfg, schema, table)
+    if not spark.catalog.tableExists(name):
+        cols = ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in columns)
+        spark.sql(
+            f"CREATE TABLE {name} ({cols}, _seqno BIGINT, _commit_ts TIMESTAMP, {PART} BIGINT) "
+            f"USING parquet PARTITIONED BY ({PART})"
+        )
+        return
+    existing = [
+        f.name for f in spark.table(name).schema.fields if f.name not in ("_seqno", "_commit_ts", PART)
+    ]
+    wanted = [c.name for c in columns]
+    if wanted[: len(existing)] != existing:
+        raise MaterializeError(
+            f"{name}: the source's columns {wanted} do not continue the warehouse's {existing}; "
+            "only columns added at the end can be applied"
+        )
+    added = columns[len(existing) :]
+    if added:
+        spark.sql(
+            f"ALTER TABLE {name} ADD COLUMNS ("
+            + ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in added)
+            + ")"
+        )
+
+
+def publish_version(
+    spark: Any, cfg: Config, schema: str, table: str, rows: Any, version: str, partitions: list[int] | None
+) -> None:
+    """Write ``rows`` (with their partition column) as a new version of the table, swap it in, and
+    delete superseded versions past the retention.
+
+    ``partitions``: the ones to swap; None replaces the whole table (every partition it has or
+    the write made).
+    """
+    name = table_name(cfg, schema, table)
+    location = table_location(spark, name)
+    version_root = f"{location}/_versions/{version}"
+    rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
+    catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
+    swap_in(spark, catalog, version_root, partitions, rows.drop(PART).schema, cfg.warehouse.swap_batch)
+    spark.catalog.refreshTable(name)
+    delete_old_versions(spark, catalog, location, cfg.warehouse.retention_hours)
+
+
+def swap_in(
+    spark: Any,
+    catalog: PartitionCatalog,
+    version_root: str,
+    partitions: list[int] | None,
+    row_schema: Any,
+    batch: int,
+) -> None:
+    """Point each partition at its folder under ``version_root``, ``batch`` partitions per atomic
+    catalog call.
+
+    A partition the write left no folder for (all its rows went) gets an empty version; None
+    swaps every partition the table has or the write made.
+    """
+    written = set(written_partitions(spark, version_root))
+    if partitions is None:
+        partitions = sorted(written | set(catalog.locations()))
+    for p in partitions:
+        if p not in written:
+            spark.createDataFrame([], row_schema).write.mode("overwrite").parquet(
+                f"{version_root}/{PART}={p}"
+            )
+    crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
+    for n, start in enumerate(range(0, len(partitions), batch), start=1):
+        catalog.point({p: f"{version_root}/{PART}={p}" for p in partitions[start : start + batch]})
+        if crash_after and n >= crash_after:
+            os._exit(137)
+
+
+def table_location(spark: Any, name: str) -> str:
+    """The table's root location as the catalog has it (a URI such as ``file:/...``)."""
+    for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect():
+        if r.col_name == "Location":
+            return str(r.data_type).rstrip("/")
+    raise MaterializeError(f"{name} has no location in the catalog")
+
+
+def _filesystem(spark: Any, uri: str) -> tuple[Any, Any]:
+    """Hadoop's FileSystem for a location (file:, hdfs:, s3a:, ...) and the location as a Path."""
+    path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
+def written_partitions(spark: Any, root: str) -> list[int]:
+    """The partition values a partitioned write created folders for."""
+    fs, path = _filesystem(spark, root)
+    out = []
+    for status in fs.listStatus(path):
+        name = status.getPath().getName()
+        if status.isDirectory() and name.startswith(f"{PART}="):
+            out.append(int(name.split("=", 1)[1]))
+    return out
+
+
+def delete_old_versions(
+    spark: Any, catalog: PartitionCatalog, location: str, retention_hours: float
+) -> list[str]:
+    """Delete the table's version folders no partition points at, once older than the retention.
+
+    Returns the deleted folders. The retention keeps superseded versions for readers that
+    planned their query before a swap (and for looking back after a bad run).
+    """
+    fs, root = _filesystem(spark, f"{location}/_versions")
+    if not fs.exists(root):
+        return []
+    cutoff_ms = (time.time() - retention_hours * 3600) * 1000
+    live = [_without_scheme(p) + "/" for p in catalog.locations().values()]
+    deleted = []
+    for status in fs.listStatus(root):
+        folder = status.getPath()
+        path = _without_scheme(str(folder.toString())) + "/"
+        if status.getModificationTime() > cutoff_ms or any(loc.startswith(path) for loc in live):
+            continue
+        fs.delete(folder, True)
+        deleted.append(str(folder.toString()))
+    return deleted
+
+
+def _without_scheme(uri: str) -> str:
+    """A location without ``file:`` (Hadoop writes local paths as file:/x or file:///x)."""
+    if uri.startswith("file://"):
+        return uri[len("file://") :]
+    return uri[len("file:") :] if uri.startswith("file:") else uri

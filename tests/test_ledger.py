@@ -1,0 +1,227 @@
+"""The ledger on a local store: planning, reruns, a competing run, errors, checkpoint and loads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from loader.config import load_config
+from loader.errors import LedgerError
+from loader.ledger import (
+    ERROR_TIME_FORMAT,
+    EXTRACTED,
+    LEDGER_VERSION,
+    PLANNED,
+    Checkpoint,
+    Ledger,
+    Load,
+)
+from loader.positions import Position
+from loader.staging import layout
+from loader.staging.stores import LocalStore
+
+P = Position.parse
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    cfg = load_config(None, env={"LOADER__STAGING__URI": str(tmp_path / "staging")})
+    return Ledger.of(cfg)
+
+
+def extracted(ledger: Ledger, end: str, start: str | None = None) -> str:
+    """Plan an interval up to ``end`` and mark it extracted; its id."""
+    interval = ledger.plan(P(end), start=P(start) if start else None)
+    assert interval is not None
+    interval.state = EXTRACTED
+    ledger.save(interval)
+    return interval.id
+
+
+def test_the_first_interval_starts_at_the_checkpoint(ledger: Ledger) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000003:120", "initial"))
+    interval = ledger.plan(P("binlog.000004:500"))
+    assert interval is not None
+    assert (interval.id, interval.start, interval.end, interval.state) == (
+        "0000000001",
+        "binlog.000003:120",
+        "binlog.000004:500",
+        PLANNED,
+    )
+    assert ledger.get(interval.id) == interval  # recorded before anything is extracted
+
+
+def test_planning_without_checkpoint_or_start_asks_for_the_initial_load(ledger: Ledger) -> None:
+    with pytest.raises(LedgerError, match=r"source demo has no checkpoint: run the initial load first"):
+        ledger.plan(P("binlog.000001:500"))
+    with pytest.raises(LedgerError, match="run the initial load"):
+        ledger.next_start()
+    assert ledger.intervals() == []
+
+
+def test_nothing_is_planned_when_start_is_not_before_end(ledger: Ledger) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000002:100", "initial"))
+    assert ledger.plan(P("binlog.000002:100")) is None
+    assert ledger.plan(P("binlog.000001:999999")) is None  # an earlier file, whatever its offset
+    assert ledger.intervals() == []
+
+
+def test_positions_compare_by_log_number_past_six_digits(ledger: Ledger) -> None:
+    interval = ledger.plan(P("mysql-bin.1000000:4"), start=P("mysql-bin.999999:500"))
+    assert interval is not None and interval.end == "mysql-bin.1000000:4"
+
+
+def test_a_planned_interval_is_planned_again_until_it_is_extracted(ledger: Ledger) -> None:
+    first = ledger.plan(P("binlog.000001:4000"), start=P("binlog.000001:4"))
+    assert first is not None
+    assert ledger.next_start() == P("binlog.000001:4")  # it is extracted again from its start
+    again = ledger.plan(P("binlog.000009:1"))  # the server moved on meanwhile
+    assert again == first
+    assert [i.id for i in ledger.intervals()] == [first.id]
+
+
+def test_a_rerun_with_the_same_run_id_gets_the_same_interval(ledger: Ledger) -> None:
+    first = ledger.plan(P("binlog.000001:4000"), start=P("binlog.000001:4"), run_id="run-1")
+    assert first is not None
+    first.state = EXTRACTED
+    ledger.save(first)
+    rerun = ledger.plan(P("binlog.000002:800"), run_id="run-1")
+    assert rerun is not None
+    assert (rerun.id, rerun.start, rerun.end) == (first.id, first.start, first.end)
+    other = ledger.plan(P("binlog.000002:800"), run_id="run-2")
+    assert other is not None
+    assert (other.id, other.start, other.run_id) == ("0000000002", first.end, "run-2")
+
+
+def test_interval_ids_are_zero_padded_increase_and_follow_each_other(ledger: Ledger) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    ids = [extracted(ledger, f"binlog.000001:{n * 100}") for n in range(1, 12)]
+    assert ids == [f"{n:010d}" for n in range(1, 12)]
+    intervals = ledger.intervals()
+    assert [i.id for i in intervals] == ids  # "0000000010" after "0000000009"
+    assert all(b.start == a.end for a, b in pairwise(intervals))
+
+
+def test_after_a_bounded_interval_the_next_starts_where_it_stopped(ledger: Ledger) -> None:
+    interval = ledger.plan(P("binlog.000001:9000"), start=P("binlog.000001:4"), max_changes=10)
+    assert interval is not None and interval.max_changes == 10
+    interval.state = EXTRACTED
+    interval.extracted_end = "binlog.000001:2500"  # stopped at a transaction boundary
+    ledger.save(interval)
+    assert ledger.next_start() == P("binlog.000001:2500")
+    following = ledger.plan(P("binlog.000001:9000"))
+    assert following is not None and following.start == "binlog.000001:2500"
+
+
+class RivalFirstStore(LocalStore):
+    """A local store where another run plans, through ``rival``, just before this run's create."""
+
+    rival: Ledger | None = None
+
+    def create(self, key: str, data: bytes) -> bool:
+        if self.rival is not None:
+            rival, self.rival = self.rival, None
+            assert rival.plan(P("binlog.000001:7000")) is not None
+        return super().create(key, data)
+
+
+def test_a_run_that_loses_the_race_to_plan_an_interval_is_refused(tmp_path: Path) -> None:
+    uri = str(tmp_path / "staging")
+    Ledger(LocalStore(uri), "demo").set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    store = RivalFirstStore(uri)
+    store.rival = Ledger(LocalStore(uri), "demo")
+    mine = Ledger(store, "demo")
+    with pytest.raises(LedgerError, match="interval 0000000001 of demo was planned by another run meanwhile"):
+        mine.plan(P("binlog.000001:5000"))
+    [kept] = mine.intervals()
+    assert kept.end == "binlog.000001:7000"  # the winner's interval, untouched
+    assert mine.plan(P("binlog.000001:5000")) == kept  # the loser's next try takes it up
+
+
+def test_last_error_is_the_latest_failure(ledger: Ledger) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    old, new = extracted(ledger, "binlog.000001:100"), extracted(ledger, "binlog.000001:200")
+    assert ledger.last_error() is None
+    hour_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    stale = ledger.get(old)
+    assert stale is not None
+    stale.error, stale.error_at = "materialize: disk full", hour_ago.strftime(ERROR_TIME_FORMAT)
+    ledger.save(stale)
+    assert ledger.last_error() == stale
+    ledger.record_error(new, "materialize: column c changed type")
+    failed = ledger.last_error()
+    assert failed is not None and (failed.id, failed.error) == (new, "materialize: column c changed type")
+    ledger.record_error("0000000099", "no such interval")  # noted nowhere, created nowhere
+    assert ledger.get("0000000099") is None
+
+
+def test_a_ledger_written_before_records_had_versions_reads_the_same(ledger: Ledger) -> None:
+    """Version 1 records (no version field), as the previous loader wrote them."""
+    prefix = layout.ledger_prefix("demo")
+    ledger.store.put(
+        f"{prefix}/checkpoint.json",
+        b'{\n "position": "binlog.000002:4",\n "interval": "0000000001",\n "commit_ts": 1700000000000000\n}',
+    )
+    ledger.store.put(
+        f"{prefix}/intervals/0000000001.json",
+        json.dumps(
+            {"id": "0000000001", "start": "binlog.000001:4", "end": "binlog.000002:4", "max_changes": None,
+             "state": "materialised", "extracted_end": None, "manifest": "demo/_intervals/0000000001.json",
+             "changes": 12, "last_commit_ts": 1700000000000000, "run_id": None, "error": None, "error_at": None},
+            indent=1, sort_keys=True,
+        ).encode(),
+    )  # fmt: skip
+    assert ledger.checkpoint() == Checkpoint("binlog.000002:4", "0000000001", 1_700_000_000_000_000)
+    (old,) = ledger.intervals()
+    assert (old.state, old.changes, old.effective_end) == (
+        "materialised",
+        12,
+        Position.parse("binlog.000002:4"),
+    )
+    # The next interval continues it, and what this loader writes carries its version.
+    planned = ledger.plan(Position.parse("binlog.000002:500"))
+    assert planned is not None and planned.start == "binlog.000002:4"
+    assert (
+        json.loads(ledger.store.get(f"{prefix}/intervals/{planned.id}.json") or b"")["version"]
+        == LEDGER_VERSION
+    )
+
+
+def test_a_record_from_a_newer_loader_or_not_a_record_is_refused_by_name(ledger: Ledger) -> None:
+    key = f"{layout.ledger_prefix('demo')}/checkpoint.json"
+    ledger.store.put(key, b'{"position": "binlog.000002:4", "interval": "1", "version": 99}')
+    with pytest.raises(
+        LedgerError, match=f"ledger record {key} has version 99, newer than this loader reads"
+    ):
+        ledger.checkpoint()
+    ledger.store.put(key, b"op,seqno\nI,1\n")
+    with pytest.raises(LedgerError, match=f"ledger record {key} is not JSON"):
+        ledger.checkpoint()
+    ledger.store.put(key, b'{"position": "binlog.000002:4"}')
+    with pytest.raises(LedgerError, match=f"ledger record {key} does not hold a checkpoint"):
+        ledger.checkpoint()
+
+
+def test_the_checkpoint_round_trips_through_the_store(ledger: Ledger) -> None:
+    assert ledger.checkpoint() is None
+    checkpoint = Checkpoint("binlog.000007:4242", layout.interval_id(3), commit_ts=1_700_000_000_123_456)
+    ledger.set_checkpoint(checkpoint)
+    assert Ledger(LocalStore(ledger.store.uri), "demo").checkpoint() == checkpoint
+    moved = Checkpoint("binlog.000008:4", layout.interval_id(4))
+    ledger.set_checkpoint(moved)
+    assert ledger.checkpoint() == moved
+
+
+def test_loads_are_listed_oldest_first_and_a_resave_replaces(ledger: Ledger) -> None:
+    later = Load("load-20240102T000000-bbbbbb", "binlog.000002:4", ["shop.orders"], first=False)
+    earlier = Load("load-20240101T000000-aaaaaa", "binlog.000001:4", ["shop.orders", "shop.items"])
+    ledger.save_load(later)
+    ledger.save_load(earlier)
+    assert ledger.loads() == [earlier, later]
+    earlier.state, earlier.rows = "complete", {"shop.orders": 3, "shop.items": 5}
+    ledger.save_load(earlier)
+    assert ledger.loads() == [earlier, later]

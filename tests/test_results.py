@@ -1,0 +1,61 @@
+"""Step results cross process boundaries as plain JSON (command output, XCom, the Spark job's
+outcome) and come back as the same typed records."""
+
+from __future__ import annotations
+
+import json
+
+from loader.results import (
+    ExtractedTable,
+    ExtractSummary,
+    FailedStep,
+    LastLoad,
+    PlannedInterval,
+    RunOnce,
+    Status,
+    TableResult,
+    from_dict,
+    to_dict,
+)
+
+
+def _round_trip(value: object) -> object:
+    return from_dict(type(value), json.loads(json.dumps(to_dict(value))))
+
+
+def test_a_run_with_nested_results_comes_back_equal() -> None:
+    run = RunOnce(
+        PlannedInterval("0000000007", "binlog.000002:4", "binlog.000002:900", False, 896),
+        ExtractSummary(
+            "0000000007", "binlog.000002:4", "binlog.000002:900", 3, 12, 0.4,
+            [ExtractedTable("shop.orders", {"I": 10, "D": 2}, 1, 2048)], "demo/_intervals/0000000007.json",
+        ),
+        [TableResult("shop.orders", 8, 2, 0, 1, 1.5)],
+        4.2,
+    )  # fmt: skip
+    assert _round_trip(run) == run
+    nothing_new = RunOnce(PlannedInterval(None, "binlog.000002:900", "binlog.000002:900"), None, [], 0.1)
+    assert _round_trip(nothing_new) == nothing_new
+
+
+def test_status_keeps_its_json_shape_and_its_text() -> None:
+    status = Status(
+        source="demo",
+        source_position="binlog.000003:120",
+        checkpoint={"position": "binlog.000003:100", "interval": "0000000002", "commit_ts": None},
+        lag_seconds=None,
+        intervals={"planned": 0, "extracted": 0, "materialised": 1, "failed": 1},
+        last_error=FailedStep("0000000003", "extract: column c changed type", "2026-11-23T12:00:00Z"),
+        last_load=LastLoad("20261123T110000", "complete", "binlog.000001:4", 3),
+    )
+    data = to_dict(status)
+    assert data["last_error"] == {
+        "interval": "0000000003",
+        "error": "extract: column c changed type",
+        "at": "2026-11-23T12:00:00Z",
+    }
+    assert data["intervals"]["failed"] == 1
+    assert _round_trip(status) == status
+    text = status.text()
+    assert "checkpoint: binlog.000003:100 (0000000002)" in text
+    assert "last error: interval 0000000003 at 2026-11-23T12:00:00Z: extract: column c changed type" in text

@@ -1,0 +1,100 @@
+"""The application layer's own bookkeeping: a Spark job's outcome, and failures noted in the ledger
+for every caller (the command line and Airflow launch jobs differently, the steps are the same)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loader import steps
+from loader.config import Config, load_config
+from loader.errors import SparkJobError, TransientError, exit_code
+from loader.ledger import EXTRACTED, MATERIALISED, Ledger
+from loader.positions import Position
+from loader.results import TableResult
+from loader.warehouse.submit import SparkJob, write_outcome
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Config:
+    path = tmp_path / "loader.toml"
+    path.write_text(f'[staging]\nuri = "{tmp_path / "staging"}"\n')
+    return load_config(path, env={})
+
+
+def _extracted_interval(cfg: Config) -> str:
+    ledger = Ledger.of(cfg)
+    interval = ledger.plan(Position.parse("binlog.000001:4000"), start=Position.parse("binlog.000001:4"))
+    assert interval is not None
+    interval.state = EXTRACTED
+    ledger.save(interval)
+    return interval.id
+
+
+def test_a_jobs_summary_comes_back_typed(cfg: Config) -> None:
+    def launch(job: SparkJob) -> str | None:
+        assert job.name == "materialize"
+        write_outcome(
+            job.result_path,
+            [{"table": "s.t", "inserted": 2, "updated": 1, "deleted": 0, "partitions": 1, "seconds": 0.5}],
+        )
+        return None
+
+    assert steps.materialize(cfg, launch) == [TableResult("s.t", 2, 1, 0, 1, 0.5)]
+
+
+def test_a_materialisation_that_dies_without_a_word_is_noted_on_the_waiting_interval(cfg: Config) -> None:
+    interval = _extracted_interval(cfg)
+    with pytest.raises(
+        SparkJobError, match=r"the materialize job failed: it ended without finishing \(exit 137\)"
+    ) as failed:
+        steps.materialize(cfg, lambda job: "exit 137")
+    assert exit_code(failed.value) == 1
+    noted = Ledger.of(cfg).get(interval)
+    assert (
+        noted is not None
+        and noted.error == "materialize: the materialize job failed: it ended without finishing (exit 137)"
+    )
+    assert steps.status(cfg).intervals["failed"] == 1
+
+
+def test_a_jobs_own_error_is_reported_as_the_job_said_and_not_noted_twice(cfg: Config) -> None:
+    interval = _extracted_interval(cfg)
+    Ledger.of(cfg).record_error(interval, "materialize: table s.t: column c changed type")  # the job's note
+
+    def launch(job: SparkJob) -> str | None:
+        write_outcome(job.result_path, error=TransientError("S3 put s3://b: SlowDown"))
+        return "exit 3"
+
+    with pytest.raises(SparkJobError) as failed:
+        steps.materialize(cfg, launch)
+    assert str(failed.value) == "the materialize job failed: S3 put s3://b: SlowDown"
+    assert failed.value.error_class == "TransientError" and exit_code(failed.value) == 3
+    noted = Ledger.of(cfg).get(interval)
+    assert noted is not None and noted.error == "materialize: table s.t: column c changed type"
+
+
+def test_inside_the_job_a_failure_is_noted_and_a_success_clears_old_errors(cfg: Config) -> None:
+    interval = _extracted_interval(cfg)
+    with pytest.raises(TransientError), steps.materialize_errors_noted(cfg):
+        raise TransientError("metastore unreachable")
+    ledger = Ledger.of(cfg)
+    noted = ledger.get(interval)
+    assert noted is not None and noted.error == "materialize: metastore unreachable"
+
+    with steps.materialize_errors_noted(cfg):
+        noted.state = MATERIALISED
+        ledger.save(noted)
+    cleared = ledger.get(interval)
+    assert cleared is not None and cleared.error is None
+    assert steps.status(cfg).last_error is None
+
+
+def test_decoding_uses_every_core_only_when_reading_binlog_files(cfg: Config, tmp_path: Path) -> None:
+    assert steps.decode_workers(cfg) == 1  # one server connection
+    assert steps.decode_workers(cfg, 3) == 3
+    files = load_config(
+        None, env={"LOADER__SOURCE__TRANSPORT": "files", "LOADER__SOURCE__BINLOG_DIR": str(tmp_path)}
+    )
+    assert 1 <= steps.decode_workers(files) <= steps.MAX_DECODE_WORKERS

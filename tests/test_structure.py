@@ -1,0 +1,112 @@
+"""The package's shape: every error class in one module, imports only downward, and the entry
+points (command line, Airflow, Spark jobs) go through the steps rather than around them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from loader import errors
+
+PACKAGE = Path(errors.__file__).resolve().parent
+ENTRY_POINTS = ("loader.cli", "loader.airflow", "loader.spark_jobs")
+
+
+def _modules() -> dict[str, ast.Module]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = ast.parse(path.read_text(encoding="utf-8"))
+    return out
+
+
+def _imports(name: str, tree: ast.Module, known: set[str]) -> set[str]:
+    """The loader modules ``name`` imports, anywhere in it (also inside functions)."""
+    found = set()
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and target != "loader":
+                found.add(target)
+    return found
+
+
+def test_every_error_class_lives_in_errors_py() -> None:
+    elsewhere = []
+    for name, tree in _modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and name != "loader.errors":
+                bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                if node.name.endswith(("Error", "Exception")) or bases & {
+                    "Exception",
+                    "ValueError",
+                    "LoaderError",
+                }:
+                    elsewhere.append(f"{name}.{node.name}")
+    assert elsewhere == []
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, tree, set(modules)) for name, tree in modules.items()}
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph[node]):
+            if nxt in path:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif len(path) < 12:
+                visit(nxt, [*path, nxt])
+
+    for name in graph:
+        visit(name, [name])
+    assert cycles == []
+    # Nothing below the entry points imports them.
+    for name, imported in graph.items():
+        assert not (imported & set(ENTRY_POINTS)) or name in ENTRY_POINTS, f"{name} imports an entry point"
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_entry_points_run_steps_through_the_application_layer(entry: str) -> None:
+    """The ledger, extraction and materialisation are reached through ``loader.steps`` only, so
+    that failures are noted the same way whoever runs a step."""
+    modules = _modules()
+    imported = _imports(entry, modules[entry], set(modules))
+    around = imported & {
+        "loader.ledger",
+        "loader.extract",
+        "loader.warehouse.materialize",
+        "loader.warehouse.initial_load",
+    }
+    if entry == "loader.spark_jobs":  # the Spark side runs the warehouse steps themselves
+        around -= {"loader.warehouse.materialize", "loader.warehouse.initial_load"}
+    assert around == set()
+    assert "loader.steps" in imported
+
+
+def test_retry_decisions_come_from_the_error_class() -> None:
+    assert not errors.is_transient(errors.ExtractError("column c changed type"))
+    assert errors.is_transient(errors.TransientError("S3 SlowDown"))
+    assert errors.is_transient(
+        errors.SparkJobError("lost the metastore", "materialize", "TransientError", True)
+    )
+    assert errors.exit_code(errors.ConfigError("bad")) == errors.EXIT_ERROR
+    assert errors.exit_code(pymysql.err.OperationalError(2013, "Lost connection")) == errors.EXIT_TRANSIENT
+    assert (
+        errors.exit_code(pymysql.err.ProgrammingError(1146, "Table 'a.b' doesn't exist")) == errors.EXIT_ERROR
+    )
+    assert (
+        errors.describe(pymysql.err.OperationalError(2013, "Lost connection"))
+        == "source error: Lost connection"
+    )
+    assert errors.exit_code(ValueError("not ours")) == errors.EXIT_ERROR

@@ -1,0 +1,133 @@
+"""The Spark job's launch: the one builder the command line and the Airflow operator share."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loader.config import Config, load_config
+from loader.errors import ConfigError, SparkJobError
+from loader.source import Credentials
+from loader.warehouse.submit import (
+    APPLICATION,
+    PASSWORD_ENV,
+    RESULT_ENV,
+    SparkJob,
+    build_spark_job,
+    read_outcome,
+    write_outcome,
+)
+
+PYTHON = "/opt/env/bin/python3"
+
+
+def _config(tmp_path: Path, jar: Path | None = None) -> Config:
+    path = tmp_path / "loader.toml"
+    lines = ['[spark]\nmaster = "local[3]"\n[spark.conf]\n"spark.executor.memory" = "3g"\n']
+    if jar is not None:
+        lines.append(f'[load]\njdbc_jar = "{jar}"\n')
+    path.write_text("".join(lines))
+    return load_config(path, env={})
+
+
+def _job(
+    cfg: Config,
+    tmp_path: Path,
+    name: str = "materialize",
+    extra: list[str] | None = None,
+    source: Credentials | None = None,
+) -> SparkJob:
+    return build_spark_job(
+        cfg,
+        name,
+        extra or [],
+        result_path=str(tmp_path / "outcome.json"),
+        python=PYTHON,
+        environ={"PATH": "/usr/bin", "SPARK_LOCAL_IP": "10.1.2.3"},
+        source=source,
+    )
+
+
+def test_the_command_runs_the_jobs_file_with_the_configs_master_settings_and_config(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    job = _job(cfg, tmp_path, name="compare", extra=["--rows", "5"])
+    command = job.command()
+    assert command[:3] == ["spark-submit", "--master", "local[3]"]
+    assert Path(APPLICATION).is_file() and Path(APPLICATION).name == "spark_jobs.py"
+    app = command.index(APPLICATION)
+    assert command[app + 1 :] == [
+        "compare",
+        "--config",
+        str((tmp_path / "loader.toml").resolve()),
+        "--rows",
+        "5",
+    ]
+    confs = dict(command[i + 1].split("=", 1) for i in range(3, app) if command[i] == "--conf")
+    assert confs["spark.executor.memory"] == "3g"  # the user's settings
+    assert confs["spark.sql.session.timeZone"] == "UTC"  # the loader's own
+    # Driver and executors run the launcher's interpreter, so they import the same loader.
+    assert confs["spark.pyspark.python"] == confs["spark.pyspark.driver.python"] == PYTHON
+
+
+def test_the_environment_puts_the_launchers_tools_first_and_names_the_outcome_file(tmp_path: Path) -> None:
+    job = _job(_config(tmp_path), tmp_path)
+    assert job.env["PATH"] == "/opt/env/bin:/usr/bin"
+    assert job.env["SPARK_LOCAL_IP"] == "10.1.2.3"
+    assert job.env[RESULT_ENV] == job.result_path == str(tmp_path / "outcome.json")
+    assert "LOADER__SOURCE__HOST" not in job.env  # the job looks the source up itself
+
+
+def test_the_jdbc_driver_goes_with_jars_not_with_a_setting(tmp_path: Path) -> None:
+    jar = tmp_path / "mariadb-java-client.jar"
+    jar.write_bytes(b"")
+    job = _job(_config(tmp_path, jar), tmp_path)
+    assert job.jars == [str(jar)]
+    assert "spark.jars" not in job.conf
+    command = job.command()
+    assert command[command.index("--jars") + 1] == str(jar)
+
+
+def test_resolved_credentials_reach_the_job_and_the_password_stays_off_the_command_line(
+    tmp_path: Path,
+) -> None:
+    creds = Credentials("db.internal", 3307, "reader", "s3cret")
+    job = _job(_config(tmp_path), tmp_path, name="initial-load", source=creds)
+    assert job.env["LOADER__SOURCE__HOST"] == "db.internal"
+    assert job.env["LOADER__SOURCE__PORT"] == "3307"
+    assert job.env["LOADER__SOURCE__USER"] == "reader"
+    assert job.env["LOADER__SOURCE__PASSWORD_ENV"] == PASSWORD_ENV and job.env[PASSWORD_ENV] == "s3cret"
+    assert not any("s3cret" in part for part in job.command())
+    # The job's config, read with that environment, takes them instead of an Airflow connection.
+    seen = load_config(tmp_path / "loader.toml", env=job.env)
+    assert (seen.source.host, seen.source.port, seen.source.user) == ("db.internal", 3307, "reader")
+    assert seen.source.airflow_conn_id == ""
+
+
+def test_a_job_needs_a_config_file_and_a_known_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="needs --config"):
+        _job(load_config(None, env={}), tmp_path)
+    with pytest.raises(ValueError, match="no Spark job 'vacuum'"):
+        _job(_config(tmp_path), tmp_path, name="vacuum")
+
+
+def test_the_outcome_gives_the_summary_or_the_jobs_own_error(tmp_path: Path) -> None:
+    job = _job(_config(tmp_path), tmp_path)
+    write_outcome(job.result_path, summary=[{"table": "s.t"}])
+    assert read_outcome(job, None) == [{"table": "s.t"}]
+
+    write_outcome(job.result_path, error=ConnectionResetError("reset"))
+    with pytest.raises(SparkJobError) as failed:
+        read_outcome(job, "exit 1")
+    assert failed.value.error_class == "ConnectionResetError" and not failed.value.transient
+    assert json.loads(Path(job.result_path).read_text())["error"]["message"] == "reset"
+
+
+def test_a_job_that_left_no_outcome_says_how_it_ended(tmp_path: Path) -> None:
+    job = _job(_config(tmp_path), tmp_path)
+    with pytest.raises(
+        SparkJobError, match=r"the materialize job failed: it ended without finishing \(exit 137\)"
+    ) as failed:
+        read_outcome(job, "exit 137")
+    assert failed.value.error_class == "" and not failed.value.transient
