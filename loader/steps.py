@@ -49,7 +49,7 @@ from loader.warehouse.submit import SparkJob, build_spark_job, read_outcome
 Progress = Callable[[str], None]
 # Starts a Spark job and waits for it; returns None when the process ended well, else what went
 # wrong with it (the job's own error, if any, is read from its outcome file afterwards).
-Launcher = Callable[[SparkJob], "str | None"]
+Launcher = Callable[[SparkJob], str | None]
 MAX_DECODE_WORKERS = 8
 
 

@@ -1,3 +1,5 @@
 """The warehouse stage: staged changes merged into warehouse tables with Spark, the initial load,
-and the comparison with the source. Everything here runs inside a Spark job (``loader.spark_jobs``)
-except the building of that job's command line (``submit``)."""
+and the comparison with the source. The Spark jobs (``loader.spark_jobs``) run it; from outside
+Spark only the launch of those jobs (``submit``) and the start and finish of an initial load
+(recording P0, setting the checkpoint) are used.
+"""
