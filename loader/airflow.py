@@ -161,9 +161,9 @@ def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
 def finish_initial_load(started: dict[str, Any]) -> dict[str, Any]:
     """Every table copied: the checkpoint goes to P0 (first load)."""
     with loader_errors():
-        load = steps.finish_load(config(), started["load_id"])
-    log.info("initial load %s complete from P0 = %s: %s", load["id"], load["p0"], load["rows"])
-    return {"load_id": load["id"], "p0": load["p0"], "rows": load["rows"]}
+        load = steps.finish_load(config(), from_dict(StartedLoad, started).load_id)
+    log.info("initial load %s complete from P0 = %s: %s", load.id, load.p0, load.rows)
+    return {"load_id": load.id, "p0": load.p0, "rows": load.rows}
 
 
 # --- the Spark jobs ---------------------------------------------------------------------------
@@ -201,4 +201,4 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
             return None
 
         with loader_errors():
-            steps.run_spark_job(cfg, self.job, self.job_args, launch, source_needed=self.job != "materialize")
+            steps.run_spark_job(cfg, self.job, self.job_args, launch)

@@ -560,8 +560,9 @@ def run_extract(
     conn = connect(credentials(cfg.source))
     try:
         settings = check_binlog_settings(conn)
-        if end is None:
-            end = current_position(conn)
+        # A recorded interval keeps its own end; a new one ends at the server's position.
+        if interval_id is None:
+            interval = ledger.plan(end or current_position(conn), start=start, max_changes=max_changes)
     finally:
         conn.close()
     if interval_id is not None:
@@ -569,8 +570,6 @@ def run_extract(
         if interval is None:
             raise ExtractError(f"source {cfg.source.name} has no interval {interval_id}")
         interval.extracted_end = None  # a bounded interval stops at the same place again
-    else:
-        interval = ledger.plan(end, start=start, max_changes=max_changes)
     if interval is None:
         return None
     info: dict[str, str] = {k: settings[k] for k in ("server_id", "server_uuid", "version") if k in settings}

@@ -27,7 +27,7 @@ import pymysql
 from loader.config import Config
 from loader.errors import ConfigError, LoaderError, SparkJobError, describe
 from loader.extract import run_extract
-from loader.ledger import EXTRACTED, MATERIALISED, PLANNED, Ledger
+from loader.ledger import EXTRACTED, MATERIALISED, PLANNED, Ledger, Load
 from loader.positions import Position
 from loader.results import (
     ExtractSummary,
@@ -43,8 +43,9 @@ from loader.results import (
     from_dict,
 )
 from loader.source import check_binlog_settings, connect, credentials, current_position
+from loader.staging.manifest import Manifest
 from loader.warehouse import initial_load
-from loader.warehouse.submit import SparkJob, build_spark_job, read_outcome
+from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, read_outcome
 
 Progress = Callable[[str], None]
 # Starts a Spark job and waits for it; returns None when the process ended well, else what went
@@ -157,24 +158,20 @@ def run_once(
 
 def changed_tables(cfg: Config, interval_id: str | None) -> list[str]:
     """The source tables an interval changed (what a run publishes as updated)."""
-    from loader.staging.manifest import Manifest
-
     if interval_id is None:
         return []
     ledger = Ledger.of(cfg)
     interval = ledger.get(interval_id)
     if interval is None or interval.manifest is None:
         return []
-    manifest = Manifest.from_json(ledger.store.get(interval.manifest) or b"")
+    manifest = Manifest.from_json(ledger.store.get(interval.manifest) or b"", interval.manifest)
     return sorted(f"{t.schema}.{t.table}" for t in manifest.tables)
 
 
 # --- Spark jobs -----------------------------------------------------------------------------
 
 
-def run_spark_job(
-    cfg: Config, name: str, extra: list[str], launch: Launcher, source_needed: bool = False
-) -> object:
+def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) -> object:
     """Run a Spark job with ``launch`` and return its summary.
 
     Raises:
@@ -182,7 +179,7 @@ def run_spark_job(
             ended without finishing. A materialisation that died without a word is noted on
             the first interval waiting for it (the job notes its own errors itself).
     """
-    source = credentials(cfg.source) if source_needed else None
+    source = credentials(cfg.source) if name in SOURCE_JOBS else None
     with tempfile.TemporaryDirectory(prefix="loader-job-") as tmp:
         job = build_spark_job(
             cfg,
@@ -196,8 +193,8 @@ def run_spark_job(
         failure = launch(job)
         try:
             return read_outcome(job, failure)
-        except LoaderError as exc:
-            if name == "materialize" and isinstance(exc, SparkJobError) and not exc.error_class:
+        except SparkJobError as exc:
+            if name == "materialize" and not exc.error_class:  # no outcome: the job noted nothing
                 note_materialize_error(cfg, str(exc))
             raise
 
@@ -239,9 +236,7 @@ def run_initial_load(
     cfg: Config, launch: Launcher, tables: list[str] | None = None, parallelism: int | None = None
 ) -> LoadSummary:
     """Record P0, copy the tables and set the checkpoint, in one Spark job."""
-    summary = run_spark_job(
-        cfg, "initial-load", initial_load_arguments(tables, parallelism), launch, source_needed=True
-    )
+    summary = run_spark_job(cfg, "initial-load", initial_load_arguments(tables, parallelism), launch)
     return from_dict(LoadSummary, summary)
 
 
@@ -259,9 +254,9 @@ def copy_arguments(started: StartedLoad, parallelism: int | None) -> list[list[s
     ]
 
 
-def finish_load(cfg: Config, load_id: str) -> dict[str, object]:
+def finish_load(cfg: Config, load_id: str) -> Load:
     """Every table copied: the checkpoint goes to P0 (first load); the load is complete."""
-    return asdict(initial_load.finish_load(cfg, load_id))
+    return initial_load.finish_load(cfg, load_id)
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -269,7 +264,7 @@ def finish_load(cfg: Config, load_id: str) -> dict[str, object]:
 
 def verify(cfg: Config, launch: Launcher, rows: int = 3) -> list[TableComparison]:
     """Every selected table next to its warehouse table (the Spark job reads both whole)."""
-    summary = run_spark_job(cfg, "compare", ["--rows", str(rows)], launch, source_needed=True)
+    summary = run_spark_job(cfg, "compare", ["--rows", str(rows)], launch)
     return from_dict(list[TableComparison], summary)
 
 

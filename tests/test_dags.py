@@ -385,3 +385,6 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert [(t["table"], t["inserted"]) for t in result["materialized"]] == [("afd.t", 2)]
     (interval,) = ledger.intervals()
     assert interval.state == "materialised" and ledger.checkpoint().position == interval.end  # type: ignore[union-attr]
+    compared = subprocess.run([str(BIN / "loader"), "compare"], env=env, capture_output=True, text=True)
+    assert compared.returncode == 0, compared.stdout + compared.stderr[-2000:]
+    assert "afd.t → afd_wh.afd__t: source 2 rows, warehouse 2 rows, equal" in compared.stdout

@@ -23,6 +23,9 @@ from loader.source import Credentials
 from loader.warehouse.session import spark_conf
 
 JOBS = ("materialize", "initial-load", "compare")
+# The jobs that read the source: they get its credentials from the launcher (which may have
+# them from an Airflow connection the Spark side cannot look up).
+SOURCE_JOBS = frozenset({"initial-load", "compare"})
 RESULT_ENV = "LOADER_JOB_RESULT"
 # The job reads the source's password from this variable, so it is never on a command line.
 PASSWORD_ENV = "LOADER_JOB_SOURCE_PASSWORD"
@@ -46,9 +49,9 @@ class SparkJob:
     def result_path(self) -> str:
         return self.env[RESULT_ENV]
 
-    def command(self, spark_submit: str = "spark-submit") -> list[str]:
+    def command(self) -> list[str]:
         """The spark-submit command line (the Airflow operator builds its own from the same fields)."""
-        command = [spark_submit, "--master", self.master]
+        command = ["spark-submit", "--master", self.master]
         for key, value in self.conf.items():
             command += ["--conf", f"{key}={value}"]
         if self.jars:
@@ -74,8 +77,8 @@ def build_spark_job(
         python: the interpreter the driver and executors run (the launcher's own, so that they
             import the same ``loader``).
         environ: the launcher's environment (``PATH``, ``SPARK_LOCAL_IP``).
-        source: credentials resolved by the launcher (an Airflow connection, say) that the job
-            uses instead of looking them up itself.
+        source: credentials resolved by the launcher (an Airflow connection, say) that a job
+            of ``SOURCE_JOBS`` uses instead of looking them up itself; other jobs do not get them.
     """
     if name not in JOBS:
         raise ValueError(f"no Spark job {name!r} (jobs: {', '.join(JOBS)})")
@@ -91,7 +94,7 @@ def build_spark_job(
         "PATH": str(Path(python).parent) + os.pathsep + environ.get("PATH", ""),
         RESULT_ENV: result_path,
     }
-    if source is not None:
+    if source is not None and name in SOURCE_JOBS:
         env.update(
             {
                 "LOADER__SOURCE__HOST": source.host,
