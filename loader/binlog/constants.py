@@ -153,6 +153,10 @@ NUMERIC_TYPES = frozenset(
         ColumnType.DECIMAL,
     }
 )
+# The columns the table map's signedness bits count. MariaDB's YEAR is an unsigned TINYINT inside
+# the server and takes a bit; MySQL's does not (its list is exactly NUMERIC_TYPES). Reading the
+# bits with the wrong list shifts the signedness of every integer after a YEAR.
+MARIADB_SIGNEDNESS_TYPES = NUMERIC_TYPES | {ColumnType.YEAR}
 # Columns that take a charset in the table map's optional metadata (by their real type);
 # MySQL 9 counts VECTOR (a BLOB underneath) among them.
 # The columns the table map's charset metadata counts: GEOMETRY is one (its base class is BLOB in

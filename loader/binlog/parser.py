@@ -22,6 +22,7 @@ from loader.binlog.constants import (
     HEADER_LEN,
     LOG_EVENT_BINLOG_IN_USE_F,
     LOG_EVENT_IGNORABLE_F,
+    MARIADB_SIGNEDNESS_TYPES,
     NUMERIC_TYPES,
     ColumnType,
     EventType,
@@ -294,7 +295,8 @@ def _table_map(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     labels: list[tuple[str, ...] | None] = [None] * ncols
     visible = [True] * ncols
     pk: list[int] | None = None
-    numeric = [i for i, t in enumerate(real_types) if t in NUMERIC_TYPES]
+    signed_types = MARIADB_SIGNEDNESS_TYPES if p.fde.is_mariadb else NUMERIC_TYPES
+    numeric = [i for i, t in enumerate(real_types) if t in signed_types]
     character = [i for i, t in enumerate(real_types) if t in CHARACTER_TYPES]
     enum_set = [i for i, t in enumerate(real_types) if t in ENUM_SET_TYPES]
     enums = [i for i, t in enumerate(real_types) if t == ColumnType.ENUM]

@@ -43,6 +43,10 @@ TABLES = {
         u3 VARCHAR(20) CHARACTER SET utf8mb3, vb VARBINARY(20), bn BINARY(8), txt TEXT,
         mt MEDIUMTEXT, tb TINYBLOB, lb LONGBLOB, e ENUM('a','b','ç'), st SET('x','y','z'), j JSON,
         g GEOMETRY NULL, after_g VARCHAR(10)) DEFAULT CHARSET=utf8mb4""",
+    # A YEAR among integers: the binlog's signedness bits count it on MariaDB, not on MySQL.
+    "yearmid": """(
+        id INT PRIMARY KEY, yr YEAR, qty INT UNSIGNED, d INT, tiny TINYINT UNSIGNED, yr2 YEAR,
+        su SMALLINT UNSIGNED, s SMALLINT, bu BIGINT UNSIGNED)""",
 }
 
 ROWS: dict[str, list[tuple[Any, ...]]] = {
@@ -211,12 +215,19 @@ _MORE_TEMPORAL: dict[int, tuple[Any, ...]] = {
     4: (None,) * 8,
 }
 ROWS["temporal"] = [row + _MORE_TEMPORAL[row[0]] for row in ROWS["temporal"]]
+ROWS["yearmid"] = [
+    (1, 2024, 4294967295, -5, 255, 1999, 65535, -1, 2**64 - 1),
+    (2, 1901, 0, 2147483647, 0, 2155, 0, 32767, 0),
+    (3, 2000, 1, -2147483648, 128, 0, 32768, -32768, 2**63),
+    (4, *([None] * 8)),
+]
 
 UPDATES = {
     "ints": "UPDATE ints SET t = t + 1, bu = 18446744073709551614, bit64 = 1 WHERE id = 1",
     "nums": "UPDATE nums SET d52 = -d52, f = 2.5 WHERE id IN (1, 2)",
     "temporal": "UPDATE temporal SET t6 = '12:00:00.5', ts6 = '2001-02-03 04:05:06.070809' WHERE id = 3",
     "strs": "UPDATE strs SET v = CONCAT(v, '!'), lb = REPEAT('z', 100000), e = 'b' WHERE id IN (2, 3)",
+    "yearmid": "UPDATE yearmid SET tiny = 254, d = -6, qty = 4294967294 WHERE id IN (1, 3)",
 }
 
 SELECT_AS_TEXT = {"dt", "dt0", "dt1", "dt2", "dt5", "dt6", "ts0", "ts1", "ts3", "ts4", "ts6"} | {
