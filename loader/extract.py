@@ -37,7 +37,8 @@ from loader.source import check_binlog_settings, connect, credentials, current_p
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
-from loader.tables import TableSelector, key_columns
+from loader.tables import TableSelector, key_columns, reload_remedy
+from loader.warehouse import types
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -49,9 +50,6 @@ def commit_ts_text(micros: int) -> str:
 
 # --- schema changes -------------------------------------------------------------------------
 
-_INT_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 5}
-_TEXT = {"char", "varchar", "text", "json", "enum", "set"}
-_BINARY = {"varbinary", "blob"}
 _DDL = re.compile(
     r"^\s*(?:/\*.*?\*/\s*)*(ALTER|TRUNCATE|DROP|RENAME)\s+(?:ONLINE\s+|IGNORE\s+)?(?:TABLE\s+)?"
     r"(?:IF\s+EXISTS\s+)?((?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)",
@@ -74,35 +72,6 @@ def ddl_target(statement: Statement) -> tuple[str, str, str] | None:
     return m.group(1).upper(), statement.schema, _unquote_name(parts[0])
 
 
-def _widens(old: str, new: str) -> bool:
-    if old == new:
-        return True
-    o_base, n_base = old.replace(" unsigned", ""), new.replace(" unsigned", "")
-    if o_base in _INT_RANK and n_base in _INT_RANK:
-        same_sign = old.endswith("unsigned") == new.endswith("unsigned")
-        bigger = _INT_RANK[n_base] > _INT_RANK[o_base]
-        return (same_sign and _INT_RANK[n_base] >= _INT_RANK[o_base]) or (
-            old.endswith("unsigned") and not new.endswith("unsigned") and bigger
-        )
-    if (old, new) == ("float", "double"):
-        return True
-    dec = re.compile(r"decimal\((\d+),(\d+)\)")
-    mo, mn = dec.fullmatch(old), dec.fullmatch(new)
-    if mo and mn:
-        po, so, pn, sn = int(mo[1]), int(mo[2]), int(mn[1]), int(mn[2])
-        return sn >= so and pn - sn >= po - so
-    word = re.compile(r"([a-z]+)(?:\((\d+)\))?")
-    wo, wn = word.fullmatch(old), word.fullmatch(new)
-    if wo and wn:
-        if wo[1] in _TEXT and wn[1] in _TEXT:
-            return wo[1] not in ("enum", "set") or wn[1] in (wo[1], "varchar", "text", "char")
-        if wo[1] in _BINARY and wn[1] in _BINARY:
-            return True
-        if wo[1] == wn[1] and wo[1] in ("datetime", "time", "timestamp", "bit", "binary"):
-            return int(wn[2] or 0) >= int(wo[2] or 0)
-    return False
-
-
 def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec]) -> str | None:
     """Why a table's new column layout cannot follow its old one in staging, or None."""
     if len(new) < len(old):
@@ -110,8 +79,9 @@ def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec]) -> str |
     for o, n in zip(old, new, strict=False):
         if o.name != n.name:
             return f"column {o.name} became {n.name} (renamed or moved columns cannot be carried)"
-        if not _widens(o.mysql_type, n.mysql_type):
-            return f"column {o.name} changed type from {o.mysql_type} to {n.mysql_type}"
+        problem = types.type_change_problem(o.mysql_type, n.mysql_type)
+        if problem:
+            return f"column {o.name} {problem}"
     return None
 
 
@@ -183,8 +153,10 @@ class TableWriter:
             problem = layout_change_problem(self.entry.layouts[-1], columns)
             if problem:
                 raise ExtractError(
-                    f"{where}: {self.entry.schema}.{self.entry.table} changed in a way staging cannot "
-                    f"carry: {problem}" + (f" (statement: {statement})" if statement else "")
+                    f"{where}: {self.entry.schema}.{self.entry.table} changed in a way the loader cannot "
+                    f"carry: {problem}"
+                    + (f" (statement: {statement})" if statement else "")
+                    + f"; {reload_remedy(self.entry.schema, self.entry.table)}"
                 )
         self.entry.layouts.append(columns)
         self.layout_index = len(self.entry.layouts) - 1
@@ -319,7 +291,8 @@ def publish_table(
                     problem = layout_change_problem(entry.layouts[-1], columns)
                     if problem:
                         raise ExtractError(
-                            f"{schema}.{table} changed in a way staging cannot carry: {problem}"
+                            f"{schema}.{table} changed in a way the loader cannot carry: {problem}; "
+                            + reload_remedy(schema, table)
                         )
                 entry.layouts.append(columns)
             mapping[i] = len(entry.layouts) - 1
@@ -358,8 +331,12 @@ def _extract_range(
     max_changes: int | None,
     progress: Progress | None,
     label: str,
+    loaded_at: dict[str, Position] | None = None,
 ) -> RangeResult:
-    """Decode ``[start, end)`` and write its CSV parts under ``workdir`` (one decoder's share)."""
+    """Decode ``[start, end)`` and write its CSV parts under ``workdir`` (one decoder's share).
+
+    A table's events before ``loaded_at`` (its last re-load) are passed over: the copy has them.
+    """
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
     writers: dict[tuple[str, str], TableWriter] = {}
     result = RangeResult({})
@@ -369,6 +346,8 @@ def _extract_range(
         txs = read_transactions(open_transport(cfg.source), Position.parse(start), end_pos, selector, schema)
         for tx in txs:
             result.transactions += 1
+            if loaded_at:
+                _drop_reloaded(tx, loaded_at)
             _check_statements(tx, selector, writers)
             n = _write_transaction(tx, cfg, writers, Path(workdir))
             if n:
@@ -416,12 +395,13 @@ def extract_interval(
     """
     started = time.monotonic()
     start, end = Position.parse(interval.start), Position.parse(interval.end)
+    loaded_at = ledger.loaded_at()
     ranges = [(interval.start, interval.end)] if interval.max_changes else _ranges(cfg, start, end, workers)
     with tempfile.TemporaryDirectory(prefix="loader-extract-") as tmp:
         if len(ranges) == 1:
             results = [
                 _extract_range(
-                    cfg, *ranges[0], tmp, interval.max_changes, progress, f"interval {interval.id}"
+                    cfg, *ranges[0], tmp, interval.max_changes, progress, f"interval {interval.id}", loaded_at
                 )
             ]
         else:
@@ -429,7 +409,9 @@ def extract_interval(
             ctx = multiprocessing.get_context("fork")
             with concurrent.futures.ProcessPoolExecutor(len(ranges), mp_context=ctx) as pool:
                 futures = [
-                    pool.submit(_extract_range, cfg, a, b, f"{tmp}/w{i:03d}", None, None, f"range {i}")
+                    pool.submit(
+                        _extract_range, cfg, a, b, f"{tmp}/w{i:03d}", None, None, f"range {i}", loaded_at
+                    )
                     for i, (a, b) in enumerate(ranges)
                 ]
                 results = [f.result() for f in futures]
@@ -486,6 +468,19 @@ def extract_interval(
     )
 
 
+def _drop_reloaded(tx: Transaction, loaded_at: dict[str, Position]) -> None:
+    """Leave out of ``tx`` what it did to tables re-loaded after it."""
+
+    def stale(schema: str, table: str) -> bool:
+        since = loaded_at.get(f"{schema}.{table}")
+        return since is not None and tx.start < since
+
+    tx.batches = [b for b in tx.batches if not stale(b.table.schema, b.table.table)]
+    tx.statements = [
+        st for st in tx.statements if not ((target := ddl_target(st)) and stale(target[1], target[2]))
+    ]
+
+
 def _check_statements(
     tx: Transaction, selector: TableSelector, writers: dict[tuple[str, str], TableWriter]
 ) -> None:
@@ -497,7 +492,7 @@ def _check_statements(
         if verb != "ALTER":
             raise ExtractError(
                 f"{st.position}: {verb} TABLE on the selected table {schema_name}.{table} cannot be carried "
-                f"as row changes (statement: {st.query.strip()[:200]}); reload the table with a new initial load"
+                f"as row changes (statement: {st.query.strip()[:200]}); {reload_remedy(schema_name, table)}"
             )
         writer = writers.get((schema_name, table))
         if writer is not None:

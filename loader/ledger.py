@@ -139,6 +139,20 @@ class Ledger:
         """Every initial load, oldest first."""
         return sorted(self._records(Load, "loads"), key=lambda load: load.id)
 
+    def loaded_at(self) -> dict[str, Position]:
+        """Where each table's latest complete load copied it (its P0), by ``schema.table``.
+
+        Changes to a table before its P0 are already in the copy: a re-load makes them stale, so
+        extract passes them over (a change the loader stopped at is behind the table then).
+        """
+        out: dict[str, Position] = {}
+        for load in self.loads():
+            if load.state == "complete":
+                p0 = Position.parse(load.p0)
+                for table in load.tables:
+                    out[table] = max(p0, out.get(table, p0))
+        return out
+
     def save_load(self, load: Load) -> None:
         self.store.put(f"{self.prefix}/loads/{load.id}.json", load.to_json())
 

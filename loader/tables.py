@@ -49,3 +49,8 @@ def key_columns(
     if missing:
         raise TableKeyError(f"key columns {missing} of {name} are not among its columns")
     return key
+
+
+def reload_remedy(schema: str, table: str) -> str:
+    """The one step that brings a table back after a change the loader cannot carry."""
+    return f"re-load the table: loader initial-load --tables {schema}.{table}"

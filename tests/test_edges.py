@@ -5,12 +5,15 @@ statement and the remedy, leaving the checkpoint where it was."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loader import steps
 from loader.config import Config
+from loader.errors import ExtractError, MaterializeError
 from loader.extract import run_extract
 from loader.ledger import Ledger
 from loader.warehouse.compare import compare_tables
@@ -81,3 +84,82 @@ def test_a_year_column_does_not_shift_the_signedness_of_the_integers_after_it(
     _delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
     assert Ledger.of(cfg).checkpoint().position == Ledger.of(cfg).intervals()[-1].end  # type: ignore[union-attr]
+
+
+def _warehouse_types(spark: Any, cfg: Config, table: str) -> dict[str, str]:
+    schema = spark.table(f"{cfg.warehouse.database}.{table}").schema
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+
+def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_reloaded(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    _fresh_schema(
+        mariadb,
+        "edge_type",
+        "t (id INT PRIMARY KEY, a INT, b DATETIME(6), c DECIMAL(10,2))",
+        "u (id INT PRIMARY KEY, v INT)",
+    )
+    mariadb.execute(
+        "INSERT INTO edge_type.t VALUES (1, -1, '2024-01-01 10:00:00.5', 1.25), (2, 2, NULL, NULL)",
+        "INSERT INTO edge_type.u VALUES (1, 1)",
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "edge_type")
+    run_initial_load(spark, cfg, progress=_quiet)
+
+    # Widening keeps every value: carried, and the warehouse column widens in place.
+    mariadb.execute(
+        "UPDATE edge_type.t SET a = 7 WHERE id = 2",
+        "ALTER TABLE edge_type.t MODIFY a BIGINT, MODIFY c DECIMAL(14,4)",
+        "INSERT INTO edge_type.t VALUES (3, 1099511627776, '2024-02-29 00:00:00', 12345678.1234)",
+    )
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    assert _warehouse_types(spark, cfg, "edge_type__t")["a"] == "bigint"
+    assert _warehouse_types(spark, cfg, "edge_type__t")["c"] == "decimal(14,4)"
+
+    # A type change that rewrites values stops extract at the statement, with the remedy.
+    ledger = Ledger.of(cfg)
+    checkpoint = ledger.checkpoint()
+    mariadb.execute(
+        "UPDATE edge_type.t SET a = a + 1 WHERE id = 1",
+        "ALTER TABLE edge_type.t MODIFY b VARCHAR(40)",
+        "INSERT INTO edge_type.t VALUES (4, 4, 'not a date', 4)",
+        "INSERT INTO edge_type.u VALUES (2, 2)",
+    )
+    with pytest.raises(ExtractError) as stopped:
+        steps.extract(cfg, progress=_quiet)
+    message = str(stopped.value)
+    assert "edge_type.t changed in a way the loader cannot carry" in message
+    assert "column b changed type from datetime(6) to varchar" in message
+    assert "statement: ALTER TABLE edge_type.t MODIFY b VARCHAR(40)" in message
+    assert message.endswith("re-load the table: loader initial-load --tables edge_type.t")
+    assert re.match(r"mysql-bin\.\d+:\d+: ", message), message  # where in the binlog
+    assert ledger.checkpoint() == checkpoint
+    failed = steps.status(cfg).last_error
+    assert failed is not None and "column b changed type" in failed.error
+
+    # The remedy is one step; the other table's changes of the stopped interval still arrive.
+    run_initial_load(spark, cfg, only=["edge_type.t"], progress=_quiet)
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    assert _warehouse_types(spark, cfg, "edge_type__t")["b"] == "string"
+    assert steps.status(cfg).intervals["failed"] == 0
+
+    # Changed where extract sees no earlier layout (all of the table's rows come after the ALTER):
+    # materialise refuses to write values of another type, and the same remedy works.
+    mariadb.execute(
+        "ALTER TABLE edge_type.t MODIFY a VARCHAR(30)",
+        "UPDATE edge_type.t SET a = CONCAT('x', a) WHERE id = 3",
+        "INSERT INTO edge_type.u VALUES (3, 3)",
+    )
+    checkpoint = ledger.checkpoint()
+    run_extract(cfg, progress=_quiet)
+    with pytest.raises(
+        MaterializeError, match=r"column a is bigint in the warehouse but the staged changes have string"
+    ):
+        run_materialize(spark, cfg)
+    assert ledger.checkpoint() == checkpoint
+    run_initial_load(spark, cfg, only=["edge_type.t"], progress=_quiet)
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)

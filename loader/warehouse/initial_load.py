@@ -207,7 +207,7 @@ def copy_table(
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    ensure_table(spark, cfg, info.schema, info.table, info.columns)
+    ensure_table(spark, cfg, info.schema, info.table, info.columns, replace=True)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
     frame = spark.read.jdbc(
         jdbc_url(cfg, creds),

@@ -25,7 +25,7 @@ from typing import Any
 from loader.config import Config
 from loader.errors import MaterializeError
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
-from loader.positions import Position
+from loader.positions import Position, seqno_of
 from loader.results import TableResult
 from loader.staging import csvformat
 from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
@@ -62,8 +62,16 @@ def pending_intervals(ledger: Ledger) -> list[Interval]:
     return pending
 
 
-def _changes(spark: Any, store: Store, entries: list[TableEntry], columns: list[ColumnSpec]) -> Any:
-    """Every staged change of one table, typed, in the table's latest column layout."""
+def _changes(
+    spark: Any,
+    store: Store,
+    entries: list[TableEntry],
+    columns: list[ColumnSpec],
+    warehouse_types: dict[str, str],
+    min_seqno: int | None,
+) -> Any:
+    """Every staged change of one table from ``min_seqno`` on, typed as the warehouse table's
+    columns, in the table's latest column layout."""
     q = quote_identifier
     frames = []
     for entry in entries:
@@ -73,6 +81,8 @@ def _changes(spark: Any, store: Store, entries: list[TableEntry], columns: list[
                 continue
             names = [c.name for c in layout_columns]
             frame = csvformat.read_staged(spark, paths, names)
+            if min_seqno is not None:  # older changes are in the table's re-load already
+                frame = frame.where(f"CAST(seqno AS BIGINT) >= {min_seqno}")
             have = set(names)
             select = [
                 f"CAST({q(m)} AS {t})" + f" AS {q(m)}"
@@ -81,10 +91,14 @@ def _changes(spark: Any, store: Store, entries: list[TableEntry], columns: list[
                 for m, t in (*META_TYPES.items(), ("commit_ts", "timestamp"))
             ] + ["op"]
             for c in columns:
-                if c.name in have:
-                    select.append(f"{types.cast_sql(q(c.name), c.mysql_type)} AS {q(c.name)}")
-                else:
-                    select.append(f"CAST(NULL AS {types.spark_type(c.mysql_type)}) AS {q(c.name)}")
+                target = warehouse_types[c.name]
+                if c.name not in have:
+                    select.append(f"CAST(NULL AS {target}) AS {q(c.name)}")
+                    continue
+                value = types.cast_sql(q(c.name), c.mysql_type)
+                if types.spark_type(c.mysql_type) != target:  # the warehouse keeps a wider type
+                    value = f"CAST({value} AS {target})"
+                select.append(f"{value} AS {q(c.name)}")
             frames.append(frame.selectExpr(*select))
     result = frames[0]
     for frame in frames[1:]:
@@ -93,16 +107,24 @@ def _changes(spark: Any, store: Store, entries: list[TableEntry], columns: list[
 
 
 def materialize_table(
-    spark: Any, cfg: Config, store: Store, entries: list[TableEntry], run_id: str
+    spark: Any,
+    cfg: Config,
+    store: Store,
+    entries: list[TableEntry],
+    run_id: str,
+    loaded_at: Position | None = None,
 ) -> TableResult:
-    """Apply one table's staged changes from several intervals in one pass."""
+    """Apply one table's staged changes from several intervals in one pass (those from
+    ``loaded_at`` on: the table's last re-load holds the older ones)."""
     started = time.monotonic()
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
     key = entries[-1].primary_key
-    ensure_table(spark, cfg, schema, table, columns)
+    warehouse_types = ensure_table(spark, cfg, schema, table, columns)
     part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
-    changes = _changes(spark, store, entries, columns).selectExpr("*", f"{part} AS {PART}").cache()
+    min_seqno = seqno_of(loaded_at.file, loaded_at.pos) if loaded_at else None
+    changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
+    changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
     per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
     touched = sorted(per_partition)
     if not touched:
@@ -150,14 +172,23 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
         return []
     manifests = [Manifest.from_json(store.get(i.manifest or "") or b"") for i in intervals]
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
+    loaded_at = ledger.loaded_at()
     by_table: dict[tuple[str, str], list[TableEntry]] = {}
     for m in manifests:
         for t in m.tables:
-            by_table.setdefault((t.schema, t.table), []).append(t)
+            since = loaded_at.get(f"{t.schema}.{t.table}")
+            if since is None or Position.parse(m.end) > since:  # else all in the re-load already
+                by_table.setdefault((t.schema, t.table), []).append(t)
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
-    results = [
-        materialize_table(spark, cfg, store, entries, run_id) for _, entries in sorted(by_table.items())
-    ]
+    span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
+    results = []
+    for (schema, table), entries in sorted(by_table.items()):
+        try:
+            results.append(
+                materialize_table(spark, cfg, store, entries, run_id, loaded_at.get(f"{schema}.{table}"))
+            )
+        except MaterializeError as exc:
+            raise MaterializeError(f"interval {span}: {exc}") from None
     for interval in intervals:
         interval.state = MATERIALISED
         ledger.save(interval)

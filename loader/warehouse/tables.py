@@ -13,6 +13,7 @@ from typing import Any
 from loader.config import Config
 from loader.errors import MaterializeError
 from loader.staging.manifest import ColumnSpec
+from loader.tables import reload_remedy
 from loader.warehouse import types
 from loader.warehouse.catalog import PartitionCatalog
 
@@ -53,33 +54,82 @@ def table_name(cfg: Config, schema: str, table: str) -> str:
     return f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(warehouse_table(schema, table))}"
 
 
-def ensure_table(spark: Any, cfg: Config, schema: str, table: str, columns: list[ColumnSpec]) -> None:
-    """Create the table on first sight; add columns that appeared at the end of the source's."""
+META_COLUMNS = ("_seqno", "_commit_ts", PART)
+
+
+def ensure_table(
+    spark: Any, cfg: Config, schema: str, table: str, columns: list[ColumnSpec], *, replace: bool = False
+) -> dict[str, str]:
+    """Create the table on first sight, or make it follow the source's ``columns``: columns added
+    at the end are added, and a column whose type widened (``types.spark_widens``) is widened in
+    place. ``replace`` (a re-load, which rewrites every row) takes ``columns`` whatever they were.
+
+    Returns each column's warehouse (Spark) type, which staged values are cast to; a column the
+    warehouse keeps wider than the source's type stays so.
+
+    Raises:
+        MaterializeError: the columns were dropped, renamed, moved or changed type in a way the
+            table cannot follow; the message names the column and the remedy (a re-load).
+    """
     q = quote_identifier
     name = table_name(cfg, schema, table)
+    wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
     if not spark.catalog.tableExists(name):
-        cols = ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in columns)
+        cols = ", ".join(f"{q(c)} {t}" for c, t in wanted.items())
         spark.sql(
             f"CREATE TABLE {name} ({cols}, _seqno BIGINT, _commit_ts TIMESTAMP, {PART} BIGINT) "
             f"USING parquet PARTITIONED BY ({PART})"
         )
-        return
-    existing = [
-        f.name for f in spark.table(name).schema.fields if f.name not in ("_seqno", "_commit_ts", PART)
-    ]
-    wanted = [c.name for c in columns]
-    if wanted[: len(existing)] != existing:
+        return wanted
+    existing = {
+        f.name: f.dataType.simpleString()
+        for f in spark.table(name).schema.fields
+        if f.name not in META_COLUMNS
+    }
+    if replace:
+        if existing != wanted:
+            _set_columns(spark, cfg, schema, table, wanted)
+        return wanted
+    if list(wanted)[: len(existing)] != list(existing):
         raise MaterializeError(
-            f"{name}: the source's columns {wanted} do not continue the warehouse's {existing}; "
-            "only columns added at the end can be applied"
+            f"{name}: the source's columns {list(wanted)} do not continue the warehouse's "
+            f"{list(existing)} (only columns added at the end can be carried); "
+            + reload_remedy(schema, table)
         )
-    added = columns[len(existing) :]
+    result = dict(existing)
+    for column, have in existing.items():
+        want = wanted[column]
+        if types.spark_widens(have, want):
+            result[column] = want
+        elif not types.spark_widens(want, have):
+            raise MaterializeError(
+                f"{name}: column {column} is {have} in the warehouse but the staged changes have "
+                f"{want}, which it cannot hold; " + reload_remedy(schema, table)
+            )
+    if result != existing:
+        _set_columns(spark, cfg, schema, table, result)
+    added = {c: t for c, t in wanted.items() if c not in existing}
     if added:
         spark.sql(
-            f"ALTER TABLE {name} ADD COLUMNS ("
-            + ", ".join(f"{q(c.name)} {types.spark_type(c.mysql_type)}" for c in added)
-            + ")"
+            f"ALTER TABLE {name} ADD COLUMNS (" + ", ".join(f"{q(c)} {t}" for c, t in added.items()) + ")"
         )
+        result.update(added)
+    return result
+
+
+def _set_columns(spark: Any, cfg: Config, schema: str, table: str, columns: dict[str, str]) -> None:
+    """Give the table these data columns in the catalog. Spark's SQL cannot change a Parquet
+    table's column types, its session catalog can; files already written are read as the new
+    types (only widenings reach here without a re-load, which rewrites every file)."""
+    q = quote_identifier
+    jvm = spark.sparkContext._jvm
+    ddl = ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + ", _seqno BIGINT, _commit_ts TIMESTAMP"
+    ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(
+        warehouse_table(schema, table), jvm.scala.Some(cfg.warehouse.database)
+    )
+    data_schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
+    spark._jsparkSession.sessionState().catalog().alterTableDataSchema(ident, data_schema)
+    spark.catalog.refreshTable(table_name(cfg, schema, table))
 
 
 def publish_version(

@@ -119,6 +119,73 @@ def spark_type(mysql_type: str) -> str:
     raise TypeMapError(f"the MySQL type {mysql_type!r} has no warehouse type")
 
 
+_INT_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 5}
+_SPARK_INT_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+_TEXT_KINDS = {"char", "varchar", "text", "json", "enum", "set"}
+
+
+def _keeps_values(old: str, new: str) -> bool:
+    """Whether MySQL converts every value of ``old`` to the same value of ``new`` (no rounding,
+    truncation, sign or text change), as a widening ALTER does."""
+    if old == new:
+        return True
+    (o_base, o_args, o_unsigned), (n_base, n_args, n_unsigned) = _parse(old), _parse(new)
+    if o_base in _INT_RANK and n_base in _INT_RANK:
+        if o_unsigned and not n_unsigned:
+            return _INT_RANK[n_base] > _INT_RANK[o_base]
+        return o_unsigned == n_unsigned and _INT_RANK[n_base] >= _INT_RANK[o_base]
+    if (o_base, n_base) == ("float", "double"):
+        return True
+    if o_base == n_base == "decimal":
+        (po, so), (pn, sn) = (map(int, a.split(",")) for a in (o_args, n_args))
+        return sn >= so and pn - sn >= po - so
+    if o_base in _TEXT_KINDS and n_base in _TEXT_KINDS:
+        return o_base not in ("enum", "set") or n_base in (o_base, "varchar", "text", "char")
+    if o_base in ("varbinary", "blob") and n_base in ("varbinary", "blob"):
+        return True
+    if o_base == n_base and o_base in ("datetime", "time", "timestamp", "bit", "binary"):
+        return int(n_args or 0) >= int(o_args or 0)
+    return False
+
+
+def spark_widens(old: str, new: str) -> bool:
+    """Whether Spark reads Parquet files written as the Spark type ``old`` as ``new`` exactly (the
+    readers widen integers, FLOAT to DOUBLE and decimals; measured on Spark 4.2 with and without
+    the vectorised reader), so a warehouse column can change type without rewriting its files."""
+    if old == new:
+        return True
+    if old in _SPARK_INT_DIGITS and new in _SPARK_INT_DIGITS:
+        return _SPARK_INT_DIGITS[new] >= _SPARK_INT_DIGITS[old]
+    if (old, new) == ("float", "double"):
+        return True
+    n = _DECIMAL.fullmatch(new)
+    if n is None:
+        return False
+    pn, sn = int(n[1]), int(n[2])
+    if old in _SPARK_INT_DIGITS:
+        return pn - sn >= _SPARK_INT_DIGITS[old]
+    o = _DECIMAL.fullmatch(old)
+    return o is not None and sn >= int(o[2]) and pn - sn >= int(o[1]) - int(o[2])
+
+
+def type_change_problem(old: str, new: str) -> str | None:
+    """Why a column cannot go from the MySQL type ``old`` to ``new`` in the warehouse, or None.
+
+    A change is carried when MySQL keeps every stored value as it was (the ALTER wrote no row
+    events, so nothing else would correct them) and the warehouse column keeps its Spark type or
+    widens to one its files can be read as.
+    """
+    if not _keeps_values(old, new):
+        return f"changed type from {old} to {new}, which changes or may change stored values"
+    if not spark_widens(spark_type(old), spark_type(new)):
+        return (
+            f"changed type from {old} to {new}, which the warehouse cannot follow in place "
+            f"({spark_type(old)} to {spark_type(new)})"
+        )
+    return None
+
+
 def cast_sql(column: str, mysql_type: str) -> str:
     """Spark SQL turning the staged string ``column`` (a quoted identifier) into its type.
 
