@@ -43,6 +43,15 @@ with DAG(
             "or loader binlog show prints it).",
             section="Backfill",
         ),
+        "allow_gap": Param(
+            False,
+            type="boolean",
+            title="Allow a gap",
+            description="Let the backfill start past where the log has been read: the changes in between "
+            "are skipped for good and the gap is recorded in the ledger (loader status shows it). "
+            "Without it such a start is refused.",
+            section="Backfill",
+        ),
         "max_changes": Param(
             None,
             type=["null", "integer"],

@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from loader import steps
 from loader.config import Config, load_config
 from loader.errors import ConfigError, LoaderError, describe, is_transient
+from loader.naming import warehouse_table
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
 from loader.warehouse.submit import SparkJob
 
@@ -68,12 +69,13 @@ def loader_errors() -> Iterator[None]:
         raise AirflowFailException(f"{type(exc).__name__}: {describe(exc)}") from None
 
 
-def asset_for(cfg: Config, qualified: str) -> Asset:
-    """The Airflow Asset of one warehouse table: ``loader://<source>/<database>/<schema>__<table>``."""
-    schema, table = qualified.split(".", 1)
+def asset_for(cfg: Config, schema: str, table: str) -> Asset:
+    """The Airflow Asset of one warehouse table: ``loader://<source>/<database>/<warehouse name>``
+    (``naming.warehouse_table``: ``<schema>__<table>`` for ordinary names)."""
+    name = warehouse_table(schema, table)
     return Asset(
-        name=f"{cfg.warehouse.database}.{schema}__{table}",
-        uri=f"loader://{cfg.source.name}/{cfg.warehouse.database}/{schema}__{table}",
+        name=f"{cfg.warehouse.database}.{name}",
+        uri=f"loader://{cfg.source.name}/{cfg.warehouse.database}/{name}",
     )
 
 
@@ -102,6 +104,7 @@ def plan() -> dict[str, Any]:
             dry_run=bool(params.get("dry_run")),
             start_lognum=params.get("start_lognum"),
             start_logpos=params.get("start_logpos"),
+            allow_gap=bool(params.get("allow_gap")),
         )
     if planned.dry_run:
         size = f", {planned.bytes:,} bytes of binlog" if planned.bytes is not None else ""
@@ -134,9 +137,10 @@ def publish(planned: dict[str, Any], *, outlet_events: Any) -> list[str]:
     cfg = config()
     interval = from_dict(PlannedInterval, planned).interval
     with loader_errors():
-        tables = steps.changed_tables(cfg, interval)
-    for qualified in tables:
-        outlet_events[TABLES_ALIAS].add(asset_for(cfg, qualified), extra={"interval": interval})
+        changed = steps.changed_tables(cfg, interval)
+    for schema, table in changed:
+        outlet_events[TABLES_ALIAS].add(asset_for(cfg, schema, table), extra={"interval": interval})
+    tables = [f"{schema}.{table}" for schema, table in changed]
     log.info("updated: %s", ", ".join(tables) or "no tables")
     return tables
 

@@ -27,10 +27,15 @@ from loader import __version__, steps
 from loader.config import Config, load_config
 from loader.errors import EXIT_ERROR, EXIT_OK, ConfigError, LoaderError, describe, exit_code
 from loader.positions import Position
-from loader.results import ExtractSummary, TableResult, to_dict
+from loader.results import ExtractSummary, TableMapping, TableResult, to_dict
 from loader.warehouse.submit import SparkJob, launch_subprocess
 
 Command = Callable[[argparse.Namespace, Config], int]
+
+ALLOW_GAP_HELP = (
+    "let --from start past where the log has been read: the changes in between are skipped for good "
+    "(recorded in the ledger; loader status shows the gap)"
+)
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
@@ -234,6 +239,7 @@ def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
         end=Position.parse(args.end) if args.end else None,
         max_changes=args.max_changes,
         workers=args.workers,
+        allow_gap=args.allow_gap,
     )
     if summary is None:
         _emit(args, {"interval": None}, "extract: nothing new since the last interval")
@@ -282,6 +288,14 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def cmd_tables(args: argparse.Namespace, cfg: Config) -> int:
+    """The selected source tables and their warehouse tables."""
+    mappings = steps.tables(cfg)
+    data = {"database": cfg.warehouse.database, "tables": [to_dict(m) for m in mappings]}
+    _emit(args, data, TableMapping.text(mappings, cfg.warehouse.database))
+    return EXIT_OK
+
+
 def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
     """One delta run without Airflow: plan, extract, materialise."""
     start = Position.parse(args.start) if args.start else None
@@ -291,23 +305,28 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
             start,
             max_changes=args.max_changes,
             dry_run=True,
-            start_lognum=args.lognum,
             start_logpos=args.logpos,
+            allow_gap=args.allow_gap,
         )
         size = f", {planned.bytes:,} bytes of binlog" if planned.bytes is not None else ""
+        gap = f"; would skip [{planned.skipped_from}, {planned.start})" if planned.skipped_from else ""
         _emit(
             args,
             to_dict(planned),
-            f"run-once (dry run): would extract [{planned.start}, {planned.end}){size}",
+            f"run-once (dry run): would extract [{planned.start}, {planned.end}){size}{gap}",
         )
         return EXIT_OK
-    run = steps.run_once(cfg, _launch, start, args.max_changes, args.lognum, args.logpos, progress=_progress)
+    run = steps.run_once(
+        cfg, _launch, start, args.max_changes, args.lognum, args.logpos, _progress, args.allow_gap
+    )
     changes = run.extracted.changes if run.extracted else 0
     lines = [
         f"run-once: interval {run.planned.interval or '(nothing new)'} [{run.planned.start}, {run.planned.end}), "
         f"{changes:,} changes extracted; {len(run.materialized)} tables materialised in {run.seconds:.1f} s",
         *_table_lines(run.materialized),
     ]
+    if run.planned.skipped_from:
+        lines.insert(1, f"  gap allowed: [{run.planned.skipped_from}, {run.planned.start}) skipped for good")
     _emit(args, to_dict(run), "\n".join(lines))
     return EXIT_OK
 
@@ -371,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--interval", metavar="ID", help="extract this recorded interval again (same boundaries, same files)"
     )
+    p.add_argument("--allow-gap", action="store_true", help=ALLOW_GAP_HELP)
     p.add_argument(
         "--workers", type=int, help="decoding processes (default: one per core reading binlog files, else 1)"
     )
@@ -381,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("compare", cmd_compare, "show the warehouse tables next to the source tables (spark-submit)")
     p.add_argument("--rows", type=int, default=3, help="rows of each table to show (default 3)")
     add("status", cmd_status, "show the source position, checkpoint, lag, intervals and last error")
+    add("tables", cmd_tables, "list the selected source tables, their warehouse tables and load positions")
     p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
     p.add_argument(
         "--from", dest="start", metavar="FILE:POS", help="backfill: replay from here to the present end"
@@ -393,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="plan and report the interval without writing anything"
     )
+    p.add_argument("--allow-gap", action="store_true", help=ALLOW_GAP_HELP)
     p = add(
         "initial-load",
         cmd_initial_load,

@@ -14,7 +14,6 @@ import hashlib
 import io
 import itertools
 import multiprocessing
-import re
 import sys
 import tempfile
 import time
@@ -24,10 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from loader import statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
-from loader.binlog.transactions import RowsBatch, Statement, Transaction
+from loader.binlog.transactions import RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, TableKeyError
 from loader.ledger import EXTRACTED, MATERIALISED, Interval, Ledger
@@ -49,27 +49,6 @@ def commit_ts_text(micros: int) -> str:
 
 
 # --- schema changes -------------------------------------------------------------------------
-
-_DDL = re.compile(
-    r"^\s*(?:/\*.*?\*/\s*)*(ALTER|TRUNCATE|DROP|RENAME)\s+(?:ONLINE\s+|IGNORE\s+)?(?:TABLE\s+)?"
-    r"(?:IF\s+EXISTS\s+)?((?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)",
-    re.I | re.S,
-)
-
-
-def _unquote_name(text: str) -> str:
-    return text.strip().strip("`").replace("``", "`")
-
-
-def ddl_target(statement: Statement) -> tuple[str, str, str] | None:
-    """(verb, schema, table) of an ALTER/TRUNCATE/DROP/RENAME TABLE statement, else None."""
-    m = _DDL.match(statement.query)
-    if not m:
-        return None
-    parts = re.split(r"\s*\.\s*(?=(?:`|[\w$]))", m.group(2), maxsplit=1)
-    if len(parts) == 2:
-        return m.group(1).upper(), _unquote_name(parts[0]), _unquote_name(parts[1])
-    return m.group(1).upper(), statement.schema, _unquote_name(parts[0])
 
 
 def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec]) -> str | None:
@@ -131,6 +110,7 @@ class TableWriter:
 
     def __init__(self, entry: TableEntry, workdir: Path, part_bytes: int, gzip_parts: bool) -> None:
         self.entry = entry
+        self.first_position: str | None = None  # of its first rows event
         self.workdir = workdir
         self.part_bytes = part_bytes
         self.gzip = gzip_parts
@@ -156,7 +136,7 @@ class TableWriter:
                     f"{where}: {self.entry.schema}.{self.entry.table} changed in a way the loader cannot "
                     f"carry: {problem}"
                     + (f" (statement: {statement})" if statement else "")
-                    + f"; {reload_remedy(self.entry.schema, self.entry.table)}"
+                    + f"; {reload_remedy((self.entry.schema, self.entry.table))}"
                 )
         self.entry.layouts.append(columns)
         self.layout_index = len(self.entry.layouts) - 1
@@ -182,6 +162,8 @@ class TableWriter:
 
     def write_batch(self, batch: RowsBatch, seqno: int, commit_ts: str) -> None:
         """Every change row of one rows event: inserts as I, deletes as D, updates as D then I."""
+        if self.first_position is None:
+            self.first_position = str(batch.position)
         part = self.part or self._open_part()
         encode = self.encode
         rid = batch.first_row_id
@@ -231,6 +213,7 @@ class TableWriter:
                 for p in self.finished
             ],
             self.entry.statements,
+            self.first_position,
         )
 
 
@@ -262,6 +245,7 @@ class TablePiece:
     layouts: list[list[ColumnSpec]]
     parts: list[PartInfo]
     statements: list[dict[str, str]]
+    first_position: str | None = None
 
 
 @dataclass
@@ -275,6 +259,8 @@ class RangeResult:
     seqno_max: int | None = None
     stopped_at: str | None = None
     commit_ts_max: int | None = None  # microseconds UTC, of the last transaction with changes
+    # selected tables a CREATE TABLE made, and where: all their rows follow it
+    created: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def publish_table(
@@ -292,7 +278,7 @@ def publish_table(
                     if problem:
                         raise ExtractError(
                             f"{schema}.{table} changed in a way the loader cannot carry: {problem}; "
-                            + reload_remedy(schema, table)
+                            + reload_remedy((schema, table))
                         )
                 entry.layouts.append(columns)
             mapping[i] = len(entry.layouts) - 1
@@ -339,17 +325,20 @@ def _extract_range(
     """
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
     writers: dict[tuple[str, str], TableWriter] = {}
+    # ALTER statements on tables without rows yet in this range, for the manifest of the first.
+    pending: dict[tuple[str, str], list[dict[str, str]]] = {}
     result = RangeResult({})
     end_pos = Position.parse(end)
     last_report = time.monotonic()
     with source_schema(credentials(cfg.source)) as schema:
-        txs = read_transactions(open_transport(cfg.source), Position.parse(start), end_pos, selector, schema)
+        skip = {_schema_table(name): p0 for name, p0 in (loaded_at or {}).items()}
+        txs = read_transactions(
+            open_transport(cfg.source), Position.parse(start), end_pos, selector, schema, skip_before=skip
+        )
         for tx in txs:
             result.transactions += 1
-            if loaded_at:
-                _drop_reloaded(tx, loaded_at)
-            _check_statements(tx, selector, writers)
-            n = _write_transaction(tx, cfg, writers, Path(workdir))
+            _check_statements(tx, selector, writers, loaded_at, pending, result.created)
+            n = _write_transaction(tx, cfg, writers, Path(workdir), pending)
             if n:
                 result.changes += n
                 result.seqno_min = tx.seqno if result.seqno_min is None else result.seqno_min
@@ -418,6 +407,9 @@ def extract_interval(
         stopped_at = results[-1].stopped_at
         interval_end = Position.parse(stopped_at) if stopped_at else end
         keys = sorted({key for r in results for key in r.tables})
+        created = {name: at for r in results for name, at in r.created.items()}
+        if loaded_at:  # tables are loaded before their changes are applied
+            _check_loaded(keys, results, loaded_at, created, ledger.created_before(interval.id))
         tables = [
             publish_table(
                 store,
@@ -443,11 +435,14 @@ def extract_interval(
         tables=tables,
     )
     key = layout.manifest_key(cfg.source.name, interval.id)
-    store.put(key, manifest.to_json())
+    manifest_bytes = manifest.to_json()
+    store.put(key, manifest_bytes)
     if interval.state != MATERIALISED:  # extracting a materialised interval again changes nothing there
         interval.state = EXTRACTED
     interval.extracted_end = str(interval_end) if stopped_at else None
     interval.manifest = key
+    interval.manifest_sha256 = hashlib.sha256(manifest_bytes).hexdigest()
+    interval.created_tables = sorted(f"{schema}.{table}" for schema, table in created)
     interval.changes = changes
     commit_times = [r.commit_ts_max for r in results if r.commit_ts_max is not None]
     interval.last_commit_ts = max(commit_times) if commit_times else None
@@ -468,39 +463,138 @@ def extract_interval(
     )
 
 
-def _drop_reloaded(tx: Transaction, loaded_at: dict[str, Position]) -> None:
-    """Leave out of ``tx`` what it did to tables re-loaded after it."""
+def _check_loaded(
+    keys: list[tuple[str, str]],
+    results: list[RangeResult],
+    loaded_at: dict[str, Position],
+    created: dict[tuple[str, str], str],
+    created_before: set[str],
+) -> None:
+    """Refuse changes to a table the warehouse has not been given the rows of: one neither
+    loaded nor created in the log (it started matching the include patterns after the load,
+    or came back after a CREATE TABLE IF NOT EXISTS)."""
+    for schema, table in keys:
+        qualified = f"{schema}.{table}"
+        if qualified in loaded_at or qualified in created_before:
+            continue
+        first = min(
+            (
+                Position.parse(p.first_position)
+                for r in results
+                if (p := r.tables.get((schema, table))) and p.first_position
+            ),
+            default=None,
+        )
+        made = created.get((schema, table))
+        if made is not None and first is not None and Position.parse(made) < first:
+            continue
+        raise ExtractError(
+            f"{first}: {qualified} has changes but was never loaded (it started matching the "
+            "include patterns after the initial load, or was created with CREATE TABLE IF NOT "
+            "EXISTS, which may not have made it): its other rows are not in the warehouse; "
+            f"load it first: loader initial-load --tables {qualified}"
+        )
 
-    def stale(schema: str, table: str) -> bool:
-        since = loaded_at.get(f"{schema}.{table}")
-        return since is not None and tx.start < since
 
-    tx.batches = [b for b in tx.batches if not stale(b.table.schema, b.table.table)]
-    tx.statements = [
-        st for st in tx.statements if not ((target := ddl_target(st)) and stale(target[1], target[2]))
-    ]
+def _schema_table(qualified: str) -> tuple[str, str]:
+    schema, table = qualified.split(".", 1)
+    return schema, table
+
+
+def _stale(tx: Transaction, loaded_at: dict[str, Position] | None, name: tuple[str, str]) -> bool:
+    since = (loaded_at or {}).get(f"{name[0]}.{name[1]}")
+    return since is not None and tx.start < since
 
 
 def _check_statements(
-    tx: Transaction, selector: TableSelector, writers: dict[tuple[str, str], TableWriter]
+    tx: Transaction,
+    selector: TableSelector,
+    writers: dict[tuple[str, str], TableWriter],
+    loaded_at: dict[str, Position] | None = None,
+    pending: dict[tuple[str, str], list[dict[str, str]]] | None = None,
+    created: dict[tuple[str, str], str] | None = None,
 ) -> None:
+    """Stop at a statement that changes a selected table in a way rows events do not carry.
+    A carried one is noted in the table's manifest entry (``pending`` until its first row); a
+    new table's CREATE in ``created``.
+
+    Carried: ALTER TABLE without a rename (the rows after it show its effect on the columns,
+    checked by ``layout_change_problem``) and CREATE TABLE of a new table (its rows all follow).
+    Everything else that names a selected table stops the interval at the statement, unless the
+    table was re-loaded after it.
+    """
     for st in tx.statements:
-        target = ddl_target(st)
-        if target is None or not selector(target[1], target[2]):
+        change = statements.classify(st.query, st.schema)
+        hit = list(dict.fromkeys(n for n in change.names if selector(*n) and not _stale(tx, loaded_at, n)))
+        hit += [(schema, "*") for schema in change.dropped_schemas if selector.may_select(schema)]
+        if not hit:
             continue
-        verb, schema_name, table = target
-        if verb != "ALTER":
-            raise ExtractError(
-                f"{st.position}: {verb} TABLE on the selected table {schema_name}.{table} cannot be carried "
-                f"as row changes (statement: {st.query.strip()[:200]}); {reload_remedy(schema_name, table)}"
-            )
-        writer = writers.get((schema_name, table))
-        if writer is not None:
-            writer.entry.statements.append({"position": str(st.position), "query": st.query.strip()})
+        text = st.query.strip()
+        stop = _stop_reason(change, hit)
+        if stop is not None:
+            shown = text if len(text) <= 300 else text[:300] + "..."
+            names = ", ".join(f"{schema}.{table}" for schema, table in hit)
+            raise ExtractError(f"{st.position}: {names}: {stop[0]} (statement: {shown}); {stop[1]}")
+        if change.verb == "CREATE TABLE" and not change.if_not_exists and created is not None:
+            created.update((name, str(st.position)) for name in hit)
+        for name in hit:
+            noted = {"position": str(st.position), "query": text}
+            writer = writers.get(name)
+            if writer is not None:
+                writer.entry.statements.append(noted)
+            elif pending is not None:
+                pending.setdefault(name, []).append(noted)
+
+
+def _stop_reason(change: statements.Change, hit: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """Why ``change`` to the selected tables ``hit`` cannot be carried and what to do, or None
+    when it can be carried."""
+    if change.dropped_schemas:
+        schema = change.dropped_schemas[0]
+        return (
+            f"DROP DATABASE dropped every table of {schema}",
+            f'leave them out with tables.exclude = ["{schema}.*"], or re-load each once it exists again '
+            f"(loader initial-load --tables {schema}.<table>)",
+        )
+    remedy = reload_remedy(*hit)
+    if len(hit) == 1:
+        gone = f"{remedy} once it exists again, or leave it out with tables.exclude if it is gone for good"
+    else:
+        gone = f"{remedy} once they exist again, or leave out those gone for good with tables.exclude"
+    if change.dml:
+        return (
+            f"the {change.verb} was logged as a statement, not as row changes (the session's "
+            "binlog_format was STATEMENT or MIXED), and the loader carries only row changes",
+            f"set binlog_format=ROW for every session that writes to it, then {remedy}",
+        )
+    if change.added_with_values:
+        columns = ", ".join(change.added_with_values)
+        return (
+            f"ALTER TABLE added {columns} with a value for the rows already there (a default, NOT NULL "
+            "or a generated value), which no row change carries",
+            remedy,
+        )
+    if change.verb == "ALTER TABLE" and not change.created:
+        return None
+    if change.verb == "CREATE TABLE":
+        if not change.replaced:
+            return None
+        return "CREATE OR REPLACE TABLE replaced the table, whose old rows the warehouse holds", remedy
+    if change.created and any(name in change.created for name in hit):
+        return "a table was renamed to a selected name; the warehouse holds the old table's rows", remedy
+    if change.created:
+        return "the table was renamed; its rows now live under another name", gone
+    if change.verb.startswith("DROP"):
+        return f"{change.verb} cannot be carried as row changes", gone
+    return f"{change.verb} cannot be carried as row changes", remedy
 
 
 def _write_transaction(
-    tx: Transaction, cfg: Config, writers: dict[tuple[str, str], TableWriter], workdir: Path
+    tx: Transaction,
+    cfg: Config,
+    writers: dict[tuple[str, str], TableWriter],
+    workdir: Path,
+    pending: dict[tuple[str, str], list[dict[str, str]]] | None = None,
 ) -> int:
     if not tx.batches:
         return 0
@@ -522,6 +616,7 @@ def _write_transaction(
                 cfg.staging.gzip,
             )
             writers[key] = writer
+            writer.entry.statements.extend((pending or {}).pop(key, []))
         statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
         writer.use(plan, where, statement)
         writer.write_batch(batch, seqno, commit)

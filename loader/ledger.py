@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
 # Version 2 added the version field itself; version 1 records (no field) read unchanged.
-LEDGER_VERSION = 2
-UPGRADES: dict[int, records.Upgrade] = {1: lambda fields: fields}
+# Version 3 added an interval's ``skipped_from`` (a gap the operator allowed) and
+# ``manifest_sha256`` (checked before it is applied) and ``created_tables``; absent is none.
+LEDGER_VERSION = 3
+UPGRADES: dict[int, records.Upgrade] = {1: lambda fields: fields, 2: lambda fields: fields}
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
 
@@ -42,11 +44,17 @@ class Interval:
     state: str = PLANNED
     extracted_end: str | None = None  # where a bounded interval stopped (a transaction boundary)
     manifest: str | None = None
+    manifest_sha256: str | None = None  # of the manifest extract wrote
     changes: int | None = None
     last_commit_ts: int | None = None  # microseconds UTC, of its last change
     run_id: str | None = None  # the Airflow run that planned it, so a rerun finds it again
     error: str | None = None  # the last failure of a step on it (cleared when the step succeeds)
     error_at: str | None = None
+    # A backfill that started past where the log had been read (allowed explicitly): the
+    # changes in [skipped_from, start) were never extracted.
+    skipped_from: str | None = None
+    # Selected tables a CREATE TABLE in the interval made: all their rows follow in the log.
+    created_tables: list[str] = field(default_factory=list)
 
     @property
     def effective_end(self) -> Position:
@@ -153,6 +161,10 @@ class Ledger:
                     out[table] = max(p0, out.get(table, p0))
         return out
 
+    def created_before(self, interval_id: str) -> set[str]:
+        """Tables (``schema.table``) created in the log by the intervals before ``interval_id``."""
+        return {t for i in self.intervals() if i.id < interval_id for t in i.created_tables}
+
     def save_load(self, load: Load) -> None:
         self.store.put(f"{self.prefix}/loads/{load.id}.json", load.to_json())
 
@@ -171,6 +183,34 @@ class Ledger:
                 f"source {self.source} has no checkpoint: run the initial load first (or give a start position)"
             )
         return Position.parse(cp.position)
+
+    def gap_before(self, start: Position, allow_gap: bool = False) -> Position | None:
+        """Where the log has been read to, when ``start`` lies past it (changes in between would
+        be skipped); None when ``start`` continues or replays the log.
+
+        Raises:
+            LedgerError: there is a gap and ``allow_gap`` is not given.
+        """
+        return self._gap_before(start, self.intervals(), allow_gap)
+
+    def _gap_before(self, start: Position, intervals: list[Interval], allow_gap: bool) -> Position | None:
+        if not intervals and self.checkpoint() is None:
+            return None  # nothing read yet: there is nothing to skip past
+        read_to = self._next_start(intervals)
+        if start <= read_to:
+            return None
+        if not allow_gap:
+            raise LedgerError(
+                f"the start {start} lies past {read_to}, where source {self.source}'s changes have been "
+                f"read to: the changes in between would never reach the warehouse. Start at or before "
+                f"{read_to}, or allow the gap explicitly (--allow-gap, or the DAG's allow_gap) to skip "
+                "them on purpose; the gap is recorded in the ledger"
+            )
+        return read_to
+
+    def gaps(self) -> list[tuple[str, str, str]]:
+        """(interval, skipped from, skipped to) of every gap an operator allowed."""
+        return [(i.id, i.skipped_from, i.start) for i in self.intervals() if i.skipped_from]
 
     def last_error(self) -> Interval | None:
         """The interval whose step failed last (errors are cleared when the step succeeds)."""
@@ -191,6 +231,7 @@ class Ledger:
         start: Position | None = None,
         max_changes: int | None = None,
         run_id: str | None = None,
+        allow_gap: bool = False,
     ) -> Interval | None:
         """The interval to extract next: an unfinished one again, or a new one up to ``end``.
 
@@ -202,9 +243,15 @@ class Ledger:
                 changes; the rest is left for the next interval.
             run_id: the orchestrator's run; the interval it planned before is returned again
                 (a cleared and rerun task gets the same boundaries).
+            allow_gap: let ``start`` lie past where the log has been read; the skipped range is
+                recorded on the interval.
 
         Returns:
             None when there is nothing to extract.
+
+        Raises:
+            LedgerError: ``start`` lies past where the log has been read and ``allow_gap`` is
+                not given.
         """
         intervals = self.intervals()
         if run_id is not None:
@@ -214,12 +261,22 @@ class Ledger:
         last = intervals[-1] if intervals else None
         if start is None and last is not None and last.state == PLANNED:
             return last  # a rerun reuses the recorded boundaries
+        skipped_from = None
         if start is None:
             start = self._next_start(intervals)
+        else:
+            skipped_from = self._gap_before(start, intervals, allow_gap)
         if start >= end:
             return None
         number = int(last.id) + 1 if last is not None else 1
-        interval = Interval(layout.interval_id(number), str(start), str(end), max_changes, run_id=run_id)
+        interval = Interval(
+            layout.interval_id(number),
+            str(start),
+            str(end),
+            max_changes,
+            run_id=run_id,
+            skipped_from=str(skipped_from) if skipped_from else None,
+        )
         if not self.store.create(self._interval_key(interval.id), interval.to_json()):
             raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
         return interval

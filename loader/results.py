@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -63,6 +63,7 @@ class PlannedInterval:
     end: str
     dry_run: bool = False
     bytes: int | None = None  # of binlog, when start and end are in one file
+    skipped_from: str | None = None  # a gap the operator allowed: [skipped_from, start) is skipped
 
 
 @dataclass
@@ -144,6 +145,26 @@ class StartedLoad:
 
 
 @dataclass
+class TableMapping:
+    """A selected source table, the warehouse table it lands in, and where it was last loaded."""
+
+    schema: str
+    table: str
+    warehouse_table: str  # without the database (``naming.warehouse_table``)
+    loaded_at: str | None  # the P0 of its last complete load, None if never loaded
+
+    @staticmethod
+    def text(mappings: list[TableMapping], database: str) -> str:
+        """The mapping for people, one table per line; names quoted as MySQL quotes them."""
+        lines = [f"{len(mappings)} selected tables -> warehouse database {database}"]
+        for m in mappings:
+            source = ".".join("`" + n.replace("`", "``") + "`" for n in (m.schema, m.table))
+            loaded = f"loaded at {m.loaded_at}" if m.loaded_at else "not loaded yet"
+            lines.append(f"  {source} -> {m.warehouse_table} ({loaded})")
+        return "\n".join(lines)
+
+
+@dataclass
 class TableComparison:
     """A warehouse table next to its source table."""
 
@@ -185,6 +206,7 @@ class Status:
     last_load: LastLoad | None
     last_change_at: str | None = None
     source_error: str | None = None
+    gaps: list[dict[str, str]] = field(default_factory=list)  # interval, skipped from, to
 
     def text(self) -> str:
         """The status for people."""
@@ -203,6 +225,11 @@ class Status:
         if self.last_error:
             e = self.last_error
             lines.append(f"last error: interval {e.interval} at {e.at}: {e.error}")
+        for gap in self.gaps:
+            lines.append(
+                f"gap allowed by the operator: [{gap['from']}, {gap['to']}) skipped before interval "
+                f"{gap['interval']} (its changes are not in the warehouse)"
+            )
         if self.last_load:
             load = self.last_load
             lines.append(f"last initial load: {load.id} ({load.state}, {load.tables} tables, P0 {load.p0})")

@@ -105,3 +105,15 @@ def check_binlog_settings(conn: pymysql.connections.Connection) -> dict[str, str
             "the source's binlog cannot be loaded: " + "; ".join(wrong) + " (see infra/mariadb/binlog.cnf)"
         )
     return found
+
+
+def base_tables(conn: pymysql.connections.Connection) -> list[tuple[str, str, int]]:
+    """Every base table outside the server's own schemas: (schema, table, estimated rows), sorted."""
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES"
+            " WHERE TABLE_TYPE = 'BASE TABLE'"
+            " AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
+            " ORDER BY TABLE_SCHEMA, TABLE_NAME"
+        )
+        return [(str(s), str(t), int(n)) for s, t, n in cur.fetchall()]

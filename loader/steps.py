@@ -28,6 +28,7 @@ from loader.config import Config
 from loader.errors import ConfigError, LoaderError, SparkJobError, describe
 from loader.extract import run_extract
 from loader.ledger import EXTRACTED, MATERIALISED, PLANNED, Ledger, Load
+from loader.naming import warehouse_tables
 from loader.positions import Position
 from loader.results import (
     ExtractSummary,
@@ -39,11 +40,13 @@ from loader.results import (
     StartedLoad,
     Status,
     TableComparison,
+    TableMapping,
     TableResult,
     from_dict,
 )
-from loader.source import check_binlog_settings, connect, credentials, current_position
+from loader.source import base_tables, check_binlog_settings, connect, credentials, current_position
 from loader.staging.manifest import Manifest
+from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, read_outcome
 
@@ -66,11 +69,13 @@ def plan(
     dry_run: bool = False,
     start_lognum: int | None = None,
     start_logpos: int | None = None,
+    allow_gap: bool = False,
 ) -> PlannedInterval:
     """Snapshot the server's end position (or take ``end``) and record the interval to extract.
 
     A backfill gives ``start`` or ``start_lognum`` + ``start_logpos`` (the file's base name is the
-    server's): the interval replays from there to the end. A dry run records nothing.
+    server's): the interval replays from there to the end. A start past where the log has been
+    read is refused unless ``allow_gap`` (then the gap is recorded). A dry run records nothing.
     """
     ledger = Ledger.of(cfg)
     conn = connect(credentials(cfg.source))
@@ -86,12 +91,13 @@ def plan(
         start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
     if dry_run:
         begin = start or ledger.next_start()
-        return PlannedInterval(None, str(begin), str(end), True, _span(begin, end))
-    interval = ledger.plan(end, start=start, max_changes=max_changes, run_id=run_id)
+        gap = ledger.gap_before(begin, allow_gap) if start else None
+        return PlannedInterval(None, str(begin), str(end), True, _span(begin, end), str(gap) if gap else None)
+    interval = ledger.plan(end, start=start, max_changes=max_changes, run_id=run_id, allow_gap=allow_gap)
     if interval is None:
         return PlannedInterval(None, str(end), str(end), False, 0)
     span = _span(Position.parse(interval.start), Position.parse(interval.end))
-    return PlannedInterval(interval.id, interval.start, interval.end, False, span)
+    return PlannedInterval(interval.id, interval.start, interval.end, False, span, interval.skipped_from)
 
 
 def _span(begin: Position, end: Position) -> int | None:
@@ -116,11 +122,12 @@ def extract(
     max_changes: int | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
+    allow_gap: bool = False,
 ) -> ExtractSummary | None:
     """Extract a planned interval again (same boundaries, same files), or plan the next one and
     extract it; None when there is nothing new. A failure is noted on the interval."""
     if interval_id is None:
-        interval_id = plan(cfg, start, end, max_changes).interval
+        interval_id = plan(cfg, start, end, max_changes, allow_gap=allow_gap).interval
         if interval_id is None:
             return None
     try:
@@ -145,10 +152,19 @@ def run_once(
     start_lognum: int | None = None,
     start_logpos: int | None = None,
     progress: Progress | None = None,
+    allow_gap: bool = False,
 ) -> RunOnce:
     """One delta run without Airflow: plan, extract, materialise."""
     started = time.monotonic()
-    planned = plan(cfg, start, None, max_changes, start_lognum=start_lognum, start_logpos=start_logpos)
+    planned = plan(
+        cfg,
+        start,
+        None,
+        max_changes,
+        start_lognum=start_lognum,
+        start_logpos=start_logpos,
+        allow_gap=allow_gap,
+    )
     extracted = None
     if planned.interval is not None:
         extracted = extract(cfg, planned.interval, progress=progress)
@@ -156,7 +172,7 @@ def run_once(
     return RunOnce(planned, extracted, tables, time.monotonic() - started)
 
 
-def changed_tables(cfg: Config, interval_id: str | None) -> list[str]:
+def changed_tables(cfg: Config, interval_id: str | None) -> list[tuple[str, str]]:
     """The source tables an interval changed (what a run publishes as updated)."""
     if interval_id is None:
         return []
@@ -165,7 +181,7 @@ def changed_tables(cfg: Config, interval_id: str | None) -> list[str]:
     if interval is None or interval.manifest is None:
         return []
     manifest = Manifest.from_json(ledger.store.get(interval.manifest) or b"", interval.manifest)
-    return sorted(f"{t.schema}.{t.table}" for t in manifest.tables)
+    return sorted((t.schema, t.table) for t in manifest.tables)
 
 
 # --- Spark jobs -----------------------------------------------------------------------------
@@ -268,6 +284,26 @@ def verify(cfg: Config, launch: Launcher, rows: int = 3) -> list[TableComparison
     return from_dict(list[TableComparison], summary)
 
 
+def tables(cfg: Config) -> list[TableMapping]:
+    """The source tables the config selects and the warehouse table each lands in.
+
+    Raises:
+        ConfigError: two selected tables would share a warehouse table (``naming``).
+    """
+    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    conn = connect(credentials(cfg.source))
+    try:
+        found = [(s, t) for s, t, _ in base_tables(conn) if selector(s, t)]
+    finally:
+        conn.close()
+    names = warehouse_tables(found)
+    loaded_at = Ledger.of(cfg).loaded_at()
+    return [
+        TableMapping(s, t, names[(s, t)], str(p0) if (p0 := loaded_at.get(f"{s}.{t}")) else None)
+        for s, t in found
+    ]
+
+
 def status(cfg: Config) -> Status:
     """Where the source is, what is loaded, how far behind, and what failed last."""
     ledger = Ledger.of(cfg)
@@ -305,4 +341,5 @@ def status(cfg: Config) -> Status:
         last_load=LastLoad(loads[-1].id, loads[-1].state, loads[-1].p0, len(loads[-1].tables))
         if loads
         else None,
+        gaps=[{"interval": i, "from": a, "to": b} for i, a, b in ledger.gaps()],
     )

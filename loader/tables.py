@@ -25,6 +25,10 @@ class TableSelector:
             fnmatchcase(name, p) for p in self.exclude
         )
 
+    def may_select(self, schema: str) -> bool:
+        """Whether some table of ``schema`` may be selected (an include's schema part matches)."""
+        return any(fnmatchcase(schema, p.split(".", 1)[0]) for p in self.include)
+
 
 def key_columns(
     keys: Mapping[str, Sequence[str]],
@@ -32,11 +36,17 @@ def key_columns(
     table: str,
     primary_key: Sequence[str],
     columns: Sequence[str],
+    unique_keys: Sequence[Sequence[str]] | None = None,
 ) -> list[str]:
     """The columns a table is merged by: its configured key, else its primary key.
 
+    Args:
+        unique_keys: the table's keys that identify a row (primary key, UNIQUE indexes over NOT
+            NULL columns), when known: a configured key must be one of them.
+
     Raises:
-        TableKeyError: the table has neither, or a key column it does not have.
+        TableKeyError: the table has neither, a key column it does not have, or a configured
+            key that does not identify a row (two rows sharing it would be merged into one).
     """
     name = f"{schema}.{table}"
     key = list(keys.get(name) or primary_key)
@@ -48,9 +58,17 @@ def key_columns(
     missing = [k for k in key if k not in columns]
     if missing:
         raise TableKeyError(f"key columns {missing} of {name} are not among its columns")
+    if unique_keys is not None and keys.get(name) and not any(set(u) == set(key) for u in unique_keys):
+        raise TableKeyError(
+            f"the key {key} configured for {name} does not identify a row: it is not the table's "
+            "primary key or a UNIQUE index over NOT NULL columns, so rows sharing it would be merged "
+            "into one (a UNIQUE index allows many NULLs). Give the columns of such a key in "
+            "[tables] keys, or add a primary key to the table"
+        )
     return key
 
 
-def reload_remedy(schema: str, table: str) -> str:
-    """The one step that brings a table back after a change the loader cannot carry."""
-    return f"re-load the table: loader initial-load --tables {schema}.{table}"
+def reload_remedy(*tables: tuple[str, str]) -> str:
+    """The one step that brings tables back after a change the loader cannot carry."""
+    names = ",".join(f"{schema}.{table}" for schema, table in tables)
+    return f"re-load the table{'s' if len(tables) > 1 else ''}: loader initial-load --tables {names}"

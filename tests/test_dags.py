@@ -112,7 +112,7 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert delta["schedule"] == "0:15:00" and delta["max_active_runs"] == 1 and delta["catchup"] is False
     assert delta["tasks"] == ["extract", "materialize", "plan", "publish", "status"]
     params = delta["params"]
-    assert set(params) == {"start_lognum", "start_logpos", "max_changes", "dry_run"}
+    assert set(params) == {"start_lognum", "start_logpos", "allow_gap", "max_changes", "dry_run"}
     assert all(p.get("title") and p.get("description") for p in params.values())
     assert params["start_logpos"]["minimum"] == 4 and params["dry_run"]["type"] == "boolean"
     initial = result["dags"]["loader_initial_load"]

@@ -5,23 +5,32 @@ statement and the remedy, leaving the checkpoint where it was."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
 from loader import steps
 from loader.config import Config
-from loader.errors import ExtractError, MaterializeError
+from loader.errors import ExtractError, LoaderError, MaterializeError
 from loader.extract import run_extract
 from loader.ledger import Ledger
+from loader.positions import Position
+from loader.staging.manifest import Manifest
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+Loaded = Callable[[str, list[str], list[str]], Config]
 
 
 def _quiet(_: str) -> None:
@@ -47,6 +56,21 @@ def _fresh_schema(mariadb: MariaDB, schema: str, *tables: str) -> None:
     )
 
 
+@pytest.fixture
+def loaded(mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any) -> Loaded:
+    """``loaded(schema, tables, rows)``: a fresh ``schema`` with ``tables`` and ``rows`` (SQL),
+    loaded into the warehouse; its config."""
+
+    def load(schema: str, tables: list[str], rows: list[str]) -> Config:
+        _fresh_schema(mariadb, schema, *tables)
+        mariadb.execute(*rows)
+        cfg = _config(mariadb, tmp_path, spark_config, schema)
+        run_initial_load(spark, cfg, progress=_quiet)
+        return cfg
+
+    return load
+
+
 def _delta(spark: Any, cfg: Config) -> None:
     """One delta run in process: extract what is new, materialise it."""
     run_extract(cfg, progress=_quiet)
@@ -63,16 +87,13 @@ def assert_equal_to_source(spark: Any, cfg: Config) -> None:
 
 
 def test_a_year_column_does_not_shift_the_signedness_of_the_integers_after_it(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
-    _fresh_schema(
-        mariadb,
+    cfg = loaded(
         "edge_year",
-        "t (id INT PRIMARY KEY, yr YEAR, qty INT UNSIGNED, d INT, tiny TINYINT UNSIGNED, s SMALLINT)",
+        ["t (id INT PRIMARY KEY, yr YEAR, qty INT UNSIGNED, d INT, tiny TINYINT UNSIGNED, s SMALLINT)"],
+        ["INSERT INTO edge_year.t VALUES (1, 2024, 1, 1, 1, 1)"],
     )
-    mariadb.execute("INSERT INTO edge_year.t VALUES (1, 2024, 1, 1, 1, 1)")
-    cfg = _config(mariadb, tmp_path, spark_config, "edge_year")
-    run_initial_load(spark, cfg, progress=_quiet)
     mariadb.execute(
         "INSERT INTO edge_year.t VALUES (2, 1999, 4294967295, -5, 255, -1), (3, 2155, 0, 2147483647, 128, 0)",
         "UPDATE edge_year.t SET d = -2147483648, tiny = 254 WHERE id = 1",
@@ -92,20 +113,16 @@ def _warehouse_types(spark: Any, cfg: Config, table: str) -> dict[str, str]:
 
 
 def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_reloaded(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
-    _fresh_schema(
-        mariadb,
+    cfg = loaded(
         "edge_type",
-        "t (id INT PRIMARY KEY, a INT, b DATETIME(6), c DECIMAL(10,2))",
-        "u (id INT PRIMARY KEY, v INT)",
+        ["t (id INT PRIMARY KEY, a INT, b DATETIME(6), c DECIMAL(10,2))", "u (id INT PRIMARY KEY, v INT)"],
+        [
+            "INSERT INTO edge_type.t VALUES (1, -1, '2024-01-01 10:00:00.5', 1.25), (2, 2, NULL, NULL)",
+            "INSERT INTO edge_type.u VALUES (1, 1)",
+        ],
     )
-    mariadb.execute(
-        "INSERT INTO edge_type.t VALUES (1, -1, '2024-01-01 10:00:00.5', 1.25), (2, 2, NULL, NULL)",
-        "INSERT INTO edge_type.u VALUES (1, 1)",
-    )
-    cfg = _config(mariadb, tmp_path, spark_config, "edge_type")
-    run_initial_load(spark, cfg, progress=_quiet)
 
     # Widening keeps every value: carried, and the warehouse column widens in place.
     mariadb.execute(
@@ -163,3 +180,345 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
     run_initial_load(spark, cfg, only=["edge_type.t"], progress=_quiet)
     _delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
+
+
+def _stopped(cfg: Config, *expected: str) -> str:
+    """Extract stops with a message naming where, each ``expected`` text, and leaves the checkpoint."""
+    checkpoint = Ledger.of(cfg).checkpoint()
+    with pytest.raises(LoaderError) as stopped:
+        steps.extract(cfg, progress=_quiet)
+    message = str(stopped.value)
+    assert re.match(r"mysql-bin\.\d+:\d+", message), message  # where in the binlog
+    for text in expected:
+        assert text in message, message
+    assert Ledger.of(cfg).checkpoint() == checkpoint
+    failed = steps.status(cfg).last_error
+    assert failed is not None and expected[0] in failed.error
+    return message
+
+
+def _reload_and_check(spark: Any, cfg: Config, *tables: str) -> None:
+    """The one-step remedy, then a delta run: the warehouse equals the source again."""
+    run_initial_load(spark, cfg, only=list(tables), progress=_quiet)
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    assert steps.status(cfg).intervals["failed"] == 0
+
+
+def test_dml_logged_as_statements_or_partial_rows_stops_until_the_table_is_reloaded(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    cfg = loaded(
+        "edge_stmt",
+        ["t (id INT PRIMARY KEY, v VARCHAR(20), n INT)", "u (id INT PRIMARY KEY)"],
+        ["INSERT INTO edge_stmt.t VALUES (1, 'a', 1)", "INSERT INTO edge_stmt.u VALUES (1)"],
+    )
+    remedy = "then re-load the table: loader initial-load --tables edge_stmt.t"
+
+    # A session that logs as STATEMENT: the insert arrives as its text, not as rows.
+    mariadb.execute(
+        "SET SESSION binlog_format = 'STATEMENT'",
+        "INSERT INTO edge_stmt.t VALUES (2, 'b', 2)",
+        "SET SESSION binlog_format = 'ROW'",
+        "INSERT INTO edge_stmt.u VALUES (2)",
+    )
+    _stopped(
+        cfg,
+        "edge_stmt.t: the INSERT was logged as a statement",
+        "(statement: INSERT INTO edge_stmt.t VALUES (2, 'b', 2))",
+        "set binlog_format=ROW for every session that writes to it, " + remedy,
+    )
+    _reload_and_check(spark, cfg, "edge_stmt.t")
+
+    # MIXED logs a deterministic update as a statement too.
+    mariadb.execute(
+        "SET SESSION binlog_format = 'MIXED'", "UPDATE edge_stmt.t SET v = 'c', n = n + 1 WHERE id = 1"
+    )
+    _stopped(cfg, "edge_stmt.t: the UPDATE was logged as a statement", "UPDATE edge_stmt.t SET v = 'c'")
+    _reload_and_check(spark, cfg, "edge_stmt.t")
+
+    # LOAD DATA logged as a statement is a query event of its own kind.
+    data = tmp_path / "rows.tsv"
+    data.write_text("3\td\t3\n4\te\t4\n")
+    conn = pymysql.connect(
+        host=mariadb.host,
+        port=mariadb.port,
+        user="app",
+        password=mariadb.password,
+        autocommit=True,
+        local_infile=True,
+    )
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION binlog_format = 'STATEMENT'")
+        cur.execute(f"LOAD DATA LOCAL INFILE '{data}' INTO TABLE edge_stmt.t")
+    conn.close()
+    _stopped(cfg, "edge_stmt.t: the LOAD DATA was logged as a statement")
+    _reload_and_check(spark, cfg, "edge_stmt.t")
+
+    # A minimal row image lacks the columns an update did not change.
+    mariadb.execute("SET SESSION binlog_row_image = 'MINIMAL'", "UPDATE edge_stmt.t SET n = 40 WHERE id = 4")
+    _stopped(cfg, "a row image of edge_stmt.t lacks columns", "set binlog_row_image=FULL", remedy)
+    _reload_and_check(spark, cfg, "edge_stmt.t")
+
+
+def test_ddl_in_every_spelling_is_carried_or_stops(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    _fresh_schema(
+        mariadb,
+        "edge_ddl",
+        "t (id INT PRIMARY KEY, v VARCHAR(20))",
+        "a (id INT PRIMARY KEY, v INT)",
+        "k (id INT PRIMARY KEY)",
+        "_x (id INT PRIMARY KEY)",
+    )
+    mariadb.execute(
+        "INSERT INTO edge_ddl.t VALUES (1, 'a'), (2, 'b')",
+        "INSERT INTO edge_ddl.a VALUES (1, 1)",
+        "INSERT INTO edge_ddl.k VALUES (1)",
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "edge_ddl")
+    cfg = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, exclude=("edge_ddl._*",)))
+    run_initial_load(spark, cfg, progress=_quiet)
+
+    # A list whose first table is not selected still drops a selected one.
+    mariadb.execute(
+        "INSERT INTO edge_ddl.k VALUES (2)",
+        "DROP TABLE edge_ddl._x, edge_ddl.t",
+    )
+    _stopped(
+        cfg,
+        "edge_ddl.t: DROP TABLE cannot be carried",
+        "(statement: DROP TABLE `edge_ddl`.`_x`,`edge_ddl`.`t`",
+        "re-load the table: loader initial-load --tables edge_ddl.t once it exists again",
+    )
+    mariadb.execute(
+        "CREATE TABLE edge_ddl.t (id INT PRIMARY KEY, v VARCHAR(20))",
+        "INSERT INTO edge_ddl.t VALUES (7, 'new')",
+    )
+    _reload_and_check(spark, cfg, "edge_ddl.t")
+
+    # An online migration's swap, written in a versioned comment (which the server executes).
+    mariadb.execute(
+        "CREATE TABLE edge_ddl._t_gho LIKE edge_ddl.t",
+        "INSERT INTO edge_ddl._t_gho SELECT id, CONCAT(v, '-migrated') FROM edge_ddl.t",
+        "/*!50000 RENAME TABLE edge_ddl.t TO edge_ddl._t_del, edge_ddl._t_gho TO edge_ddl.t */",
+        "INSERT INTO edge_ddl.k VALUES (3)",
+    )
+    _stopped(cfg, "edge_ddl.t: a table was renamed to a selected name", "--tables edge_ddl.t")
+    _reload_and_check(spark, cfg, "edge_ddl.t")
+
+    # CREATE OR REPLACE keeps the name but not the rows.
+    mariadb.execute(
+        "CREATE OR REPLACE TABLE edge_ddl.a (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO edge_ddl.a VALUES (5, 5)",
+    )
+    _stopped(cfg, "edge_ddl.a: CREATE OR REPLACE TABLE replaced the table", "--tables edge_ddl.a")
+    _reload_and_check(spark, cfg, "edge_ddl.a")
+
+    # A new table that matches the include patterns is carried: all its rows follow its CREATE.
+    mariadb.execute(
+        "CREATE TABLE edge_ddl.n (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO edge_ddl.n VALUES (1, 1), (2, 2)",
+        "ALTER TABLE edge_ddl.n ADD COLUMN w INT",
+        "INSERT INTO edge_ddl.n VALUES (3, 3, 3)",
+    )
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+def test_a_backfill_start_past_the_read_log_is_refused_unless_the_gap_is_allowed(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    cfg = loaded(
+        "edge_gap",
+        ["t (id INT PRIMARY KEY, v INT)"],
+        ["INSERT INTO edge_gap.t VALUES (1, 1)"],
+    )
+    ledger = Ledger.of(cfg)
+    checkpoint = ledger.checkpoint()
+    assert checkpoint is not None
+    past = mariadb.execute("INSERT INTO edge_gap.t VALUES (2, 2)")
+    mariadb.execute("INSERT INTO edge_gap.t VALUES (3, 3)")
+
+    # Refused from the command line (exit 1, the reason last), a dry run and the step alike.
+    toml = mariadb.config_file(tmp_path, cfg.source.name, "edge_gap.*")
+    loader = str(Path(sys.executable).with_name("loader"))
+    env = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password}
+    refused = subprocess.run(
+        [loader, "run-once", "--config", str(toml), "--from", str(past)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert f"the start {past} lies past {checkpoint.position}" in last and "--allow-gap" in last
+    with pytest.raises(LoaderError, match="would never reach the warehouse"):
+        steps.plan(cfg, start=past, dry_run=True)
+    with pytest.raises(LoaderError, match="would never reach the warehouse"):
+        steps.plan(cfg, start=past)
+    assert ledger.intervals() == [] and ledger.checkpoint() == checkpoint
+
+    # Allowed explicitly: the skipped range is recorded and shown, and really is skipped.
+    dry = steps.plan(cfg, start=past, dry_run=True, allow_gap=True)
+    assert dry.skipped_from == checkpoint.position and ledger.intervals() == []
+    planned = steps.plan(cfg, start=past, allow_gap=True)
+    assert planned.skipped_from == checkpoint.position
+    steps.extract(cfg, planned.interval, progress=_quiet)
+    run_materialize(spark, cfg)
+    status = steps.status(cfg)
+    assert status.gaps == [{"interval": planned.interval, "from": checkpoint.position, "to": str(past)}]
+    assert f"gap allowed by the operator: [{checkpoint.position}, {past})" in status.text()
+    warehouse = spark.sql("SELECT id FROM edge_gap_wh.edge_gap__t ORDER BY id").collect()
+    assert [r.id for r in warehouse] == [1, 3]  # row 2 was in the gap
+
+    # A backfill from before the gap replays it: equal again.
+    replay = steps.plan(cfg, start=Position.parse(checkpoint.position))
+    assert replay.skipped_from is None
+    steps.extract(cfg, replay.interval, progress=_quiet)
+    run_materialize(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+def test_staging_changed_after_extract_is_refused_until_the_interval_is_extracted_again(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    cfg = loaded(
+        "edge_stage",
+        ["t (id INT PRIMARY KEY, v VARCHAR(20))", "u (id INT PRIMARY KEY)"],
+        ["INSERT INTO edge_stage.t VALUES (1, 'a')", "INSERT INTO edge_stage.u VALUES (1)"],
+    )
+    mariadb.execute(
+        "INSERT INTO edge_stage.t VALUES " + ", ".join(f"({i}, 'row {i}')" for i in range(2, 50)),
+        "UPDATE edge_stage.t SET v = 'changed' WHERE id = 1",
+        "INSERT INTO edge_stage.u VALUES (2), (3)",
+    )
+    summary = steps.extract(cfg, progress=_quiet)
+    assert summary is not None
+    ledger = Ledger.of(cfg)
+    checkpoint = ledger.checkpoint()
+    root = Path(cfg.staging.uri.removeprefix("file:"))
+    manifest = Manifest.from_json((root / summary.manifest).read_bytes())
+    part = root / next(t for t in manifest.tables if t.table == "t").files[0].path
+
+    def refused(*expected: str) -> None:
+        with pytest.raises(LoaderError) as stopped:
+            run_materialize(spark, cfg)
+        message = str(stopped.value)
+        assert message.startswith(f"interval {summary.interval}: "), message
+        for text in expected:
+            assert text in message, message
+        assert message.endswith(f"loader extract --interval {summary.interval}"), message
+        assert ledger.checkpoint() == checkpoint
+        assert ledger.get(summary.interval).state == "extracted"  # type: ignore[union-attr]
+        steps.extract(cfg, summary.interval, progress=_quiet)  # the remedy rewrites the staging
+
+    original = part.read_bytes()
+    part.write_bytes(original[: original.rindex(b"\n", 0, len(original) - 1) + 1])  # the last row cut
+    refused(f"edge_stage.t: staging file {manifest.tables[0].files[0].path}", "extract wrote")
+    assert part.read_bytes() == original
+    part.write_bytes(original.replace(b"row 2", b"row 9"))  # same size, other value
+    refused("edge_stage.t", "was changed after extract (checksum differs)")
+    # A manifest with a table taken out is not the one extract wrote.
+    manifest_path = root / summary.manifest
+    data = json.loads(manifest_path.read_bytes())
+    data["tables"] = [t for t in data["tables"] if t["table"] != "u"]
+    manifest_path.write_text(json.dumps(data))
+    refused(f"its manifest {summary.manifest} is not the one extract wrote")
+    part.unlink()
+    refused(f"staging file {manifest.tables[0].files[0].path} is missing")
+
+    run_materialize(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    cfg = loaded(
+        "edge_col",
+        ["t (id INT PRIMARY KEY, v VARCHAR(20))", "u (id INT PRIMARY KEY)"],
+        ["INSERT INTO edge_col.t VALUES (1, 'a'), (2, 'b')", "INSERT INTO edge_col.u VALUES (1)"],
+    )
+
+    # A nullable column without a default, at the end: existing rows are NULL there too.
+    mariadb.execute("ALTER TABLE edge_col.t ADD COLUMN n INT", "INSERT INTO edge_col.t VALUES (3, 'c', 3)")
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+    # Existing rows get the default on the source, with no row events: stop at the statement.
+    mariadb.execute(
+        "ALTER TABLE edge_col.t ADD COLUMN d INT NOT NULL DEFAULT 7",
+        "INSERT INTO edge_col.u VALUES (2)",
+    )
+    _stopped(
+        cfg,
+        "edge_col.t: ALTER TABLE added d with a value for the rows already there",
+        "(statement: ALTER TABLE edge_col.t ADD COLUMN d INT NOT NULL DEFAULT 7)",
+        "re-load the table: loader initial-load --tables edge_col.t",
+    )
+    _reload_and_check(spark, cfg, "edge_col.t")
+
+    # Moved, dropped and renamed columns: the rows after them no longer continue the warehouse
+    # table's columns, and materialise stops with the statement.
+    for ddl, expected in [
+        ("ADD COLUMN f INT FIRST", "do not continue the warehouse's"),
+        ("DROP COLUMN n", "do not continue the warehouse's"),
+        ("RENAME COLUMN v TO w", "do not continue the warehouse's"),
+    ]:
+        mariadb.execute(
+            f"ALTER TABLE edge_col.t {ddl}",
+            "INSERT INTO edge_col.t (id) VALUES (10 + (SELECT COUNT(*) FROM edge_col.u))",
+            "INSERT INTO edge_col.u SELECT MAX(id) + 1 FROM edge_col.u",
+        )
+        checkpoint = Ledger.of(cfg).checkpoint()
+        steps.extract(cfg, progress=_quiet)
+        with pytest.raises(MaterializeError) as stopped:
+            run_materialize(spark, cfg)
+        message = str(stopped.value)
+        assert re.match(r"interval \d+: `edge_col_wh`.`edge_col__t`: ", message), message
+        assert expected in message and f"ALTER TABLE edge_col.t {ddl})" in message, message
+        assert message.endswith("re-load the table: loader initial-load --tables edge_col.t"), message
+        assert Ledger.of(cfg).checkpoint() == checkpoint
+        _reload_and_check(spark, cfg, "edge_col.t")
+
+
+def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_changes(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    _fresh_schema(mariadb, "edge_new", "t (id INT PRIMARY KEY)", "late (id INT PRIMARY KEY, v INT)")
+    mariadb.execute(
+        "INSERT INTO edge_new.t VALUES (1)",
+        "INSERT INTO edge_new.late VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 21)),
+    )
+    everything = _config(mariadb, tmp_path, spark_config, "edge_new")
+    only_t = dataclasses.replace(
+        everything, tables=dataclasses.replace(everything.tables, include=("edge_new.t",))
+    )
+    run_initial_load(spark, only_t, progress=_quiet)
+
+    # The include patterns now select `late` too: its 20 older rows are not in the warehouse.
+    mariadb.execute("UPDATE edge_new.late SET v = 0 WHERE id = 3", "INSERT INTO edge_new.t VALUES (2)")
+    _stopped(
+        everything,
+        "edge_new.late has changes but was never loaded",
+        "load it first: loader initial-load --tables edge_new.late",
+    )
+    _reload_and_check(spark, everything, "edge_new.late")
+
+    # CREATE TABLE IF NOT EXISTS may have found the table there: the same refusal.
+    mariadb.execute(
+        "CREATE TABLE IF NOT EXISTS edge_new.maybe (id INT PRIMARY KEY)",
+        "INSERT INTO edge_new.maybe VALUES (1)",
+    )
+    _stopped(everything, "edge_new.maybe has changes but was never loaded")
+    _reload_and_check(spark, everything, "edge_new.maybe")
+
+    # A plain CREATE TABLE makes an empty table: carried, in this interval and the next ones.
+    mariadb.execute("CREATE TABLE edge_new.fresh (id INT PRIMARY KEY)")
+    _delta(spark, everything)
+    mariadb.execute("INSERT INTO edge_new.fresh VALUES (1), (2)")
+    _delta(spark, everything)
+    assert_equal_to_source(spark, everything)

@@ -200,7 +200,10 @@ def _query(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     thread_id, exec_time = struct.unpack_from("<II", body, 0)
     db_len = body[8]
     error_code, status_len = struct.unpack_from("<HH", body, 9)
-    post = p.fde.post_header_len(EventType.QUERY) or 13
+    # LOAD DATA's statement (a query event with 13 more bytes of post-header) is read as a query
+    # so that a statement-logged LOAD DATA into a selected table is seen, not skipped.
+    own = EventType.EXECUTE_LOAD_QUERY if h.type == EventType.EXECUTE_LOAD_QUERY else EventType.QUERY
+    post = p.fde.post_header_len(own) or (26 if own == EventType.EXECUTE_LOAD_QUERY else 13)
     pos = post + status_len
     schema_raw, pos = _take(body, pos, db_len, "query schema name")
     pos += 1  # the schema name's terminating zero
@@ -729,7 +732,7 @@ _DECODERS: dict[int, Decoder] = {
     EventType.VIEW_CHANGE: _skip("view change"),
     EventType.BEGIN_LOAD_QUERY: _skip("LOAD DATA block"),
     EventType.APPEND_BLOCK: _skip("LOAD DATA block"),
-    EventType.EXECUTE_LOAD_QUERY: _skip("LOAD DATA statement"),
+    EventType.EXECUTE_LOAD_QUERY: _query,
     EventType.DELETE_FILE: _skip("LOAD DATA file"),
     **{t: _rows for t in _ROWS_KIND},
 }

@@ -3,7 +3,7 @@ committed transactions between two positions."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
 
 from loader.binlog.files import BinlogFiles
@@ -44,14 +44,19 @@ def read_transactions(
     schema: SchemaProvider | None = None,
     strict: bool = True,
     allow_partial_end: bool = False,
+    skip_before: Mapping[tuple[str, str], Position] | None = None,
 ) -> Generator[Transaction, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
+
+    ``skip_before`` passes over the rows of tables re-loaded after them (see ``TransactionReader``).
 
     Raises:
         DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
             that transaction is left out).
     """
-    reader = TransactionReader(table_filter=table_filter, schema=schema, strict=strict)
+    reader = TransactionReader(
+        table_filter=table_filter, schema=schema, strict=strict, skip_before=skip_before
+    )
     try:
         yield from reader.read(transport.events(start, end))
     finally:

@@ -30,6 +30,7 @@ from loader.binlog.schema import SourceColumn, SourceTable
 from loader.binlog.values import Reader, jsonb, lenenc, numeric, strings, temporal
 from loader.binlog.values.decimal import decimal_reader
 from loader.errors import DecodeError
+from loader.tables import reload_remedy
 
 
 class _Absent:
@@ -234,7 +235,9 @@ class TablePlan:
         present, present_after = ev.present & full, ev.present_after & full
         if self.strict and (present != full or (kind == "U" and present_after != full)):
             raise DecodeError(
-                f"a row image of {self.qualified} lacks columns; the source needs binlog_row_image=FULL",
+                f"a row image of {self.qualified} lacks columns (a session logged it with "
+                "binlog_row_image=MINIMAL or NOBLOB); set binlog_row_image=FULL for every session that "
+                f"writes to it, then {reload_remedy((self.schema, self.table))}",
                 where,
             )
         if kind != "U" and present == full and self.full_image is not None:

@@ -28,12 +28,14 @@ class SourceColumn:
 
 @dataclass(frozen=True, slots=True)
 class SourceTable:
-    """A table's columns in order and its primary key."""
+    """A table's columns in order, its primary key, and its other keys that identify a row."""
 
     schema: str
     table: str
     columns: tuple[SourceColumn, ...]
     primary_key: tuple[str, ...]
+    # UNIQUE indexes whose columns are all NOT NULL (a unique index allows many NULLs)
+    unique_keys: tuple[tuple[str, ...], ...] = ()
 
 
 class SchemaProvider(Protocol):
@@ -109,6 +111,18 @@ class InformationSchema:
                 (schema, table),
             )
             pk = tuple(str(r[0]) for r in cur.fetchall())
+            cur.execute(
+                "SELECT s.INDEX_NAME, s.COLUMN_NAME, c.IS_NULLABLE FROM information_schema.STATISTICS s"
+                " JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA"
+                " AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = s.COLUMN_NAME"
+                " WHERE s.TABLE_SCHEMA = %s AND s.TABLE_NAME = %s AND s.NON_UNIQUE = 0"
+                " ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX",
+                (schema, table),
+            )
+            indexes: dict[str, list[tuple[str, bool]]] = {}
+            for index, column, nullable in cur.fetchall():
+                indexes.setdefault(str(index), []).append((str(column), str(nullable) == "YES"))
+        unique = tuple(tuple(c for c, _ in cols) for cols in indexes.values() if not any(n for _, n in cols))
         columns = tuple(
             SourceColumn(
                 name=str(name),
@@ -122,4 +136,4 @@ class InformationSchema:
             )
             for name, data_type, column_type, charset, fsp, max_len, _key in rows
         )
-        return SourceTable(schema, table, columns, pk)
+        return SourceTable(schema, table, columns, pk, unique)

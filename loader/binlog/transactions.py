@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from loader.binlog import events as ev
@@ -99,6 +99,9 @@ class TransactionReader:
         table_filter: which tables' rows to decode (others are skipped undecoded).
         schema: where to read table schemas when table maps lack full metadata.
         strict: refuse values that cannot be decoded exactly (see ``rowplan.compile_plan``).
+        skip_before: tables whose rows are passed over undecoded in transactions that start
+            before the given position (a re-load of the table copied them already, including
+            rows it could not decode).
     """
 
     def __init__(
@@ -106,9 +109,11 @@ class TransactionReader:
         table_filter: TableFilter | None = None,
         schema: SchemaProvider | None = None,
         strict: bool = True,
+        skip_before: Mapping[tuple[str, str], Position] | None = None,
     ) -> None:
         self.parser = BinlogParser()
         self.table_filter = table_filter
+        self.skip_before = skip_before
         self.schema = schema
         self.strict = strict
         # Plans by table map record (the parser hands out the same record for the same bytes).
@@ -208,6 +213,11 @@ class TransactionReader:
 
     def _rows(self, rows: ev.Rows, pos: Position) -> None:
         tx = self._open or self._start(pos)
+        if self.skip_before:
+            tm = self.parser.tables.get(rows.table_id)
+            until = self.skip_before.get((tm.schema, tm.table)) if tm is not None else None
+            if until is not None and tx.start < until:
+                return
         plan = self._plan(rows.table_id, pos)
         if plan is not None:
             decoded = plan.decode(rows, str(pos))

@@ -4,23 +4,48 @@
     <source>/_intervals/<interval_id>.json           the manifest, written last
     <source>/_ledger/...                             the ledger
 
+A name's leading ``_`` is encoded (``%5F``), so no schema folder is ever the loader's own
+``_intervals`` or ``_ledger`` (a schema called ``_ledger`` is ``<source>/%5Fledger/``). Intervals
+staged before this rule stay readable: a manifest holds each file's full path.
+
 Schema and table names may hold anything MySQL allows (dots, slashes, quotes, spaces, unicode):
-each path component is percent-encoded so it never escapes its folder, never reads as ``.``
-or ``..``, and maps back to exactly one name.
+each path component is percent-encoded (letters, digits, ``-`` and a ``_`` that does not lead
+stay) so it never
+escapes its folder, never reads as ``.`` or ``..``, and no two names share one. An encoding
+longer than ``MAX_COMPONENT`` bytes (64 CJK letters are 576) is cut, at a whole ``%XX``, to its
+first ``MAX_COMPONENT - 17`` characters and ends with ``~`` and 16 hex digits of the name's
+SHA-256, so every component fits a file name (255 bytes) with room for the rest of an S3 key.
+Plain encodings never hold ``~`` (and decode back to their name), so a shortened component never
+equals another name's encoding.
 """
 
 from __future__ import annotations
 
+import hashlib
 from urllib.parse import quote
 
 INTERVAL_DIGITS = 10
+MAX_COMPONENT = 200
+SHORTENED_MARK = "~"
+SHORTENED_HASH_DIGITS = 16
 
 
 def safe_component(name: str) -> str:
-    """A name as one path component: letters, digits, ``_`` and ``-`` stay, the rest is %XX."""
+    """A name as one path component of at most ``MAX_COMPONENT`` ASCII characters: letters,
+    digits, ``-`` and ``_`` (but a leading one) stay, the rest is %XX; a longer encoding is
+    shortened (module docstring)."""
     if not name:
         raise ValueError("an empty name cannot be a path component")
-    return quote(name, safe="").replace(".", "%2E").replace("~", "%7E")
+    encoded = quote(name, safe="").replace(".", "%2E").replace("~", "%7E")
+    if encoded.startswith("_"):  # the loader's own folders start with one
+        encoded = "%5F" + encoded[1:]
+    if len(encoded) <= MAX_COMPONENT:
+        return encoded
+    cut = MAX_COMPONENT - len(SHORTENED_MARK) - SHORTENED_HASH_DIGITS
+    if "%" in encoded[cut - 2 : cut]:  # do not split a %XX
+        cut = encoded.rindex("%", cut - 2, cut)
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{encoded[:cut]}{SHORTENED_MARK}{digest[:SHORTENED_HASH_DIGITS]}"
 
 
 def interval_id(number: int) -> str:

@@ -158,7 +158,9 @@ class LocalStore:
         self._path(key).unlink(missing_ok=True)
 
     def spark_uri(self, key: str) -> str:
-        return self._path(key).resolve().as_uri()
+        # Not Path.as_uri(): Spark takes a file path's characters literally, so a %-escaped
+        # space or %XX in a staged name would name another file.
+        return "file://" + str(self._path(key).resolve())
 
 
 class S3Store:

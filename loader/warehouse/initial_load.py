@@ -34,9 +34,17 @@ from loader.binlog.schema import InformationSchema
 from loader.config import Config
 from loader.errors import LoadError
 from loader.ledger import Checkpoint, Ledger, Load
+from loader.naming import warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import LoadSummary, TableLoadResult
-from loader.source import Credentials, check_binlog_settings, connect, credentials, current_position
+from loader.source import (
+    Credentials,
+    base_tables,
+    check_binlog_settings,
+    connect,
+    credentials,
+    current_position,
+)
 from loader.staging.manifest import ColumnSpec
 from loader.tables import TableSelector, key_columns
 from loader.warehouse import types
@@ -79,14 +87,8 @@ def _sql_literal(conn: Any, value: Any) -> str:
 def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[SourceTableInfo]:
     """The base tables the config selects (or the named subset of them), with columns and keys."""
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
-    with conn.cursor() as cur:
-        cur.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES"
-            " WHERE TABLE_TYPE = 'BASE TABLE'"
-            " AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
-            " ORDER BY TABLE_SCHEMA, TABLE_NAME"
-        )
-        found = [(str(s), str(t), int(n)) for s, t, n in cur.fetchall() if selector(str(s), str(t))]
+    found = [(s, t, n) for s, t, n in base_tables(conn) if selector(s, t)]
+    warehouse_tables((s, t) for s, t, _ in found)  # two source tables never share a warehouse table
     if only:
         names = {f"{s}.{t}" for s, t, _ in found}
         unknown = [n for n in only if n not in names]
@@ -105,7 +107,10 @@ def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[Sour
         columns = [ColumnSpec(c.name, types.normalize(c.column_type, c.charset)) for c in source.columns]
         for c in columns:
             types.spark_type(c.mysql_type)  # an unknown type stops the load before any copy
-        key = key_columns(cfg.tables.keys, schema, table, source.primary_key, [c.name for c in columns])
+        unique = ([source.primary_key] if source.primary_key else []) + list(source.unique_keys)
+        key = key_columns(
+            cfg.tables.keys, schema, table, source.primary_key, [c.name for c in columns], unique
+        )
         out.append(SourceTableInfo(schema, table, columns, key, rows))
     return out
 

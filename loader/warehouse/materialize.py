@@ -25,17 +25,21 @@ from typing import Any
 from loader.config import Config
 from loader.errors import MaterializeError
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
+from loader.naming import warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
 from loader.staging import csvformat
-from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
+from loader.staging.manifest import ColumnSpec, TableEntry
 from loader.staging.stores import Store, open_store
+from loader.staging.verify import verified_manifest
+from loader.tables import reload_remedy
 from loader.warehouse import types
 from loader.warehouse.catalog import PartitionCatalog
 from loader.warehouse.merge import apply_merge
 from loader.warehouse.tables import (
     PART,
     ensure_table,
+    legacy_tables,
     partition_expr,
     publish_version,
     quote_identifier,
@@ -120,7 +124,11 @@ def materialize_table(
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
     key = entries[-1].primary_key
-    warehouse_types = ensure_table(spark, cfg, schema, table, columns)
+    statements = [s for entry in entries for s in entry.statements]
+    cause = (
+        f" (statement at {statements[-1]['position']}: {statements[-1]['query'][:300]})" if statements else ""
+    )
+    warehouse_types = ensure_table(spark, cfg, schema, table, columns, cause=cause)
     part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     min_seqno = seqno_of(loaded_at.file, loaded_at.pos) if loaded_at else None
     changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
@@ -170,7 +178,9 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     intervals = pending_intervals(ledger)
     if not intervals:
         return []
-    manifests = [Manifest.from_json(store.get(i.manifest or "") or b"") for i in intervals]
+    manifests = [
+        verified_manifest(store, i.id, i.manifest or "", i.manifest_sha256, i.changes) for i in intervals
+    ]
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
     loaded_at = ledger.loaded_at()
     by_table: dict[tuple[str, str], list[TableEntry]] = {}
@@ -181,6 +191,15 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
                 by_table.setdefault((t.schema, t.table), []).append(t)
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
     span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
+    names = warehouse_tables(by_table)  # two source tables never share a warehouse table
+    for (schema, table), old in legacy_tables(spark, cfg.warehouse.database, by_table).items():
+        db = quote_identifier(cfg.warehouse.database)
+        raise MaterializeError(
+            f"interval {span}: {schema}.{table}: its rows are in the warehouse table {db}."
+            f"{quote_identifier(old)}, the name earlier loader versions gave it; its name is now "
+            f"{quote_identifier(names[(schema, table)])}: rename it (ALTER TABLE {db}.{quote_identifier(old)} "
+            f"RENAME TO {db}.{quote_identifier(names[(schema, table)])}) or " + reload_remedy((schema, table))
+        )
     results = []
     for (schema, table), entries in sorted(by_table.items()):
         try:

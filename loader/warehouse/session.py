@@ -45,6 +45,10 @@ def spark_conf(cfg: Config) -> dict[str, str]:
             f"jdbc:derby:;databaseName={derby_home / 'metastore_db'};create=true"
         )
         conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={derby_home}"
+        # A re-load after a column was dropped, moved or changed gives the table new columns;
+        # Hive compares column types by position and would refuse (Parquet reads by name).
+        # A shared metastore needs the same setting on its server.
+        conf["spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes"] = "false"
     else:
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
     if cfg.load.jdbc_jar and Path(cfg.load.jdbc_jar).is_file():

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from loader.config import Config
 from loader.errors import MaterializeError
+from loader.naming import legacy_warehouse_table, warehouse_table
 from loader.staging.manifest import ColumnSpec
 from loader.tables import reload_remedy
 from loader.warehouse import types
@@ -45,24 +47,57 @@ def partition_expr(columns: list[ColumnSpec], key: list[str], partition_rows: in
     return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {buckets}) AS BIGINT)"
 
 
-def warehouse_table(schema: str, table: str) -> str:
-    """A source table's name in the warehouse database: ``<schema>__<table>``."""
-    return f"{schema}__{table}"
-
-
 def table_name(cfg: Config, schema: str, table: str) -> str:
+    """The source table's warehouse table as Spark SQL names it: ```<database>`.`<name>```, the
+    name from ``naming.warehouse_table`` (``<schema>__<table>`` for ordinary names)."""
     return f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(warehouse_table(schema, table))}"
+
+
+def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Source tables whose warehouse table is missing while a table under the name loader versions
+    before ``loader.naming`` gave them exists (``naming.legacy_warehouse_table``): that table
+    holds their rows, and materialising into a new, empty table would lose them.
+
+    A legacy name that is also the current name of one of ``tables`` belongs to that table and
+    is not reported (``T`` beside ``t``: the old ``s__t`` is ``t``'s).
+
+    Returns:
+        Each such source table and its legacy warehouse table name (without the database).
+    """
+    tables = list(tables)
+    current = {warehouse_table(s, t) for s, t in tables}
+    out = {}
+    for schema, table in tables:
+        old = legacy_warehouse_table(schema, table)
+        if (
+            old is not None
+            and old not in current
+            and not spark.catalog.tableExists(
+                f"{quote_identifier(database)}.{quote_identifier(warehouse_table(schema, table))}"
+            )
+            and spark.catalog.tableExists(f"{quote_identifier(database)}.{quote_identifier(old)}")
+        ):
+            out[(schema, table)] = old
+    return out
 
 
 META_COLUMNS = ("_seqno", "_commit_ts", PART)
 
 
 def ensure_table(
-    spark: Any, cfg: Config, schema: str, table: str, columns: list[ColumnSpec], *, replace: bool = False
+    spark: Any,
+    cfg: Config,
+    schema: str,
+    table: str,
+    columns: list[ColumnSpec],
+    *,
+    replace: bool = False,
+    cause: str = "",
 ) -> dict[str, str]:
     """Create the table on first sight, or make it follow the source's ``columns``: columns added
     at the end are added, and a column whose type widened (``types.spark_widens``) is widened in
     place. ``replace`` (a re-load, which rewrites every row) takes ``columns`` whatever they were.
+    ``cause`` (the statement that changed the table, if known) goes into the errors.
 
     Returns each column's warehouse (Spark) type, which staged values are cast to; a column the
     warehouse keeps wider than the source's type stays so.
@@ -93,8 +128,8 @@ def ensure_table(
     if list(wanted)[: len(existing)] != list(existing):
         raise MaterializeError(
             f"{name}: the source's columns {list(wanted)} do not continue the warehouse's "
-            f"{list(existing)} (only columns added at the end can be carried); "
-            + reload_remedy(schema, table)
+            f"{list(existing)} (only columns added at the end can be carried){cause}; "
+            + reload_remedy((schema, table))
         )
     result = dict(existing)
     for column, have in existing.items():
@@ -104,7 +139,7 @@ def ensure_table(
         elif not types.spark_widens(want, have):
             raise MaterializeError(
                 f"{name}: column {column} is {have} in the warehouse but the staged changes have "
-                f"{want}, which it cannot hold; " + reload_remedy(schema, table)
+                f"{want}, which it cannot hold{cause}; " + reload_remedy((schema, table))
             )
     if result != existing:
         _set_columns(spark, cfg, schema, table, result)
@@ -119,16 +154,16 @@ def ensure_table(
 
 def _set_columns(spark: Any, cfg: Config, schema: str, table: str, columns: dict[str, str]) -> None:
     """Give the table these data columns in the catalog. Spark's SQL cannot change a Parquet
-    table's column types, its session catalog can; files already written are read as the new
-    types (only widenings reach here without a re-load, which rewrites every file)."""
+    table's column types or drop its columns, its external catalog can; files already written
+    are read as the new types by column name (only widenings reach here without a re-load,
+    which rewrites every file)."""
     q = quote_identifier
     jvm = spark.sparkContext._jvm
     ddl = ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + ", _seqno BIGINT, _commit_ts TIMESTAMP"
-    ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(
-        warehouse_table(schema, table), jvm.scala.Some(cfg.warehouse.database)
-    )
     data_schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
-    spark._jsparkSession.sessionState().catalog().alterTableDataSchema(ident, data_schema)
+    spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
+        cfg.warehouse.database, warehouse_table(schema, table), data_schema
+    )
     spark.catalog.refreshTable(table_name(cfg, schema, table))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 import pytest
 
@@ -76,20 +76,56 @@ def test_dotted_and_slashed_names_stay_in_their_own_folders() -> None:
     assert layout.manifest_key("my.src", interval_id(3)) == "my%2Esrc/_intervals/0000000003.json"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: schema '_ledger' keeps its name, so table 'intervals' lands in the ledger's own folder",
-)
-def test_a_schema_named_like_the_ledger_folder_stays_out_of_it() -> None:
-    path = layout.table_dir("demo", "_ledger", "intervals", interval_id(1))
-    assert not path.startswith(layout.ledger_prefix("demo") + "/")
+@pytest.mark.parametrize("schema", ["_ledger", "_intervals", "tables", "_ledger/x", "%5Fledger"])
+def test_a_schema_named_like_the_ledger_folder_stays_out_of_it(schema: str) -> None:
+    for table in ("intervals", "_ledger", "checkpoint.json", "0000000001"):
+        path = layout.table_dir("demo", schema, table, interval_id(1))
+        assert path.split("/")[1] not in ("_ledger", "_intervals")
+        assert not path.startswith(layout.ledger_prefix("demo") + "/")
+        assert not path.startswith(layout.manifests_prefix("demo") + "/")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: a legal 64-character CJK name encodes to 576 bytes, over the 255-byte file name limit",
-)
+LONG = [
+    "注" * 64,
+    "注" * 63 + "文",
+    "文" + "注" * 63,
+    "a" * 64,
+    "a" * 200,
+    "a" * 201,
+    "é" * 64,
+    "." * 64,
+    "x" + "." * 63,
+    "🎉" * 64,
+    "a" * 180 + "注" * 10,
+    "a" * 181 + "注" * 10,
+    "a" * 182 + "注" * 10,
+]
+
+
+@pytest.mark.parametrize("name", LONG)
+def test_a_long_name_fits_in_a_file_name(name: str) -> None:
+    component = safe_component(name)
+    assert len(component.encode()) <= layout.MAX_COMPONENT <= 255
+    assert re.fullmatch(r"[A-Za-z0-9_%~-]+", component), component
+    assert re.search(r"%(?![0-9A-F]{2})", component) is None, "a %XX was cut"
+
+
 def test_a_64_character_unicode_name_fits_in_a_file_name() -> None:
     assert len(safe_component("注" * 64).encode()) <= 255
+
+
+def test_long_names_stay_distinct_and_short_ones_keep_their_encoding() -> None:
+    names = [*LONG, *AWKWARD, "a" * 199 + "~", "a" * 66 + "%7E"]
+    components = [safe_component(n) for n in names]
+    assert len(set(components)) == len(names)
+    for name, component in zip(names, components, strict=True):
+        if layout.SHORTENED_MARK not in component:
+            assert unquote(component) == name
+        else:  # the encoding's beginning, then the hash
+            kept, digest = component.split(layout.SHORTENED_MARK)
+            assert name.encode().startswith(unquote_to_bytes(kept))
+            assert re.fullmatch(r"[0-9a-f]{16}", digest)
+    # The shortened form depends on the whole name, not only on the part that is kept.
+    assert safe_component("注" * 63 + "文") != safe_component("注" * 64)
+    assert safe_component("a" * 200) == "a" * 200
+    assert safe_component("a" * 201) != "a" * 201

@@ -218,6 +218,16 @@ def test_tables_without_a_key_are_refused_unless_one_is_configured(
     ledger = Ledger.of(cfg)
     assert ledger.checkpoint() is None and ledger.loads() == []  # refused before P0 was recorded
     keyed = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, keys={"il.logs": ("at",)}))
+    # A configured key must identify a row: rows sharing it would be merged into one.
+    with pytest.raises(
+        LoaderError, match=r"the key \['at'\] configured for il\.logs does not identify a row"
+    ):
+        run_initial_load(spark, keyed, progress=_quiet)
+    mariadb.execute("ALTER TABLE il.logs ADD UNIQUE KEY (at)")  # but NULLs may repeat
+    with pytest.raises(LoaderError, match="a UNIQUE index allows many NULLs"):
+        run_initial_load(spark, keyed, progress=_quiet)
+    assert ledger.checkpoint() is None and ledger.loads() == []
+    mariadb.execute("ALTER TABLE il.logs MODIFY at DATETIME(6) NOT NULL")
     summary = run_initial_load(spark, keyed, progress=_quiet)
     assert [(t.table, t.rows) for t in summary.tables] == [("il.logs", 2)]
     with pytest.raises(LoadError, match="not among the tables the config selects"):
