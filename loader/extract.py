@@ -31,6 +31,7 @@ from loader.binlog.transactions import RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, TableKeyError
 from loader.ledger import EXTRACTED, MATERIALISED, Interval, Ledger
+from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
 from loader.source import check_binlog_settings, connect, credentials, current_position
@@ -129,6 +130,9 @@ class TableWriter:
         self.encode = csvformat.row_encoder([csv_kind(c) for c in plan.columns])
         if self.entry.layouts and self.entry.layouts[-1] == columns:
             return
+        reserved = reserved_column_problem(self.entry.schema, self.entry.table, (c.name for c in columns))
+        if reserved:
+            raise ExtractError(f"{where}: {reserved}")
         if self.entry.layouts:
             problem = layout_change_problem(self.entry.layouts[-1], columns)
             if problem:

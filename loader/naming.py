@@ -37,6 +37,11 @@ READABLE_PART = 55  # per name: 55 + len("__") + 55 + len("___") + 12 <= MAX_NAM
 ORDINARY = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 HASHED_SEPARATOR = "___"
 LEGACY = re.compile(r"[a-z0-9_]+")  # what Spark accepted as a table name
+# The columns every warehouse table has besides the source's, and the prefix of the names the
+# merge works with; no source column may take one (Spark tells column names apart without case).
+PARTITION_COLUMN = "loader_partition"
+RESERVED_COLUMNS = ("_seqno", "_commit_ts", PARTITION_COLUMN)
+WORKING_PREFIX = "_loader_"
 
 
 def is_ordinary(schema: str, table: str) -> bool:
@@ -129,3 +134,16 @@ def legacy_warehouse_table(schema: str, table: str) -> str | None:
 def _shown(pair: tuple[str, str]) -> str:
     """``schema.table`` as MySQL would quote it, so that odd names read unambiguously."""
     return ".".join("`" + name.replace("`", "``") + "`" for name in pair)
+
+
+def reserved_column_problem(schema: str, table: str, columns: Iterable[str]) -> str | None:
+    """Why a table cannot be a warehouse table because of a column's name, or None."""
+    for column in columns:
+        low = column.lower()
+        if low in RESERVED_COLUMNS or low.startswith(WORKING_PREFIX):
+            return (
+                f"{schema}.{table}: column {column} is named like the warehouse table's own columns "
+                f"({', '.join(RESERVED_COLUMNS)}, {WORKING_PREFIX}...; case does not tell them apart), "
+                "so the table cannot be loaded: rename the column, or leave the table out with tables.exclude"
+            )
+    return None

@@ -522,3 +522,34 @@ def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_change
     mariadb.execute("INSERT INTO edge_new.fresh VALUES (1), (2)")
     _delta(spark, everything)
     assert_equal_to_source(spark, everything)
+
+
+def test_columns_named_like_the_loaders_own_are_carried_or_refused_by_name(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    # Named like the staging files' and the merge's own columns: carried.
+    cfg = loaded(
+        "edge_meta",
+        [
+            "t (id INT PRIMARY KEY, op CHAR(1), seqno BIGINT, row_id INT, commit_ts DATETIME,"
+            " _rank INT, _action VARCHAR(10))"
+        ],
+        [
+            "INSERT INTO edge_meta.t (id, op, seqno, row_id, commit_ts, _rank, _action)"
+            " VALUES (1, 'D', 99, 7, '2000-01-01', 1, 'delete'), (2, 'I', 1, 1, NULL, 2, 'insert')"
+        ],
+    )
+    mariadb.execute(
+        "UPDATE edge_meta.t SET op = 'I', seqno = 0, _action = 'stale' WHERE id = 1",
+        "DELETE FROM edge_meta.t WHERE id = 2",
+        "INSERT INTO edge_meta.t (id, op, seqno, row_id) VALUES (3, 'D', -1, -1)",
+    )
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+    # Named like the warehouse table's own columns: refused by name, before anything is copied.
+    mariadb.execute("CREATE TABLE edge_meta.bad (id INT PRIMARY KEY, _SeqNo INT)")
+    with pytest.raises(LoaderError, match=r"edge_meta\.bad: column _SeqNo is named like the warehouse"):
+        run_initial_load(spark, cfg, only=["edge_meta.bad"], progress=_quiet)
+    mariadb.execute("INSERT INTO edge_meta.bad VALUES (1, 1)")
+    _stopped(cfg, "edge_meta.bad: column _SeqNo is named like the warehouse", "tables.exclude")

@@ -229,7 +229,7 @@ def test_s3_staging(mariadb: MariaDB, tmp_path: Path, s3_endpoint: str, s3_bucke
     local = tmp_path / "copy.csv"
     local.write_bytes(store.get(manifest.tables[0].files[0].path) or b"")
     rows = csvformat.read_staged(spark, [local.as_uri()], ["id", "v"]).collect()
-    assert [(r.op, r.id, r.v) for r in rows] == [("I", "1", "one"), ("I", "2", ""), ("I", "3", None)]
+    assert [(r._loader_op, r.id, r.v) for r in rows] == [("I", "1", "one"), ("I", "2", ""), ("I", "3", None)]
 
 
 def test_interval_errors_leave_the_ledger_planned(mariadb: MariaDB, tmp_path: Path) -> None:

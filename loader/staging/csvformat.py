@@ -27,6 +27,8 @@ from typing import Any
 from loader.errors import CsvValueError
 
 META_COLUMNS = ("op", "seqno", "row_id", "commit_ts")
+# The names ``read_staged`` gives the meta columns: a source column may be named like a header's.
+META_READ_AS = {name: f"_loader_{name}" for name in META_COLUMNS}
 EMPTY_MARKER = "\x00\ue000loader-empty-string\ue000\x00"
 LINE_END = "\n"
 
@@ -138,13 +140,14 @@ def read_staged(spark: Any, paths: list[str], columns: list[str]) -> Any:
         columns: the table's columns, in file order (the meta columns come first by themselves).
 
     Returns:
-        A DataFrame with the meta columns and the table's columns, all strings, NULL where the
-        file has NULL; casting to the warehouse types is the type map's job.
+        A DataFrame with the meta columns (named as ``META_READ_AS`` says) and the table's
+        columns, all strings, NULL where the file has NULL; casting to the warehouse types is
+        the type map's job.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    names = [*META_COLUMNS, *columns]
+    names = [*(META_READ_AS[m] for m in META_COLUMNS), *columns]
     # Positional names: a source column may be called anything, even like a meta column.
     schema = StructType([StructField(f"_c{i}", StringType()) for i in range(len(names))])
     df = spark.read.options(**SPARK_READ_OPTIONS).schema(schema).csv(paths)

@@ -34,7 +34,7 @@ from loader.binlog.schema import InformationSchema
 from loader.config import Config
 from loader.errors import LoadError
 from loader.ledger import Checkpoint, Ledger, Load
-from loader.naming import warehouse_tables
+from loader.naming import reserved_column_problem, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import LoadSummary, TableLoadResult
 from loader.source import (
@@ -107,6 +107,9 @@ def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[Sour
         columns = [ColumnSpec(c.name, types.normalize(c.column_type, c.charset)) for c in source.columns]
         for c in columns:
             types.spark_type(c.mysql_type)  # an unknown type stops the load before any copy
+        reserved = reserved_column_problem(schema, table, (c.name for c in columns))
+        if reserved:
+            raise LoadError(reserved)
         unique = ([source.primary_key] if source.primary_key else []) + list(source.unique_keys)
         key = key_columns(
             cfg.tables.keys, schema, table, source.primary_key, [c.name for c in columns], unique

@@ -47,7 +47,9 @@ from loader.warehouse.tables import (
     warehouse_table,
 )
 
-META_TYPES = {"seqno": "bigint", "row_id": "int"}
+# The staged meta columns as read (``csvformat.META_READ_AS``) and their types.
+OP, SEQNO, ROW_ID, COMMIT_TS = (csvformat.META_READ_AS[m] for m in csvformat.META_COLUMNS)
+META_TYPES = {SEQNO: "bigint", ROW_ID: "int"}
 
 
 def pending_intervals(ledger: Ledger) -> list[Interval]:
@@ -86,14 +88,14 @@ def _changes(
             names = [c.name for c in layout_columns]
             frame = csvformat.read_staged(spark, paths, names)
             if min_seqno is not None:  # older changes are in the table's re-load already
-                frame = frame.where(f"CAST(seqno AS BIGINT) >= {min_seqno}")
+                frame = frame.where(f"CAST({SEQNO} AS BIGINT) >= {min_seqno}")
             have = set(names)
             select = [
                 f"CAST({q(m)} AS {t})" + f" AS {q(m)}"
                 if m in META_TYPES
                 else f"try_to_timestamp({q(m)}) AS {q(m)}"
-                for m, t in (*META_TYPES.items(), ("commit_ts", "timestamp"))
-            ] + ["op"]
+                for m, t in (*META_TYPES.items(), (COMMIT_TS, "timestamp"))
+            ] + [OP]
             for c in columns:
                 target = warehouse_types[c.name]
                 if c.name not in have:

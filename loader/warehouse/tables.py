@@ -13,7 +13,7 @@ from typing import Any
 
 from loader.config import Config
 from loader.errors import MaterializeError
-from loader.naming import legacy_warehouse_table, warehouse_table
+from loader.naming import PARTITION_COLUMN, legacy_warehouse_table, reserved_column_problem, warehouse_table
 from loader.staging.manifest import ColumnSpec
 from loader.tables import reload_remedy
 from loader.warehouse import types
@@ -21,7 +21,7 @@ from loader.warehouse.catalog import PartitionCatalog
 
 # The partition column. Not "_part": the Hive metastore's partition filter parser refuses names
 # that start with an underscore.
-PART = "loader_partition"
+PART = PARTITION_COLUMN
 INTEGER_KEY_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
 # Fault injection for the crash-safety test: exit right after this many swap calls (each swaps
 # up to warehouse.swap_batch partitions).
@@ -108,6 +108,9 @@ def ensure_table(
     """
     q = quote_identifier
     name = table_name(cfg, schema, table)
+    reserved = reserved_column_problem(schema, table, (c.name for c in columns))
+    if reserved:
+        raise MaterializeError(reserved)
     wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
     if not spark.catalog.tableExists(name):
         cols = ", ".join(f"{q(c)} {t}" for c, t in wanted.items())

@@ -104,7 +104,8 @@ def test_spark_reads_back_every_value(spark: Any, tmp_path: Path) -> None:
     df = csvformat.read_staged(spark, [path.as_uri()], COLUMNS)
     df.createOrReplaceTempView("staged")
     got = spark.sql(
-        """SELECT op, CAST(seqno AS BIGINT) AS seqno, CAST(row_id AS INT) AS row_id, commit_ts, txt,
+        """SELECT _loader_op AS op, CAST(_loader_seqno AS BIGINT) AS seqno,
+                  CAST(_loader_row_id AS INT) AS row_id, _loader_commit_ts AS commit_ts, txt,
                   unbase64(bin) AS bin, CAST(i64 AS BIGINT) AS i64, CAST(u64 AS DECIMAL(20,0)) AS u64,
                   dec, CAST(dbl AS DOUBLE) AS dbl, CAST(flt AS FLOAT) AS flt, tmp
            FROM staged ORDER BY row_id"""

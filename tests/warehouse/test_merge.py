@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 COLUMNS = ["id", "v", "n", "d", "b"]
 KEY = ["id"]
 TS = dt.datetime(2024, 1, 1)
-CHANGES_SCHEMA = "op string, seqno bigint, row_id int, commit_ts timestamp, id int, v string, n decimal(10,2), d date, b binary"
+CHANGES_SCHEMA = "_loader_op string, _loader_seqno bigint, _loader_row_id int, _loader_commit_ts timestamp, id int, v string, n decimal(10,2), d date, b binary"
 BASE_SCHEMA = "id int, v string, n decimal(10,2), d date, b binary, _seqno bigint, _commit_ts timestamp"
 
 

@@ -85,7 +85,7 @@ def test_staged_values_cast_exactly(spark: Any, tmp_path: Path) -> None:
     select = ", ".join(
         f"{types.cast_sql(f'`{c}`', t)} AS `{c}`" for c, (t, _, _) in zip(columns, CASES, strict=True)
     )
-    rows = spark.sql(f"SELECT {select} FROM typed_in ORDER BY CAST(row_id AS INT)").collect()
+    rows = spark.sql(f"SELECT {select} FROM typed_in ORDER BY CAST(_loader_row_id AS INT)").collect()
     values, nulls = rows
     for (mysql_type, written, expected), got in zip(CASES, values, strict=True):
         if mysql_type == "decimal(38,10)":

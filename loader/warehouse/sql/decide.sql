@@ -3,7 +3,7 @@
 --   latest : one row per changed key (latest_changes.sql)
 --   base   : the current rows of the partitions the changes touch: <columns>, _seqno, _commit_ts
 --
--- _action is
+-- _loader_action is
 --   stale  : the base row is newer than the change (a replay); the base row stays
 --   insert : an insert of a key the table does not have
 --   update : an insert of a key the table has; its base row goes
@@ -21,11 +21,11 @@ WITH matched AS (
 )
 SELECT ${broadcast_matched}l.*,
        CASE
-           WHEN b._seqno > l.seqno THEN 'stale'
-           WHEN l.op = 'I' AND b._seqno IS NULL THEN 'insert'
-           WHEN l.op = 'I' THEN 'update'
+           WHEN b._seqno > l._loader_seqno THEN 'stale'
+           WHEN l._loader_op = 'I' AND b._seqno IS NULL THEN 'insert'
+           WHEN l._loader_op = 'I' THEN 'update'
            WHEN b._seqno IS NULL THEN 'none'
            ELSE 'delete'
-       END AS _action
+       END AS _loader_action
 FROM latest l
 LEFT JOIN matched b ON ${key_join}

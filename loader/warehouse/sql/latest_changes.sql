@@ -1,12 +1,14 @@
 -- Step 1 of the merge rule (DESIGN.md section 4): the latest change of each key, the one with
 -- the greatest (seqno, row_id).
 --
---   changes : the staged change rows, typed: op, seqno, row_id, commit_ts, <columns>
+--   changes : the staged change rows, typed: _loader_op, _loader_seqno, _loader_row_id,
+--             _loader_commit_ts, <columns> (the meta columns named so that no source column
+--             is named like one)
 
 SELECT *
 FROM (
     SELECT c.*,
-           row_number() OVER (PARTITION BY ${key_columns} ORDER BY c.seqno DESC, c.row_id DESC) AS _rank
+           row_number() OVER (PARTITION BY ${key_columns} ORDER BY c._loader_seqno DESC, c._loader_row_id DESC) AS _loader_rank
     FROM changes c
 )
-WHERE _rank = 1
+WHERE _loader_rank = 1

@@ -9,10 +9,10 @@
 
 SELECT ${broadcast_decided}${base_columns}, b._seqno, b._commit_ts
 FROM base b
-LEFT ANTI JOIN (SELECT * FROM decided WHERE _action IN ('update', 'delete')) l ON ${key_join}
+LEFT ANTI JOIN (SELECT * FROM decided WHERE _loader_action IN ('update', 'delete')) l ON ${key_join}
 
 UNION ALL
 
-SELECT ${latest_columns}, l.seqno AS _seqno, l.commit_ts AS _commit_ts
+SELECT ${latest_columns}, l._loader_seqno AS _seqno, l._loader_commit_ts AS _commit_ts
 FROM decided l
-WHERE l._action IN ('insert', 'update')
+WHERE l._loader_action IN ('insert', 'update')

@@ -2,7 +2,7 @@
 -- deleted; stale replays and deletes of absent keys change nothing.
 
 SELECT
-    count_if(_action = 'insert') AS inserted,
-    count_if(_action = 'update') AS updated,
-    count_if(_action = 'delete') AS deleted
+    count_if(_loader_action = 'insert') AS inserted,
+    count_if(_loader_action = 'update') AS updated,
+    count_if(_loader_action = 'delete') AS deleted
 FROM decided
