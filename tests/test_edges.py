@@ -553,3 +553,27 @@ def test_columns_named_like_the_loaders_own_are_carried_or_refused_by_name(
         run_initial_load(spark, cfg, only=["edge_meta.bad"], progress=_quiet)
     mariadb.execute("INSERT INTO edge_meta.bad VALUES (1, 1)")
     _stopped(cfg, "edge_meta.bad: column _SeqNo is named like the warehouse", "tables.exclude")
+
+
+def test_tinyint_1_and_boolean_keep_their_numbers_in_the_load_and_the_deltas(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    # Connector/J reports TINYINT(1) as a boolean: 255 must not come back as -1, nor 2 as true.
+    cfg = loaded(
+        "edge_bool",
+        ["t (id INT PRIMARY KEY, u TINYINT(1) UNSIGNED, s TINYINT(1), b BOOLEAN)"],
+        [
+            "INSERT INTO edge_bool.t VALUES (1, 255, -1, 2), (2, 0, 1, 0), (3, 1, -128, -1), (4, NULL, NULL, NULL)"
+        ],
+    )
+    assert_equal_to_source(spark, cfg)
+    loaded_rows = spark.sql("SELECT id, u, s, b FROM edge_bool_wh.edge_bool__t ORDER BY id").collect()
+    assert [tuple(r) for r in loaded_rows] == [
+        (1, 255, -1, 2),
+        (2, 0, 1, 0),
+        (3, 1, -128, -1),
+        (4, None, None, None),
+    ]
+    mariadb.execute("UPDATE edge_bool.t SET u = 254, s = 127, b = 3 WHERE id = 2")
+    _delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
