@@ -305,6 +305,7 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
             start,
             max_changes=args.max_changes,
             dry_run=True,
+            start_lognum=args.lognum,
             start_logpos=args.logpos,
             allow_gap=args.allow_gap,
         )

@@ -38,6 +38,7 @@ from loader.source import check_binlog_settings, connect, credentials, current_p
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
+from loader.staging.verify import sha256_hex
 from loader.tables import TableSelector, key_columns, reload_remedy
 from loader.warehouse import types
 
@@ -287,17 +288,11 @@ def publish_table(
                 entry.layouts.append(columns)
             mapping[i] = len(entry.layouts) - 1
         for part in piece.parts:
-            path = Path(part.path)
             key = f"{folder}/{layout.part_name(number, gzip_parts)}"
             number += 1
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    digest.update(chunk)
-            size = path.stat().st_size
-            store.put_file(key, path)
+            store.put_file(key, Path(part.path))
             entry.files.append(
-                FileEntry(key, mapping[part.layout], part.rows, part.ops, size, digest.hexdigest())
+                FileEntry(key, mapping[part.layout], part.rows, part.ops, part.bytes, part.sha256)
             )
         entry.statements.extend(piece.statements)
     return entry
@@ -321,7 +316,7 @@ def _extract_range(
     max_changes: int | None,
     progress: Progress | None,
     label: str,
-    loaded_at: dict[str, Position] | None = None,
+    loaded_at: dict[tuple[str, str], Position] | None = None,
 ) -> RangeResult:
     """Decode ``[start, end)`` and write its CSV parts under ``workdir`` (one decoder's share).
 
@@ -335,13 +330,17 @@ def _extract_range(
     end_pos = Position.parse(end)
     last_report = time.monotonic()
     with source_schema(credentials(cfg.source)) as schema:
-        skip = {_schema_table(name): p0 for name, p0 in (loaded_at or {}).items()}
         txs = read_transactions(
-            open_transport(cfg.source), Position.parse(start), end_pos, selector, schema, skip_before=skip
+            open_transport(cfg.source),
+            Position.parse(start),
+            end_pos,
+            selector,
+            schema,
+            skip_before=loaded_at,
         )
         for tx in txs:
             result.transactions += 1
-            _check_statements(tx, selector, writers, loaded_at, pending, result.created)
+            _check_statements(tx, selector, writers, loaded_at or {}, pending, result.created)
             n = _write_transaction(tx, cfg, writers, Path(workdir), pending)
             if n:
                 result.changes += n
@@ -445,7 +444,7 @@ def extract_interval(
         interval.state = EXTRACTED
     interval.extracted_end = str(interval_end) if stopped_at else None
     interval.manifest = key
-    interval.manifest_sha256 = hashlib.sha256(manifest_bytes).hexdigest()
+    interval.manifest_sha256 = sha256_hex(manifest_bytes)
     interval.created_tables = sorted(f"{schema}.{table}" for schema, table in created)
     interval.changes = changes
     commit_times = [r.commit_ts_max for r in results if r.commit_ts_max is not None]
@@ -470,7 +469,7 @@ def extract_interval(
 def _check_loaded(
     keys: list[tuple[str, str]],
     results: list[RangeResult],
-    loaded_at: dict[str, Position],
+    loaded_at: dict[tuple[str, str], Position],
     created: dict[tuple[str, str], str],
     created_before: set[str],
 ) -> None:
@@ -479,7 +478,7 @@ def _check_loaded(
     or came back after a CREATE TABLE IF NOT EXISTS)."""
     for schema, table in keys:
         qualified = f"{schema}.{table}"
-        if qualified in loaded_at or qualified in created_before:
+        if (schema, table) in loaded_at or qualified in created_before:
             continue
         first = min(
             (
@@ -500,13 +499,8 @@ def _check_loaded(
         )
 
 
-def _schema_table(qualified: str) -> tuple[str, str]:
-    schema, table = qualified.split(".", 1)
-    return schema, table
-
-
-def _stale(tx: Transaction, loaded_at: dict[str, Position] | None, name: tuple[str, str]) -> bool:
-    since = (loaded_at or {}).get(f"{name[0]}.{name[1]}")
+def _stale(tx: Transaction, loaded_at: dict[tuple[str, str], Position], name: tuple[str, str]) -> bool:
+    since = loaded_at.get(name)
     return since is not None and tx.start < since
 
 
@@ -514,9 +508,9 @@ def _check_statements(
     tx: Transaction,
     selector: TableSelector,
     writers: dict[tuple[str, str], TableWriter],
-    loaded_at: dict[str, Position] | None = None,
-    pending: dict[tuple[str, str], list[dict[str, str]]] | None = None,
-    created: dict[tuple[str, str], str] | None = None,
+    loaded_at: dict[tuple[str, str], Position],
+    pending: dict[tuple[str, str], list[dict[str, str]]],
+    created: dict[tuple[str, str], str],
 ) -> None:
     """Stop at a statement that changes a selected table in a way rows events do not carry.
     A carried one is noted in the table's manifest entry (``pending`` until its first row); a
@@ -539,14 +533,14 @@ def _check_statements(
             shown = text if len(text) <= 300 else text[:300] + "..."
             names = ", ".join(f"{schema}.{table}" for schema, table in hit)
             raise ExtractError(f"{st.position}: {names}: {stop[0]} (statement: {shown}); {stop[1]}")
-        if change.verb == "CREATE TABLE" and not change.if_not_exists and created is not None:
+        if change.verb == "CREATE TABLE" and not change.if_not_exists:
             created.update((name, str(st.position)) for name in hit)
         for name in hit:
             noted = {"position": str(st.position), "query": text}
             writer = writers.get(name)
             if writer is not None:
                 writer.entry.statements.append(noted)
-            elif pending is not None:
+            else:
                 pending.setdefault(name, []).append(noted)
 
 
@@ -598,7 +592,7 @@ def _write_transaction(
     cfg: Config,
     writers: dict[tuple[str, str], TableWriter],
     workdir: Path,
-    pending: dict[tuple[str, str], list[dict[str, str]]] | None = None,
+    pending: dict[tuple[str, str], list[dict[str, str]]],
 ) -> int:
     if not tx.batches:
         return 0
@@ -620,7 +614,7 @@ def _write_transaction(
                 cfg.staging.gzip,
             )
             writers[key] = writer
-            writer.entry.statements.extend((pending or {}).pop(key, []))
+            writer.entry.statements.extend(pending.pop(key, []))
         statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
         writer.use(plan, where, statement)
         writer.write_batch(batch, seqno, commit)

@@ -147,18 +147,19 @@ class Ledger:
         """Every initial load, oldest first."""
         return sorted(self._records(Load, "loads"), key=lambda load: load.id)
 
-    def loaded_at(self) -> dict[str, Position]:
-        """Where each table's latest complete load copied it (its P0), by ``schema.table``.
+    def loaded_at(self) -> dict[tuple[str, str], Position]:
+        """Where each table's latest complete load copied it (its P0), by (schema, table).
 
         Changes to a table before its P0 are already in the copy: a re-load makes them stale, so
         extract passes them over (a change the loader stopped at is behind the table then).
         """
-        out: dict[str, Position] = {}
+        out: dict[tuple[str, str], Position] = {}
         for load in self.loads():
             if load.state == "complete":
                 p0 = Position.parse(load.p0)
-                for table in load.tables:
-                    out[table] = max(p0, out.get(table, p0))
+                for qualified in load.tables:
+                    schema, table = qualified.split(".", 1)  # Load.tables hold "schema.table"
+                    out[schema, table] = max(p0, out.get((schema, table), p0))
         return out
 
     def created_before(self, interval_id: str) -> set[str]:

@@ -299,7 +299,7 @@ def tables(cfg: Config) -> list[TableMapping]:
     names = warehouse_tables(found)
     loaded_at = Ledger.of(cfg).loaded_at()
     return [
-        TableMapping(s, t, names[(s, t)], str(p0) if (p0 := loaded_at.get(f"{s}.{t}")) else None)
+        TableMapping(s, t, names[(s, t)], str(p0) if (p0 := loaded_at.get((s, t))) else None)
         for s, t in found
     ]
 

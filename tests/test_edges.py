@@ -355,6 +355,25 @@ def test_a_backfill_start_past_the_read_log_is_refused_unless_the_gap_is_allowed
     assert refused.returncode == 1, refused.stdout + refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert f"the start {past} lies past {checkpoint.position}" in last and "--allow-gap" in last
+    lognum, logpos = int(past.file.rsplit(".", 1)[1]), past.pos
+    dry = subprocess.run(
+        [
+            loader,
+            "run-once",
+            "--config",
+            str(toml),
+            "--dry-run",
+            "--lognum",
+            str(lognum),
+            "--logpos",
+            str(logpos),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert dry.returncode == 1 and "lies past" in dry.stderr.strip().splitlines()[-1], dry.stderr
     with pytest.raises(LoaderError, match="would never reach the warehouse"):
         steps.plan(cfg, start=past, dry_run=True)
     with pytest.raises(LoaderError, match="would never reach the warehouse"):

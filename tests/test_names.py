@@ -21,8 +21,9 @@ import pytest
 
 from loader import naming
 from loader.config import Config
-from loader.errors import ConfigError
+from loader.errors import ConfigError, MaterializeError
 from loader.extract import run_extract
+from loader.ledger import Ledger
 from loader.naming import legacy_warehouse_table, warehouse_table, warehouse_tables
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
@@ -246,6 +247,18 @@ def test_awkwardly_named_tables_each_load_into_their_own_warehouse_table(
         assert legacy_tables(spark, "names_wh", tables) == {}
         spark.sql(f"ALTER TABLE names_wh.{names[(A, 'v__x')]} RENAME TO names_wh.names_u__v__x")
         assert legacy_tables(spark, "names_wh", tables) == {(A, "v__x"): "names_u__v__x"}
+        # Materialise stops, the checkpoint stays, and the rename it names brings the table back.
+        mariadb.execute(f"UPDATE {_sql(A, 'v__x')} SET v = 'after rename' WHERE id = 1")
+        checkpoint = Ledger.of(cfg).checkpoint()
+        run_extract(cfg, progress=lambda _: None)
+        with pytest.raises(MaterializeError) as stopped:
+            run_materialize(spark, cfg)
+        rename = f"ALTER TABLE `names_wh`.`names_u__v__x` RENAME TO `names_wh`.`{names[(A, 'v__x')]}`"
+        assert rename in str(stopped.value), stopped.value
+        assert Ledger.of(cfg).checkpoint() == checkpoint
+        spark.sql(rename)
+        run_materialize(spark, cfg)
+        assert all(c.equal for c in compare_tables(spark, cfg))
 
 
 @pytest.mark.integration

@@ -34,7 +34,8 @@ class SourceTable:
     table: str
     columns: tuple[SourceColumn, ...]
     primary_key: tuple[str, ...]
-    # UNIQUE indexes whose columns are all NOT NULL (a unique index allows many NULLs)
+    # The primary key and UNIQUE indexes whose columns are all NOT NULL (a unique index allows
+    # many NULLs)
     unique_keys: tuple[tuple[str, ...], ...] = ()
 
 

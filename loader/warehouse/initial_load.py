@@ -110,9 +110,8 @@ def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[Sour
         reserved = reserved_column_problem(schema, table, (c.name for c in columns))
         if reserved:
             raise LoadError(reserved)
-        unique = ([source.primary_key] if source.primary_key else []) + list(source.unique_keys)
         key = key_columns(
-            cfg.tables.keys, schema, table, source.primary_key, [c.name for c in columns], unique
+            cfg.tables.keys, schema, table, source.primary_key, [c.name for c in columns], source.unique_keys
         )
         out.append(SourceTableInfo(schema, table, columns, key, rows))
     return out

@@ -188,25 +188,24 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     by_table: dict[tuple[str, str], list[TableEntry]] = {}
     for m in manifests:
         for t in m.tables:
-            since = loaded_at.get(f"{t.schema}.{t.table}")
+            since = loaded_at.get((t.schema, t.table))
             if since is None or Position.parse(m.end) > since:  # else all in the re-load already
                 by_table.setdefault((t.schema, t.table), []).append(t)
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
     span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
-    names = warehouse_tables(by_table)  # two source tables never share a warehouse table
+    warehouse_tables(by_table)  # two source tables never share a warehouse table
     for (schema, table), old in legacy_tables(spark, cfg.warehouse.database, by_table).items():
-        db = quote_identifier(cfg.warehouse.database)
+        old_name = f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(old)}"
         raise MaterializeError(
-            f"interval {span}: {schema}.{table}: its rows are in the warehouse table {db}."
-            f"{quote_identifier(old)}, the name earlier loader versions gave it; its name is now "
-            f"{quote_identifier(names[(schema, table)])}: rename it (ALTER TABLE {db}.{quote_identifier(old)} "
-            f"RENAME TO {db}.{quote_identifier(names[(schema, table)])}) or " + reload_remedy((schema, table))
+            f"interval {span}: {schema}.{table}: its rows are in the warehouse table {old_name}, the "
+            f"name earlier loader versions gave it: rename it to its name now (ALTER TABLE {old_name} "
+            f"RENAME TO {table_name(cfg, schema, table)}) or " + reload_remedy((schema, table))
         )
     results = []
     for (schema, table), entries in sorted(by_table.items()):
         try:
             results.append(
-                materialize_table(spark, cfg, store, entries, run_id, loaded_at.get(f"{schema}.{table}"))
+                materialize_table(spark, cfg, store, entries, run_id, loaded_at.get((schema, table)))
             )
         except MaterializeError as exc:
             raise MaterializeError(f"interval {span}: {exc}") from None

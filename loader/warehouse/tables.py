@@ -13,7 +13,13 @@ from typing import Any
 
 from loader.config import Config
 from loader.errors import MaterializeError
-from loader.naming import PARTITION_COLUMN, legacy_warehouse_table, reserved_column_problem, warehouse_table
+from loader.naming import (
+    PARTITION_COLUMN,
+    RESERVED_COLUMNS,
+    legacy_warehouse_table,
+    reserved_column_problem,
+    warehouse_table,
+)
 from loader.staging.manifest import ColumnSpec
 from loader.tables import reload_remedy
 from loader.warehouse import types
@@ -81,7 +87,8 @@ def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) 
     return out
 
 
-META_COLUMNS = ("_seqno", "_commit_ts", PART)
+# The warehouse table's own data columns, after the source's (the partition column comes last).
+META_DDL = "_seqno BIGINT, _commit_ts TIMESTAMP"
 
 
 def ensure_table(
@@ -115,14 +122,13 @@ def ensure_table(
     if not spark.catalog.tableExists(name):
         cols = ", ".join(f"{q(c)} {t}" for c, t in wanted.items())
         spark.sql(
-            f"CREATE TABLE {name} ({cols}, _seqno BIGINT, _commit_ts TIMESTAMP, {PART} BIGINT) "
-            f"USING parquet PARTITIONED BY ({PART})"
+            f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART})"
         )
         return wanted
     existing = {
         f.name: f.dataType.simpleString()
         for f in spark.table(name).schema.fields
-        if f.name not in META_COLUMNS
+        if f.name not in RESERVED_COLUMNS
     }
     if replace:
         if existing != wanted:
@@ -162,7 +168,7 @@ def _set_columns(spark: Any, cfg: Config, schema: str, table: str, columns: dict
     which rewrites every file)."""
     q = quote_identifier
     jvm = spark.sparkContext._jvm
-    ddl = ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + ", _seqno BIGINT, _commit_ts TIMESTAMP"
+    ddl = ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + f", {META_DDL}"
     data_schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
     spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
         cfg.warehouse.database, warehouse_table(schema, table), data_schema
