@@ -179,6 +179,41 @@ class TableComparison:
 
 
 @dataclass
+class DifferingRange:
+    """A key range whose rows or checksum differ: keys after ``after`` up to ``up_to``
+    (None: from the first key, to the last)."""
+
+    after: list[str] | None
+    up_to: list[str] | None
+    source_rows: int
+    warehouse_rows: int
+
+
+@dataclass
+class TableChecksum:
+    """A warehouse table checked against its source table range by range."""
+
+    table: str
+    warehouse_table: str
+    source_rows: int
+    warehouse_rows: int
+    ranges: int
+    equal: bool
+    key: list[str]
+    differing: list[DifferingRange] = field(default_factory=list)
+    problem: str | None = None  # why no range could be compared
+
+
+@dataclass
+class ChecksumReport:
+    """``loader checksum``: the source position compared at and each table's verdict."""
+
+    position: str
+    tables: list[TableChecksum]
+    caught_up: str | None = None  # the interval that brought the warehouse to the position
+
+
+@dataclass
 class FailedStep:
     interval: str
     error: str

@@ -3,6 +3,7 @@
     spark-submit loader/spark_jobs.py materialize --config loader.toml
     spark-submit loader/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
     spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N]
+    spark-submit loader/spark_jobs.py checksum --config loader.toml --sums source-sums.json
 
 Progress goes to stderr after ``PROGRESS_PREFIX``. The outcome (the step's summary, or the
 error's class, text and whether it is transient) goes to the file ``$LOADER_JOB_RESULT`` names;
@@ -60,7 +61,22 @@ def _compare(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
     return results.to_dict(compare_tables(spark, cfg, sample=args.rows))
 
 
-RUNNERS = {"materialize": _materialize, "initial-load": _initial_load, "compare": _compare}
+def _checksum(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
+    import json
+
+    from loader.warehouse.checksum import SourceSums, compare_sums
+
+    with open(args.sums, encoding="utf-8") as f:
+        sums = results.from_dict(SourceSums, json.load(f))
+    return results.to_dict(compare_sums(spark, cfg, sums))
+
+
+RUNNERS = {
+    "materialize": _materialize,
+    "initial-load": _initial_load,
+    "compare": _compare,
+    "checksum": _checksum,
+}
 assert set(RUNNERS) == set(JOBS)
 
 
@@ -78,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, help="initial-load: key ranges per table read at once")
     parser.add_argument("--load-id", help="initial-load: copy the tables of this started load only")
     parser.add_argument("--rows", type=int, default=3, help="compare: rows of each table to show")
+    parser.add_argument("--sums", help="checksum: the source's sums (JSON) to compare the warehouse with")
     args = parser.parse_args(argv)
     from pymysql.err import Error as MySQLError
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import sys
 import tempfile
@@ -25,12 +26,13 @@ from dataclasses import asdict
 import pymysql
 
 from loader.config import Config
-from loader.errors import ConfigError, LoaderError, SparkJobError, describe
+from loader.errors import ConfigError, LoaderError, LoadError, SparkJobError, TransientError, describe
 from loader.extract import run_extract
 from loader.ledger import EXTRACTED, MATERIALISED, PLANNED, Ledger, Load
 from loader.naming import warehouse_tables
 from loader.positions import Position
 from loader.results import (
+    ChecksumReport,
     ExtractSummary,
     FailedStep,
     LastLoad,
@@ -39,6 +41,7 @@ from loader.results import (
     RunOnce,
     StartedLoad,
     Status,
+    TableChecksum,
     TableComparison,
     TableMapping,
     TableResult,
@@ -48,6 +51,7 @@ from loader.source import base_tables, check_binlog_settings, connect, credentia
 from loader.staging.manifest import Manifest
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
+from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
 from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, read_outcome
 
 Progress = Callable[[str], None]
@@ -282,6 +286,54 @@ def verify(cfg: Config, launch: Launcher, rows: int = 3) -> list[TableComparison
     """Every selected table next to its warehouse table (the Spark job reads both whole)."""
     summary = run_spark_job(cfg, "compare", ["--rows", str(rows)], launch)
     return from_dict(list[TableComparison], summary)
+
+
+def checksum(
+    cfg: Config,
+    launch: Launcher,
+    tables: list[str] | None = None,
+    range_rows: int = DEFAULT_RANGE_ROWS,
+    progress: Progress = print,
+) -> ChecksumReport:
+    """Compare every selected table (or the named ones) with the source at one position.
+
+    The source's sums are taken in one consistent snapshot at position P; the warehouse is then
+    brought to P with delta runs (plan up to P, extract, materialise) and the Spark job sums the
+    same key ranges there.
+
+    Raises:
+        LoadError: nothing has been loaded yet.
+        TransientError: another run moved the checkpoint past P meanwhile.
+    """
+    from loader.warehouse.checksum import source_sums
+
+    ledger = Ledger.of(cfg)
+    if ledger.checkpoint() is None:
+        raise LoadError("nothing has been loaded yet: run `loader initial-load` before a checksum")
+    sums = source_sums(cfg, tables, range_rows, progress)
+    at = Position.parse(sums.position)
+    caught_up = None
+    for _ in range(3):  # an interval left from before, then the one up to P
+        checkpoint = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
+        if checkpoint >= at:
+            break
+        planned = plan(cfg, end=at)
+        if planned.interval is not None:
+            extract(cfg, planned.interval, progress=progress)
+            caught_up = planned.interval
+        materialize(cfg, launch)
+    checkpoint = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
+    if checkpoint != at:
+        raise TransientError(
+            f"the checksum's snapshot of the source is at {at} but the checkpoint is at {checkpoint}: "
+            "another run moved it meanwhile; run the checksum again"
+        )
+    with tempfile.TemporaryDirectory(prefix="loader-checksum-") as tmp:
+        path = os.path.join(tmp, "source-sums.json")
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(asdict(sums), out)
+        compared = run_spark_job(cfg, "checksum", ["--sums", path], launch)
+    return ChecksumReport(sums.position, from_dict(list[TableChecksum], compared), caught_up)
 
 
 def tables(cfg: Config) -> list[TableMapping]:

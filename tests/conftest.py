@@ -6,6 +6,7 @@ stopped and removed at the end. Tests that use them are marked ``integration``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,69 @@ def s3_bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
     client = boto3.client("s3", endpoint_url=s3_endpoint)
     client.create_bucket(Bucket=name)
     return name
+
+
+# --- a schema loaded into the warehouse, in process (the edge and checksum tests) ------------
+
+Loaded = Callable[[str, list[str], list[str]], Config]
+
+
+def quiet(_: str) -> None:
+    """A progress callback that prints nothing."""
+
+
+def schema_config(mariadb: MariaDB, tmp_path: Path, spark_config: Config, schema: str) -> Config:
+    """Tables ``<schema>.*`` into the warehouse database ``<schema>_wh``."""
+    base = mariadb.config(tmp_path, tables={"include": f'["{schema}.*"]'})
+    return dataclasses.replace(
+        base,
+        warehouse=dataclasses.replace(
+            spark_config.warehouse, database=f"{schema}_wh", partition_rows=10, buckets=4
+        ),
+    )
+
+
+def fresh_schema(mariadb: MariaDB, schema: str, *tables: str) -> None:
+    """Drop ``schema`` and create it again with ``tables`` (``name (columns…)``)."""
+    mariadb.execute(
+        f"DROP DATABASE IF EXISTS {schema}",
+        f"CREATE DATABASE {schema}",
+        *(f"CREATE TABLE {schema}.{t}" for t in tables),
+    )
+
+
+@pytest.fixture
+def loaded(mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any) -> Loaded:
+    """``loaded(schema, tables, rows)``: a fresh ``schema`` with ``tables`` and ``rows`` (SQL),
+    loaded into the warehouse; its config."""
+    from loader.warehouse.initial_load import run_initial_load
+
+    def load(schema: str, tables: list[str], rows: list[str]) -> Config:
+        fresh_schema(mariadb, schema, *tables)
+        mariadb.execute(*rows)
+        cfg = schema_config(mariadb, tmp_path, spark_config, schema)
+        run_initial_load(spark, cfg, progress=quiet)
+        return cfg
+
+    return load
+
+
+def delta(spark: Any, cfg: Config) -> None:
+    """One delta run in process: extract what is new, materialise it."""
+    from loader.extract import run_extract
+    from loader.warehouse.materialize import run_materialize
+
+    run_extract(cfg, progress=quiet)
+    run_materialize(spark, cfg)
+
+
+def assert_equal_to_source(spark: Any, cfg: Config) -> None:
+    """Every selected table has the source's rows, value for value: the checksum of every key
+    range (small ranges, so that several are compared) is the source's."""
+    from loader.warehouse.checksum import compare_sums, source_sums
+
+    for checked in compare_sums(spark, cfg, source_sums(cfg, range_rows=4, progress=quiet)):
+        assert checked.equal, (
+            f"{checked.table}: {checked.problem or ''} source {checked.source_rows} rows, warehouse "
+            f"{checked.warehouse_rows} rows, differing ranges {checked.differing}"
+        )

@@ -388,3 +388,30 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     compared = subprocess.run([str(BIN / "loader"), "compare"], env=env, capture_output=True, text=True)
     assert compared.returncode == 0, compared.stdout + compared.stderr[-2000:]
     assert "afd.t → afd_wh.afd__t: source 2 rows, warehouse 2 rows, equal" in compared.stdout
+
+    # The checksum brings the warehouse to its snapshot of the source (a delta run up to there)
+    # and compares row counts and checksums per key range.
+    mariadb.execute("INSERT INTO afd.t VALUES (3), (4)")
+    checked = subprocess.run(
+        [str(BIN / "loader"), "checksum", "--range-rows", "1"], env=env, capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-2000:]
+    at = ledger.checkpoint().position  # type: ignore[union-attr]
+    assert (
+        f"checksum at {at} (warehouse brought there by interval {ledger.intervals()[-1].id})"
+        in checked.stdout
+    )
+    assert "afd.t → afd_wh.afd__t: source 4 rows, warehouse 4 rows, 5 key ranges, equal" in checked.stdout
+    # A change the binlog never carried: exit 1, the key ranges, and the remedy last.
+    mariadb.execute("SET sql_log_bin = 0", "UPDATE afd.t SET id = 30 WHERE id = 3", "SET sql_log_bin = 1")
+    checked = subprocess.run(
+        [str(BIN / "loader"), "checksum", "--range-rows", "1"], env=env, capture_output=True, text=True
+    )
+    assert checked.returncode == 1, checked.stdout + checked.stderr[-2000:]
+    assert "afd.t → afd_wh.afd__t: source 4 rows, warehouse 4 rows, 5 key ranges, DIFFERENT" in checked.stdout
+    assert "  differs where id > 2 AND id <= 4: source 1 rows, warehouse 2 rows" in checked.stdout
+    assert "  differs where id > 4 AND id <= 30: source 1 rows, warehouse 0 rows" in checked.stdout
+    assert checked.stdout.strip().splitlines()[-1] == (
+        f"checksum: 1 of 1 tables differ from the source at {at}: afd.t. Re-load them with "
+        "`loader initial-load --tables afd.t` (the delta runs go on for the other tables)"
+    )

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,66 +23,11 @@ from loader.extract import run_extract
 from loader.ledger import Ledger
 from loader.positions import Position
 from loader.staging.manifest import Manifest
-from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import MariaDB
+from tests.conftest import Loaded, MariaDB, assert_equal_to_source, delta, fresh_schema, quiet, schema_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-Loaded = Callable[[str, list[str], list[str]], Config]
-
-
-def _quiet(_: str) -> None:
-    pass
-
-
-def _config(mariadb: MariaDB, tmp_path: Path, spark_config: Config, schema: str) -> Config:
-    """Tables ``<schema>.*`` into the warehouse database ``<schema>_wh``."""
-    base = mariadb.config(tmp_path, tables={"include": f'["{schema}.*"]'})
-    return dataclasses.replace(
-        base,
-        warehouse=dataclasses.replace(
-            spark_config.warehouse, database=f"{schema}_wh", partition_rows=10, buckets=4
-        ),
-    )
-
-
-def _fresh_schema(mariadb: MariaDB, schema: str, *tables: str) -> None:
-    mariadb.execute(
-        f"DROP DATABASE IF EXISTS {schema}",
-        f"CREATE DATABASE {schema}",
-        *(f"CREATE TABLE {schema}.{t}" for t in tables),
-    )
-
-
-@pytest.fixture
-def loaded(mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any) -> Loaded:
-    """``loaded(schema, tables, rows)``: a fresh ``schema`` with ``tables`` and ``rows`` (SQL),
-    loaded into the warehouse; its config."""
-
-    def load(schema: str, tables: list[str], rows: list[str]) -> Config:
-        _fresh_schema(mariadb, schema, *tables)
-        mariadb.execute(*rows)
-        cfg = _config(mariadb, tmp_path, spark_config, schema)
-        run_initial_load(spark, cfg, progress=_quiet)
-        return cfg
-
-    return load
-
-
-def _delta(spark: Any, cfg: Config) -> None:
-    """One delta run in process: extract what is new, materialise it."""
-    run_extract(cfg, progress=_quiet)
-    run_materialize(spark, cfg)
-
-
-def assert_equal_to_source(spark: Any, cfg: Config) -> None:
-    """Every selected table has the source's rows, value for value."""
-    for table in compare_tables(spark, cfg):
-        assert table.equal, (
-            f"{table.table}: {table.source_rows} rows in the source, {table.warehouse_rows} in the "
-            f"warehouse; source {table.source_sample} warehouse {table.warehouse_sample}"
-        )
 
 
 def test_a_year_column_does_not_shift_the_signedness_of_the_integers_after_it(
@@ -98,11 +42,11 @@ def test_a_year_column_does_not_shift_the_signedness_of_the_integers_after_it(
         "INSERT INTO edge_year.t VALUES (2, 1999, 4294967295, -5, 255, -1), (3, 2155, 0, 2147483647, 128, 0)",
         "UPDATE edge_year.t SET d = -2147483648, tiny = 254 WHERE id = 1",
     )
-    _delta(spark, cfg)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
     # The table stays readable and exact through the next interval too.
     mariadb.execute("UPDATE edge_year.t SET qty = qty - 1, d = d + 1 WHERE id = 2")
-    _delta(spark, cfg)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
     assert Ledger.of(cfg).checkpoint().position == Ledger.of(cfg).intervals()[-1].end  # type: ignore[union-attr]
 
@@ -130,7 +74,7 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
         "ALTER TABLE edge_type.t MODIFY a BIGINT, MODIFY c DECIMAL(14,4)",
         "INSERT INTO edge_type.t VALUES (3, 1099511627776, '2024-02-29 00:00:00', 12345678.1234)",
     )
-    _delta(spark, cfg)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
     assert _warehouse_types(spark, cfg, "edge_type__t")["a"] == "bigint"
     assert _warehouse_types(spark, cfg, "edge_type__t")["c"] == "decimal(14,4)"
@@ -145,7 +89,7 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
         "INSERT INTO edge_type.u VALUES (2, 2)",
     )
     with pytest.raises(ExtractError) as stopped:
-        steps.extract(cfg, progress=_quiet)
+        steps.extract(cfg, progress=quiet)
     message = str(stopped.value)
     assert "edge_type.t changed in a way the loader cannot carry" in message
     assert "column b changed type from datetime(6) to varchar" in message
@@ -157,8 +101,8 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
     assert failed is not None and "column b changed type" in failed.error
 
     # The remedy is one step; the other table's changes of the stopped interval still arrive.
-    run_initial_load(spark, cfg, only=["edge_type.t"], progress=_quiet)
-    _delta(spark, cfg)
+    run_initial_load(spark, cfg, only=["edge_type.t"], progress=quiet)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
     assert _warehouse_types(spark, cfg, "edge_type__t")["b"] == "string"
     assert steps.status(cfg).intervals["failed"] == 0
@@ -171,14 +115,14 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
         "INSERT INTO edge_type.u VALUES (3, 3)",
     )
     checkpoint = ledger.checkpoint()
-    run_extract(cfg, progress=_quiet)
+    run_extract(cfg, progress=quiet)
     with pytest.raises(
         MaterializeError, match=r"column a is bigint in the warehouse but the staged changes have string"
     ):
         run_materialize(spark, cfg)
     assert ledger.checkpoint() == checkpoint
-    run_initial_load(spark, cfg, only=["edge_type.t"], progress=_quiet)
-    _delta(spark, cfg)
+    run_initial_load(spark, cfg, only=["edge_type.t"], progress=quiet)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
 
 
@@ -186,7 +130,7 @@ def _stopped(cfg: Config, *expected: str) -> str:
     """Extract stops with a message naming where, each ``expected`` text, and leaves the checkpoint."""
     checkpoint = Ledger.of(cfg).checkpoint()
     with pytest.raises(LoaderError) as stopped:
-        steps.extract(cfg, progress=_quiet)
+        steps.extract(cfg, progress=quiet)
     message = str(stopped.value)
     assert re.match(r"mysql-bin\.\d+:\d+", message), message  # where in the binlog
     for text in expected:
@@ -199,8 +143,8 @@ def _stopped(cfg: Config, *expected: str) -> str:
 
 def _reload_and_check(spark: Any, cfg: Config, *tables: str) -> None:
     """The one-step remedy, then a delta run: the warehouse equals the source again."""
-    run_initial_load(spark, cfg, only=list(tables), progress=_quiet)
-    _delta(spark, cfg)
+    run_initial_load(spark, cfg, only=list(tables), progress=quiet)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
     assert steps.status(cfg).intervals["failed"] == 0
 
@@ -264,7 +208,7 @@ def test_dml_logged_as_statements_or_partial_rows_stops_until_the_table_is_reloa
 def test_ddl_in_every_spelling_is_carried_or_stops(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    _fresh_schema(
+    fresh_schema(
         mariadb,
         "edge_ddl",
         "t (id INT PRIMARY KEY, v VARCHAR(20))",
@@ -277,9 +221,9 @@ def test_ddl_in_every_spelling_is_carried_or_stops(
         "INSERT INTO edge_ddl.a VALUES (1, 1)",
         "INSERT INTO edge_ddl.k VALUES (1)",
     )
-    cfg = _config(mariadb, tmp_path, spark_config, "edge_ddl")
+    cfg = schema_config(mariadb, tmp_path, spark_config, "edge_ddl")
     cfg = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, exclude=("edge_ddl._*",)))
-    run_initial_load(spark, cfg, progress=_quiet)
+    run_initial_load(spark, cfg, progress=quiet)
 
     # A list whose first table is not selected still drops a selected one.
     mariadb.execute(
@@ -323,7 +267,7 @@ def test_ddl_in_every_spelling_is_carried_or_stops(
         "ALTER TABLE edge_ddl.n ADD COLUMN w INT",
         "INSERT INTO edge_ddl.n VALUES (3, 3, 3)",
     )
-    _delta(spark, cfg)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
 
 
@@ -385,7 +329,7 @@ def test_a_backfill_start_past_the_read_log_is_refused_unless_the_gap_is_allowed
     assert dry.skipped_from == checkpoint.position and ledger.intervals() == []
     planned = steps.plan(cfg, start=past, allow_gap=True)
     assert planned.skipped_from == checkpoint.position
-    steps.extract(cfg, planned.interval, progress=_quiet)
+    steps.extract(cfg, planned.interval, progress=quiet)
     run_materialize(spark, cfg)
     status = steps.status(cfg)
     assert status.gaps == [{"interval": planned.interval, "from": checkpoint.position, "to": str(past)}]
@@ -396,7 +340,7 @@ def test_a_backfill_start_past_the_read_log_is_refused_unless_the_gap_is_allowed
     # A backfill from before the gap replays it: equal again.
     replay = steps.plan(cfg, start=Position.parse(checkpoint.position))
     assert replay.skipped_from is None
-    steps.extract(cfg, replay.interval, progress=_quiet)
+    steps.extract(cfg, replay.interval, progress=quiet)
     run_materialize(spark, cfg)
     assert_equal_to_source(spark, cfg)
 
@@ -414,7 +358,7 @@ def test_staging_changed_after_extract_is_refused_until_the_interval_is_extracte
         "UPDATE edge_stage.t SET v = 'changed' WHERE id = 1",
         "INSERT INTO edge_stage.u VALUES (2), (3)",
     )
-    summary = steps.extract(cfg, progress=_quiet)
+    summary = steps.extract(cfg, progress=quiet)
     assert summary is not None
     ledger = Ledger.of(cfg)
     checkpoint = ledger.checkpoint()
@@ -432,7 +376,7 @@ def test_staging_changed_after_extract_is_refused_until_the_interval_is_extracte
         assert message.endswith(f"loader extract --interval {summary.interval}"), message
         assert ledger.checkpoint() == checkpoint
         assert ledger.get(summary.interval).state == "extracted"  # type: ignore[union-attr]
-        steps.extract(cfg, summary.interval, progress=_quiet)  # the remedy rewrites the staging
+        steps.extract(cfg, summary.interval, progress=quiet)  # the remedy rewrites the staging
 
     original = part.read_bytes()
     part.write_bytes(original[: original.rindex(b"\n", 0, len(original) - 1) + 1])  # the last row cut
@@ -464,7 +408,7 @@ def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise
 
     # A nullable column without a default, at the end: existing rows are NULL there too.
     mariadb.execute("ALTER TABLE edge_col.t ADD COLUMN n INT", "INSERT INTO edge_col.t VALUES (3, 'c', 3)")
-    _delta(spark, cfg)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
 
     # Existing rows get the default on the source, with no row events: stop at the statement.
@@ -493,7 +437,7 @@ def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise
             "INSERT INTO edge_col.u SELECT MAX(id) + 1 FROM edge_col.u",
         )
         checkpoint = Ledger.of(cfg).checkpoint()
-        steps.extract(cfg, progress=_quiet)
+        steps.extract(cfg, progress=quiet)
         with pytest.raises(MaterializeError) as stopped:
             run_materialize(spark, cfg)
         message = str(stopped.value)
@@ -507,16 +451,16 @@ def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise
 def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_changes(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    _fresh_schema(mariadb, "edge_new", "t (id INT PRIMARY KEY)", "late (id INT PRIMARY KEY, v INT)")
+    fresh_schema(mariadb, "edge_new", "t (id INT PRIMARY KEY)", "late (id INT PRIMARY KEY, v INT)")
     mariadb.execute(
         "INSERT INTO edge_new.t VALUES (1)",
         "INSERT INTO edge_new.late VALUES " + ", ".join(f"({i}, {i})" for i in range(1, 21)),
     )
-    everything = _config(mariadb, tmp_path, spark_config, "edge_new")
+    everything = schema_config(mariadb, tmp_path, spark_config, "edge_new")
     only_t = dataclasses.replace(
         everything, tables=dataclasses.replace(everything.tables, include=("edge_new.t",))
     )
-    run_initial_load(spark, only_t, progress=_quiet)
+    run_initial_load(spark, only_t, progress=quiet)
 
     # The include patterns now select `late` too: its 20 older rows are not in the warehouse.
     mariadb.execute("UPDATE edge_new.late SET v = 0 WHERE id = 3", "INSERT INTO edge_new.t VALUES (2)")
@@ -537,9 +481,9 @@ def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_change
 
     # A plain CREATE TABLE makes an empty table: carried, in this interval and the next ones.
     mariadb.execute("CREATE TABLE edge_new.fresh (id INT PRIMARY KEY)")
-    _delta(spark, everything)
+    delta(spark, everything)
     mariadb.execute("INSERT INTO edge_new.fresh VALUES (1), (2)")
-    _delta(spark, everything)
+    delta(spark, everything)
     assert_equal_to_source(spark, everything)
 
 
@@ -563,13 +507,13 @@ def test_columns_named_like_the_loaders_own_are_carried_or_refused_by_name(
         "DELETE FROM edge_meta.t WHERE id = 2",
         "INSERT INTO edge_meta.t (id, op, seqno, row_id) VALUES (3, 'D', -1, -1)",
     )
-    _delta(spark, cfg)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
 
     # Named like the warehouse table's own columns: refused by name, before anything is copied.
     mariadb.execute("CREATE TABLE edge_meta.bad (id INT PRIMARY KEY, _SeqNo INT)")
     with pytest.raises(LoaderError, match=r"edge_meta\.bad: column _SeqNo is named like the warehouse"):
-        run_initial_load(spark, cfg, only=["edge_meta.bad"], progress=_quiet)
+        run_initial_load(spark, cfg, only=["edge_meta.bad"], progress=quiet)
     mariadb.execute("INSERT INTO edge_meta.bad VALUES (1, 1)")
     _stopped(cfg, "edge_meta.bad: column _SeqNo is named like the warehouse", "tables.exclude")
 
@@ -594,5 +538,5 @@ def test_tinyint_1_and_boolean_keep_their_numbers_in_the_load_and_the_deltas(
         (4, None, None, None),
     ]
     mariadb.execute("UPDATE edge_bool.t SET u = 254, s = 127, b = 3 WHERE id = 2")
-    _delta(spark, cfg)
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)

@@ -8,6 +8,7 @@ its tests run Spark the same way.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,9 @@ def build_session(cfg: Config, app_name: str = "loader") -> SparkSession:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python functions (the checksum's) run in workers of this interpreter, which has the
+    # loader's dependencies, unless spark-submit or the environment chose another.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     Path(cfg.warehouse.dir, "metastore").mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
     for key, value in spark_conf(cfg).items():

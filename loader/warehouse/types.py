@@ -58,6 +58,12 @@ def _parse(mysql_type: str) -> tuple[str, str, bool]:
     return m.group(1), m.group(2) or "", bool(m.group(3))
 
 
+def type_parts(mysql_type: str) -> tuple[str, str, bool]:
+    """A reader's short type as its base name, its arguments and whether it is unsigned:
+    ``int unsigned`` → ``("int", "", True)``, ``decimal(12,2)`` → ``("decimal", "12,2", False)``."""
+    return _parse(mysql_type)
+
+
 def normalize(column_type: str, charset: str | None = None) -> str:
     """An ``information_schema.COLUMNS.COLUMN_TYPE`` in the reader's short form."""
     text = column_type.strip().lower().replace(" zerofill", "")

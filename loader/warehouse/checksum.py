@@ -1,0 +1,222 @@
+"""Row counts and checksums per key range, on the source (SQL) and the warehouse (Spark).
+
+The source side runs in one consistent snapshot (``START TRANSACTION WITH CONSISTENT SNAPSHOT``)
+whose binlog position the server reports (MariaDB's ``binlog_snapshot_file``/``_position``), so
+its sums are those of the source at that position. Per table it walks the key's index for range
+bounds (about ``range_rows`` rows apart, at most ``MAX_RANGES`` ranges) and then sums every range
+in one scan. The warehouse side groups its rows into the same ranges (``checksum_sql``) once the
+warehouse is at that position (``steps.checksum`` brings it there), and the ranges whose count or
+checksum differ are reported with their key bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from loader.config import Config
+from loader.errors import SourceError
+from loader.positions import Position
+from loader.results import DifferingRange, TableChecksum
+from loader.source import connect, credentials
+from loader.warehouse import checksum_sql as sql
+from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
+from loader.warehouse.initial_load import SourceTableInfo, selected_tables
+from loader.warehouse.tables import quote_identifier, table_name
+
+MAX_RANGES = 1000
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RangeSums:
+    """One key range of one side: its rows and the XOR of their hashes' two halves."""
+
+    index: int
+    rows: int
+    hash_high: int
+    hash_low: int
+
+
+@dataclass
+class TableSums:
+    """A source table's ranges and sums, and what the warehouse side needs to sum the same ranges."""
+
+    schema: str
+    table: str
+    columns: list[list[str]]  # [name, MySQL type]
+    key: list[str]
+    bounds: list[list[str]]  # each range's last key, as literals of both dialects
+    shown_bounds: list[list[str]]
+    ranges: list[RangeSums] = field(default_factory=list)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    @property
+    def rows(self) -> int:
+        return sum(r.rows for r in self.ranges)
+
+
+@dataclass
+class SourceSums:
+    """Every selected table's sums at one source position."""
+
+    position: str
+    tables: list[TableSums]
+
+
+# --- the source side ------------------------------------------------------------------------
+
+
+def _after(columns: list[str], values: list[str]) -> str:
+    """``(k0, k1, …) > (v0, v1, …)`` spelled out, so the server walks the key's index."""
+    terms = []
+    for i in range(len(columns)):
+        equal = [f"{columns[j]} = {values[j]}" for j in range(i)]
+        terms.append("(" + " AND ".join([*equal, f"{columns[i]} > {values[i]}"]) + ")")
+    return "(" + " OR ".join(terms) + ")"
+
+
+def _bounds(conn: Any, info: SourceTableInfo, range_rows: int) -> list[tuple[Any, ...]]:
+    """Each range's last key (as ``mysql_order_value`` gives it), in the order both sides compare."""
+    types = {c.name: c.mysql_type for c in info.columns}
+    native = [quote_identifier(k) for k in info.key]
+    order = [sql.mysql_order_value(quote_identifier(k), types[k]) for k in info.key]
+    step = max(range_rows, -(-info.estimated_rows // MAX_RANGES), 1)
+    found: list[tuple[Any, ...]] = []
+    last: list[str] | None = None
+    with conn.cursor() as cur:
+        while True:
+            where = f"WHERE {_after(native, last)}" if last else ""
+            cur.execute(
+                f"SELECT {', '.join(native + order)} FROM {info.sql_name} {where} "
+                f"ORDER BY {', '.join(native)} LIMIT 1 OFFSET {step - 1}"
+            )
+            row = cur.fetchone()
+            if row is None:
+                break
+            last = [str(conn.escape(v)) for v in row[: len(native)]]
+            found.append(tuple(bytes(v) if isinstance(v, bytearray) else v for v in row[len(native) :]))
+    # The index's order is the collation's; the ranges compare bytes (checksum_sql), so re-sort.
+    return sorted(set(found))
+
+
+def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int) -> TableSums:
+    types = {c.name: c.mysql_type for c in info.columns}
+    bounds = _bounds(conn, info, range_rows)
+    literals = [[sql.literal(v) for v in b] for b in bounds]
+    order = sql.KeyOrder([sql.mysql_order_value(quote_identifier(k), types[k]) for k in info.key])
+    row_hash = sql.mysql_row_hash([(quote_identifier(c.name), c.mysql_type) for c in info.columns])
+    high, low = sql.mysql_hash_halves("h")
+    sums = TableSums(
+        info.schema,
+        info.table,
+        [[c.name, c.mysql_type] for c in info.columns],
+        list(info.key),
+        literals,
+        [[sql.shown(v) for v in b] for b in bounds],
+    )
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT r, COUNT(*), BIT_XOR({high}), BIT_XOR({low}) FROM "
+            f"(SELECT {order.range_index(literals)} AS r, {row_hash} AS h FROM {info.sql_name}) AS loader_rows "
+            "GROUP BY r ORDER BY r"
+        )
+        sums.ranges = [RangeSums(int(r), int(n), int(a), int(b)) for r, n, a, b in cur.fetchall()]
+    return sums
+
+
+def source_sums(
+    cfg: Config,
+    only: list[str] | None = None,
+    range_rows: int = DEFAULT_RANGE_ROWS,
+    progress: Progress = print,
+) -> SourceSums:
+    """The sums of every selected table (or the named ones) in one snapshot of the source.
+
+    Raises:
+        SourceError: the server cannot say which binlog position its snapshot is at.
+    """
+    conn = connect(credentials(cfg.source))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+        if not status.get("binlog_snapshot_file"):
+            raise SourceError(
+                "the source does not report the binlog position of a consistent snapshot "
+                "(status binlog_snapshot_file, which MariaDB has): the checksum cannot compare "
+                "at a common position; use `loader compare` on a quiet source instead"
+            )
+        position = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+        tables = []
+        for info in selected_tables(conn, cfg, only):
+            sums = _table_sums(conn, info, range_rows)
+            progress(
+                f"{info.qualified}: {sums.rows:,} rows in {len(sums.bounds) + 1} key ranges summed at the source"
+            )
+            tables.append(sums)
+        conn.commit()
+    finally:
+        conn.close()
+    return SourceSums(str(position), tables)
+
+
+# --- the warehouse side ---------------------------------------------------------------------
+
+
+def _warehouse_ranges(spark: Any, name: str, sums: TableSums) -> dict[int, RangeSums]:
+    columns = [(quote_identifier(c), t) for c, t in sums.columns]
+    types = dict(sums.columns)
+    order = sql.KeyOrder([sql.spark_order_value(quote_identifier(k), types[k]) for k in sums.key])
+    high, low = sql.spark_hash_halves("h")
+    rows = spark.sql(
+        f"SELECT r, count(*), bit_xor({high}), bit_xor({low}) FROM "
+        f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_hash(columns)} AS h FROM {name}) "
+        "GROUP BY r"
+    ).collect()
+    return {int(r[0]): RangeSums(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+
+def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableChecksum]:
+    """Each table's warehouse sums over the source's ranges, and the ranges that differ."""
+    sql.register_functions(spark)
+    out = []
+    for sums in source.tables:
+        name = table_name(cfg, sums.schema, sums.table)
+        result = TableChecksum(
+            sums.qualified, name.replace("`", ""), sums.rows, 0, len(sums.bounds) + 1, True, sums.key
+        )
+        out.append(result)
+        if not spark.catalog.tableExists(name):
+            result.equal, result.problem = False, "the warehouse has no such table"
+            continue
+        held = set(spark.table(name).columns)
+        missing = [c for c, _ in sums.columns if c not in held]
+        if missing:
+            result.equal = False
+            result.problem = f"the warehouse table has no column {', '.join(missing)}"
+            continue
+        theirs = _warehouse_ranges(spark, name, sums)
+        result.warehouse_rows = sum(r.rows for r in theirs.values())
+        ours = {r.index: r for r in sums.ranges}
+        for index in sorted(set(ours) | set(theirs)):
+            mine, other = ours.get(index), theirs.get(index)
+            if mine is not None and other is not None and mine == other:
+                continue
+            result.equal = False
+            result.differing.append(
+                DifferingRange(
+                    after=sums.shown_bounds[index - 1] if index > 0 else None,
+                    up_to=sums.shown_bounds[index] if index < len(sums.bounds) else None,
+                    source_rows=mine.rows if mine else 0,
+                    warehouse_rows=other.rows if other else 0,
+                )
+            )
+    return out
