@@ -94,6 +94,7 @@ bench: setup ## run the benchmarks (each compares with another tool on the same 
 	$(BIN)/python bench/extract.py
 	$(BIN)/python bench/materialize.py
 	$(BIN)/python bench/initial_load.py
+	$(BIN)/python bench/checksum.py  # needs pt-table-checksum (apt-get install percona-toolkit)
 
 .PHONY: clean
 clean: demo-stop ## stop the demo server and remove its data

@@ -1,6 +1,7 @@
 """Continuous delta: every 15 minutes (``LOADER_DELTA_SCHEDULE``), one interval of binlog changes
 is planned, extracted into staging, materialised into the warehouse tables with Spark, and the
-changed tables are published as Assets. Wiring and Params only; the tasks live in ``loader``."""
+changed tables are published as Assets; a run triggered with the Checksum field then compares the
+warehouse with the source. Wiring and Params only; the tasks live in ``loader``."""
 
 from __future__ import annotations
 
@@ -60,6 +61,14 @@ with DAG(
             description="End the interval at the first transaction boundary past this many row changes; "
             "the rest is left for the next run. Empty: no bound.",
         ),
+        "checksum": Param(
+            False,
+            type="boolean",
+            title="Checksum",
+            description="After materialising, compare row counts and checksums per key range with the "
+            "source at one snapshot of it (the warehouse is brought there first). The run fails, naming "
+            "the tables and key ranges, if any differ. Reads every selected table on both sides.",
+        ),
         "dry_run": Param(
             False,
             type="boolean",
@@ -75,5 +84,6 @@ with DAG(
         task_id="materialize", job="materialize", conn_id="spark_default"
     )
     published = task(tasks.publish, task_id="publish", outlets=[tasks.TABLES_ALIAS])(planned)
+    checksum = tasks.LoaderChecksumOperator(task_id="checksum", conn_id="spark_default", retries=0)
     status >> planned
-    extracted >> materialize >> published
+    extracted >> materialize >> published >> checksum

@@ -189,8 +189,8 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
         self.job = job
         self.job_args = job_args or []
 
-    def execute(self, context: Any) -> None:
-        cfg = config()
+    def launcher(self, context: Any) -> Any:
+        """A ``steps.Launcher`` that runs a loader job through this operator's spark-submit."""
 
         def launch(job: SparkJob) -> str | None:
             self.application = job.application
@@ -204,5 +204,30 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
                 return str(exc)
             return None
 
+        return launch
+
+    def execute(self, context: Any) -> None:
+        cfg = config()
         with loader_errors():
-            steps.run_spark_job(cfg, self.job, self.job_args, launch)
+            steps.run_spark_job(cfg, self.job, self.job_args, self.launcher(context))
+
+
+class LoaderChecksumOperator(LoaderSparkJobOperator):
+    """The delta DAG's optional check (the run's ``checksum`` Param): row counts and checksums per
+    key range, source against warehouse at one snapshot of the source (``steps.checksum``, which
+    brings the warehouse there first). A differing table fails the task, without retries."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(job="checksum", **kwargs)
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        if not context["params"].get("checksum"):
+            raise AirflowSkipException("no checksum asked for (the run's Checksum field)")
+        with loader_errors():
+            report = steps.checksum(config(), self.launcher(context), progress=log.info)
+        for line in report.text().splitlines():
+            log.info("%s", line)
+        verdict = report.verdict()
+        if verdict:
+            raise AirflowFailException(verdict)
+        return to_dict(report)

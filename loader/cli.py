@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import re
 import os
 import sys
 import time
@@ -352,56 +351,12 @@ def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK if all(t.equal for t in tables) else EXIT_ERROR
 
 
-_NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
-
-
-def _key_range(key: list[str], after: list[str] | None, up_to: list[str] | None) -> str:
-    """A key range as a SQL condition on-call can paste: ``id > 2 AND id <= 4``."""
-
-    def spelled(values: list[str]) -> str:
-        shown = [v if _NUMBER.fullmatch(v) else "'" + v.replace("'", "''") + "'" for v in values]
-        return shown[0] if len(shown) == 1 else f"({', '.join(shown)})"
-
-    columns = key[0] if len(key) == 1 else f"({', '.join(key)})"
-    terms = [f"{columns} > {spelled(after)}"] if after is not None else []
-    terms += [f"{columns} <= {spelled(up_to)}"] if up_to is not None else []
-    return " AND ".join(terms) or "every key"
-
-
 def cmd_checksum(args: argparse.Namespace, cfg: Config) -> int:
     """Row counts and checksums per key range, source against warehouse at one position."""
     only = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
     report = steps.checksum(cfg, _launch, only, args.range_rows, _progress)
-    differ = [t for t in report.tables if not t.equal]
-    lines = [
-        f"checksum at {report.position}"
-        + (f" (warehouse brought there by interval {report.caught_up})" if report.caught_up else "")
-        + f": {len(report.tables)} tables, {len(report.tables) - len(differ)} equal"
-    ]
-    for t in report.tables:
-        verdict = "equal" if t.equal else "DIFFERENT"
-        lines.append(
-            f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, warehouse "
-            f"{t.warehouse_rows:,} rows, {t.ranges:,} key ranges, {verdict}"
-        )
-        if t.problem:
-            lines.append(f"  {t.problem}")
-        for r in t.differing[: args.show]:
-            lines.append(
-                f"  differs where {_key_range(t.key, r.after, r.up_to)}: "
-                f"source {r.source_rows:,} rows, warehouse {r.warehouse_rows:,} rows"
-            )
-        if len(t.differing) > args.show:
-            lines.append(f"  … and {len(t.differing) - args.show:,} more ranges")
-    if differ:
-        names = ",".join(t.table for t in differ)
-        lines.append(
-            f"checksum: {len(differ)} of {len(report.tables)} tables differ from the source at "
-            f"{report.position}: {names}. Re-load them with `loader initial-load --tables {names}` "
-            "(the delta runs go on for the other tables)"
-        )
-    _emit(args, to_dict(report), "\n".join(lines))
-    return EXIT_ERROR if differ else EXIT_OK
+    _emit(args, to_dict(report), report.text(show=args.show))
+    return EXIT_OK if report.equal else EXIT_ERROR
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ allow-list is needed), and the Spark jobs hand them back to the side that starte
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -211,6 +212,63 @@ class ChecksumReport:
     position: str
     tables: list[TableChecksum]
     caught_up: str | None = None  # the interval that brought the warehouse to the position
+
+    @property
+    def equal(self) -> bool:
+        return all(t.equal for t in self.tables)
+
+    def verdict(self) -> str | None:
+        """The line that says what differs and what to do, or None when every table is equal."""
+        differ = [t.table for t in self.tables if not t.equal]
+        if not differ:
+            return None
+        names = ",".join(differ)
+        return (
+            f"checksum: {len(differ)} of {len(self.tables)} tables differ from the source at "
+            f"{self.position}: {names}. Re-load them with `loader initial-load --tables {names}` "
+            "(the delta runs go on for the other tables)"
+        )
+
+    def text(self, show: int = 10) -> str:
+        """As ``loader checksum`` prints it: a line per table, its differing ranges (up to ``show``)
+        as SQL conditions, and the verdict last."""
+        equal = sum(t.equal for t in self.tables)
+        caught_up = f" (warehouse brought there by interval {self.caught_up})" if self.caught_up else ""
+        lines = [f"checksum at {self.position}{caught_up}: {len(self.tables)} tables, {equal} equal"]
+        for t in self.tables:
+            lines.append(
+                f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, warehouse "
+                f"{t.warehouse_rows:,} rows, {t.ranges:,} key ranges, {'equal' if t.equal else 'DIFFERENT'}"
+            )
+            if t.problem:
+                lines.append(f"  {t.problem}")
+            for r in t.differing[:show]:
+                lines.append(
+                    f"  differs where {_key_range(t.key, r.after, r.up_to)}: "
+                    f"source {r.source_rows:,} rows, warehouse {r.warehouse_rows:,} rows"
+                )
+            if len(t.differing) > show:
+                lines.append(f"  … and {len(t.differing) - show:,} more ranges")
+        verdict = self.verdict()
+        return "\n".join(lines + ([verdict] if verdict else []))
+
+
+_NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _key_range(key: list[str], after: list[str] | None, up_to: list[str] | None) -> str:
+    """A key range as a SQL condition on-call can paste: ``id > 2 AND id <= 4``."""
+
+    def spelled(values: list[str]) -> str:
+        shown = [v if _NUMBER.fullmatch(v) else "'" + v.replace("'", "''") + "'" for v in values]
+        return shown[0] if len(shown) == 1 else f"({', '.join(shown)})"
+
+    names = [k if _IDENTIFIER.fullmatch(k) else "`" + k.replace("`", "``") + "`" for k in key]
+    columns = names[0] if len(names) == 1 else f"({', '.join(names)})"
+    terms = [f"{columns} > {spelled(after)}"] if after is not None else []
+    terms += [f"{columns} <= {spelled(up_to)}"] if up_to is not None else []
+    return " AND ".join(terms) or "every key"
 
 
 @dataclass

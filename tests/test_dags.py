@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -110,9 +111,9 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert result["errors"] == {}
     delta = result["dags"]["loader_continuous_delta"]
     assert delta["schedule"] == "0:15:00" and delta["max_active_runs"] == 1 and delta["catchup"] is False
-    assert delta["tasks"] == ["extract", "materialize", "plan", "publish", "status"]
+    assert delta["tasks"] == ["checksum", "extract", "materialize", "plan", "publish", "status"]
     params = delta["params"]
-    assert set(params) == {"start_lognum", "start_logpos", "allow_gap", "max_changes", "dry_run"}
+    assert set(params) == {"start_lognum", "start_logpos", "allow_gap", "max_changes", "checksum", "dry_run"}
     assert all(p.get("title") and p.get("description") for p in params.values())
     assert params["start_logpos"]["minimum"] == 4 and params["dry_run"]["type"] == "boolean"
     initial = result["dags"]["loader_initial_load"]
@@ -329,11 +330,16 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     lognum, logpos = int(p0.split(":")[0].rsplit(".", 1)[1]), int(p0.split(":")[1])
     mariadb.execute("UPDATE af.orders SET total = 0 WHERE id < 50")
     backfill = _dags_test(
-        env, "loader_continuous_delta", "2026-02-05", {"start_lognum": lognum, "start_logpos": logpos}
+        env,
+        "loader_continuous_delta",
+        "2026-02-05",
+        {"start_lognum": lognum, "start_logpos": logpos, "checksum": True},
     )
     outputs.append(backfill)
     assert _run_state(backfill) == "success", backfill[-3000:]
     assert f"[{p0}," in backfill
+    # The run's checksum compared every table at the source's snapshot: all equal.
+    assert re.search(r"checksum at \S+: 3 tables, 3 equal", backfill), backfill[-3000:]
     assert _warehouse(env) == _source(mariadb)
 
     # Nothing secret in the logs, the XComs shown there, staging files or manifests.
@@ -415,3 +421,14 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
         f"checksum: 1 of 1 tables differ from the source at {at}: afd.t. Re-load them with "
         "`loader initial-load --tables afd.t` (the delta runs go on for the other tables)"
     )
+    # The delta DAG's checksum (asked for in the run's form) fails the run, without retries.
+    spark_conn = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    out = _dags_test(
+        {**env, "AIRFLOW_CONN_SPARK_DEFAULT": spark_conn},
+        "loader_continuous_delta",
+        "2026-03-02",
+        {"checksum": True},
+    )
+    assert _run_state(out) == "failed", out[-3000:]
+    assert "checksum: 1 of 1 tables differ from the source at" in out, out[-8000:]
+    assert "Marking task as UP_FOR_RETRY" not in out

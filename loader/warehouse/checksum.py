@@ -31,12 +31,11 @@ Progress = Callable[[str], None]
 
 @dataclass
 class RangeSums:
-    """One key range of one side: its rows and the XOR of their hashes' two halves."""
+    """One key range of one side: its rows and the XOR of their 64-bit checksums."""
 
     index: int
     rows: int
-    hash_high: int
-    hash_low: int
+    checksum: int
 
 
 @dataclass
@@ -109,8 +108,7 @@ def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int) -> TableSums:
     bounds = _bounds(conn, info, range_rows)
     literals = [[sql.literal(v) for v in b] for b in bounds]
     order = sql.KeyOrder([sql.mysql_order_value(quote_identifier(k), types[k]) for k in info.key])
-    row_hash = sql.mysql_row_hash([(quote_identifier(c.name), c.mysql_type) for c in info.columns])
-    high, low = sql.mysql_hash_halves("h")
+    checksum = sql.mysql_row_checksum([(quote_identifier(c.name), c.mysql_type) for c in info.columns])
     sums = TableSums(
         info.schema,
         info.table,
@@ -121,11 +119,10 @@ def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int) -> TableSums:
     )
     with conn.cursor() as cur:
         cur.execute(
-            f"SELECT r, COUNT(*), BIT_XOR({high}), BIT_XOR({low}) FROM "
-            f"(SELECT {order.range_index(literals)} AS r, {row_hash} AS h FROM {info.sql_name}) AS loader_rows "
-            "GROUP BY r ORDER BY r"
+            f"SELECT {order.range_index(literals)} AS r, COUNT(*), BIT_XOR({checksum}) "
+            f"FROM {info.sql_name} GROUP BY r ORDER BY r"
         )
-        sums.ranges = [RangeSums(int(r), int(n), int(a), int(b)) for r, n, a, b in cur.fetchall()]
+        sums.ranges = [RangeSums(int(r), int(n), int(x)) for r, n, x in cur.fetchall()]
     return sums
 
 
@@ -175,13 +172,12 @@ def _warehouse_ranges(spark: Any, name: str, sums: TableSums) -> dict[int, Range
     columns = [(quote_identifier(c), t) for c, t in sums.columns]
     types = dict(sums.columns)
     order = sql.KeyOrder([sql.spark_order_value(quote_identifier(k), types[k]) for k in sums.key])
-    high, low = sql.spark_hash_halves("h")
     rows = spark.sql(
-        f"SELECT r, count(*), bit_xor({high}), bit_xor({low}) FROM "
-        f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_hash(columns)} AS h FROM {name}) "
+        f"SELECT r, count(*), bit_xor(x) FROM "
+        f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_checksum(columns)} AS x FROM {name}) "
         "GROUP BY r"
     ).collect()
-    return {int(r[0]): RangeSums(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows}
+    return {int(r[0]): RangeSums(int(r[0]), int(r[1]), sql.unsigned(int(r[2]))) for r in rows}
 
 
 def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableChecksum]:

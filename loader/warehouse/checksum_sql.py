@@ -2,15 +2,15 @@
 
 ``loader checksum`` compares a source table (MySQL SQL, run on the server) with its warehouse
 table (Spark SQL) without moving rows: each side groups its rows into the same key ranges and
-computes per range the row count and the XOR of a 64-bit hash of each row (two 32-bit halves of
-an MD5, as ``pt-table-checksum`` does). For that the two sides must turn every value into the same
+computes per range the row count and the XOR of a 64-bit checksum of each row (half of an MD5 of
+the row's text, as ``pt-table-checksum --function MD5`` does). For that the two sides must turn every value into the same
 text. ``mysql_text`` and ``spark_text`` are that pair, per MySQL type:
 
 | MySQL | text |
 |---|---|
 | integers, BIT, YEAR | decimal digits (BIT as its number, YEAR 0 as ``0``) |
 | DECIMAL | MySQL's text, scale digits included (``12.50``) |
-| FLOAT, DOUBLE | ``digits e exponent`` of the shortest round-trip decimal (``canonical_double``) |
+| FLOAT, DOUBLE | the server's text of the double: the shortest round-trip decimal (``double_text``) |
 | DATE, DATETIME(n), TIMESTAMP(n) | MySQL's text with n fraction digits, TIMESTAMP in UTC; zero dates stay ``0000-00-00`` |
 | TIME(n) | MySQL's text, which the warehouse keeps |
 | strings, ENUM, SET, JSON | the MD5 of the UTF-8 text |
@@ -26,6 +26,7 @@ bytes of its text (not the column's collation, which Spark does not know).
 from __future__ import annotations
 
 import decimal
+import sys
 from dataclasses import dataclass
 
 from loader.warehouse.types import spark_type, type_parts
@@ -47,44 +48,40 @@ _STRING_BASES = {"char", "varchar", "text", "enum", "set", "json"}
 _BINARY_BASES = {"binary", "varbinary", "blob", "geometry", "vector"}
 
 
-def canonical_double(value: float | None) -> str | None:
-    """A double as ``[-]<digits>e<exponent>`` meaning ``0.<digits> × 10^exponent`` (``0`` for zero).
+def double_text(value: float | None) -> str | None:
+    """A double as the server writes it (``CAST(x AS CHAR)``): the shortest digits that read back
+    as the same double, laid out as ``0.0000001``, ``123456789012345.67``, ``1e15``,
+    ``1.2345678901234568e17`` (positional from 1e-15 up to below 1e15, else with an exponent).
 
-    The digits are those of the shortest text that reads back as the same double (Python's
-    ``repr``, MySQL's ``CAST(x AS CHAR)``), so the form does not depend on how either side lays the
-    number out (``1e15`` or ``1000000000000000.0``).
+    Verified against the server on thousands of doubles (``tests/warehouse/test_checksum.py``).
+    Self-contained (it imports inside): Spark ships it to its Python workers by value.
     """
+    import decimal
+
     if value is None:
         return None
     if value == 0:
         return "0"
-    sign, digits, exponent = decimal.Decimal(repr(float(value))).as_tuple()
-    text = "".join(map(str, digits)).rstrip("0")
-    return f"{'-' if sign else ''}{text}e{int(exponent) + len(digits)}"
-
-
-def _mysql_canonical_double(text: str) -> str:
-    """``canonical_double`` in MySQL SQL, from MySQL's text of the double (``1e20``,
-    ``0.0000001``, ``-1.2345678901234568e17``, ``123456789012345.67``)."""
-    unsigned = f"TRIM(LEADING '-' FROM {text})"
-    mantissa = f"SUBSTRING_INDEX({unsigned}, 'e', 1)"
-    power = f"IF(LOCATE('e', {unsigned}) > 0, CAST(SUBSTRING_INDEX({unsigned}, 'e', -1) AS SIGNED), 0)"
-    whole = f"SUBSTRING_INDEX({mantissa}, '.', 1)"
-    fraction = f"IF(LOCATE('.', {mantissa}) > 0, SUBSTRING_INDEX({mantissa}, '.', -1), '')"
-    digits = f"CONCAT({whole}, {fraction})"
-    leading = f"(LENGTH({digits}) - LENGTH(TRIM(LEADING '0' FROM {digits})))"
-    significant = f"TRIM(TRAILING '0' FROM TRIM(LEADING '0' FROM {digits}))"
-    return (
-        f"IF({significant} = '', '0', CONCAT(IF(LEFT({text}, 1) = '-', '-', ''), {significant}, 'e', "
-        f"{power} + LENGTH({whole}) - {leading}))"
-    )
+    sign, digits_tuple, exponent = decimal.Decimal(repr(float(value))).as_tuple()
+    digits = "".join(map(str, digits_tuple)).rstrip("0")
+    point = int(exponent) + len(digits_tuple)  # the value is 0.<digits> × 10^point
+    if -15 < point <= 15:
+        if point <= 0:
+            text = "0." + "0" * -point + digits
+        elif point >= len(digits):
+            text = digits + "0" * (point - len(digits))
+        else:
+            text = digits[:point] + "." + digits[point:]
+    else:
+        text = digits[0] + ("." + digits[1:] if len(digits) > 1 else "") + f"e{point - 1}"
+    return ("-" if sign else "") + text
 
 
 def mysql_text(column: str, mysql_type: str) -> str:
     """MySQL SQL giving the check text of a column (a backquoted MySQL identifier); NULL stays NULL."""
     base = type_parts(mysql_type)[0]
     if base in ("float", "double"):
-        return _mysql_canonical_double(f"CAST(CAST({column} AS DOUBLE) AS CHAR)")
+        return f"CAST(CAST({column} AS DOUBLE) AS CHAR)"  # a FLOAT's exact value, as a double
     if base in ("bit", "year"):
         return f"CAST({column} + 0 AS CHAR)"
     if base in _STRING_BASES:
@@ -96,11 +93,11 @@ def mysql_text(column: str, mysql_type: str) -> str:
 
 def spark_text(column: str, mysql_type: str) -> str:
     """Spark SQL giving, from the warehouse column (a backquoted identifier), what ``mysql_text``
-    gives from the source column. ``loader_canonical_double`` is ``canonical_double`` registered
-    as a function of the session (``register_functions``)."""
+    gives from the source column. ``loader_double_text`` is ``double_text`` registered as a
+    function of the session (``register_functions``)."""
     base, args, _ = type_parts(mysql_type)
     if base in ("float", "double"):
-        return f"loader_canonical_double(CAST({column} AS DOUBLE))"
+        return f"loader_double_text(CAST({column} AS DOUBLE))"
     if base in _STRING_BASES or base in _BINARY_BASES:
         return f"md5({column})"
     if base in ("datetime", "timestamp"):
@@ -112,56 +109,39 @@ def spark_text(column: str, mysql_type: str) -> str:
 
 
 def register_functions(spark: object) -> None:
-    """Give a Spark session the functions ``spark_text`` uses.
-
-    The function is defined here, importing nothing of the loader, so that Spark ships it to its
-    Python workers by value: they need Python, not the loader's package.
-    """
+    """Give a Spark session the functions ``spark_text`` uses (plain Python UDFs: the workers need
+    Python, neither pyarrow nor the loader's package)."""
+    from pyspark.cloudpickle import register_pickle_by_value
     from pyspark.sql.functions import udf
 
-    def canonical(value: float | None) -> str | None:  # canonical_double, self-contained
-        import decimal
-
-        if value is None:
-            return None
-        if value == 0:
-            return "0"
-        sign, digits, exponent = decimal.Decimal(repr(float(value))).as_tuple()
-        text = "".join(map(str, digits)).rstrip("0")
-        return f"{'-' if sign else ''}{text}e{int(exponent) + len(digits)}"
-
-    function = udf(canonical, "string", useArrow=False)  # plain Python on the workers, no pyarrow
-    spark.udf.register("loader_canonical_double", function)  # type: ignore[attr-defined]
+    register_pickle_by_value(sys.modules[__name__])  # ship double_text itself, not an import of it
+    function = udf(double_text, "string", useArrow=False)
+    spark.udf.register("loader_double_text", function)  # type: ignore[attr-defined]
 
 
-def _row_hash(pieces: list[str], null_length: str, concat: str, md5: str) -> str:
-    # Each value as <length>:<text>, NULL as N: no two rows give the same string.
-    parts = [f"COALESCE({concat}({null_length}({p}), ':', {p}), 'N')" for p in pieces]
-    return f"{md5}({concat}({', '.join(parts)}))" if parts else f"{md5}('')"
+def _row_text(pieces: list[str], concat_ws: str) -> str:
+    # No text of any type holds '|' (strings and bytes enter as their MD5), so the join is
+    # unambiguous; NULL is N, which no text equals. Each piece is computed once.
+    return f"{concat_ws}('|', {', '.join(f'COALESCE({p}, {chr(39)}N{chr(39)})' for p in pieces)})"
 
 
-def mysql_row_hash(columns: list[tuple[str, str]]) -> str:
-    """MySQL SQL giving the MD5 (hex) of a row of ``(backquoted column, MySQL type)``."""
-    return _row_hash([mysql_text(c, t) for c, t in columns], "LENGTH", "CONCAT", "MD5")
+def mysql_row_checksum(columns: list[tuple[str, str]]) -> str:
+    """MySQL SQL giving a row's 64-bit checksum (the first half of an MD5 of its text), unsigned,
+    for a row of ``(backquoted column, MySQL type)``; ranges XOR them."""
+    text = _row_text([mysql_text(c, t) for c, t in columns], "CONCAT_WS")
+    return f"CAST(CONV(LEFT(MD5({text}), 16), 16, 10) AS UNSIGNED)"
 
 
-def spark_row_hash(columns: list[tuple[str, str]]) -> str:
-    """Spark SQL giving what ``mysql_row_hash`` gives, from the warehouse columns."""
-    return _row_hash([spark_text(c, t) for c, t in columns], "octet_length", "concat", "md5")
+def spark_row_checksum(columns: list[tuple[str, str]]) -> str:
+    """What ``mysql_row_checksum`` gives, in Spark SQL, as a signed BIGINT (the same 64 bits:
+    ``unsigned`` turns XORs of them into MySQL's numbers)."""
+    text = _row_text([spark_text(c, t) for c, t in columns], "concat_ws")
+    return f"CAST(conv(left(md5({text}), 16), 16, -10) AS BIGINT)"
 
 
-def mysql_hash_halves(row_hash: str) -> tuple[str, str]:
-    """The two 32-bit numbers of a row hash that the ranges XOR, in MySQL SQL."""
-    return tuple(  # type: ignore[return-value]
-        f"CAST(CONV(SUBSTRING({row_hash}, {start}, 8), 16, 10) AS UNSIGNED)" for start in (1, 9)
-    )
-
-
-def spark_hash_halves(row_hash: str) -> tuple[str, str]:
-    """What ``mysql_hash_halves`` gives, in Spark SQL."""
-    return tuple(  # type: ignore[return-value]
-        f"CAST(conv(substr({row_hash}, {start}, 8), 16, 10) AS BIGINT)" for start in (1, 9)
-    )
+def unsigned(value: int) -> int:
+    """A signed 64-bit number (Spark's BIGINT) as the unsigned one of the same bits (MySQL's)."""
+    return value & 0xFFFF_FFFF_FFFF_FFFF
 
 
 # --- key ranges -----------------------------------------------------------------------------
