@@ -25,6 +25,7 @@ ENV_FILE = "LOADER_CONFIG"
 ENV_PREFIX = "LOADER__"
 
 TRANSPORTS = ("server", "files")
+SCHEMA_CHANGES = ("evolve", "stop")
 CATALOGS = ("derby", "hive")
 STAGING_SCHEMES = ("file", "s3", "hdfs")
 
@@ -55,6 +56,9 @@ class TablesConfig:
     include: tuple[str, ...] = ("*.*",)
     exclude: tuple[str, ...] = ()
     keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # "evolve": carry the schema changes the warehouse can follow, stop at the others;
+    # "stop": stop at every schema change of a selected table (for teams that review them).
+    schema_changes: str = "evolve"
 
 
 @dataclass(frozen=True)
@@ -283,6 +287,7 @@ def _one_of(value: str, accepted: tuple[str, ...], fq: str, origin: str) -> None
 def _validate(cfg: Config, base: Path, origin: str) -> Config:
     src, stg, wh = cfg.source, cfg.staging, cfg.warehouse
     _one_of(src.transport, TRANSPORTS, "source.transport", origin)
+    _one_of(cfg.tables.schema_changes, SCHEMA_CHANGES, "tables.schema_changes", origin)
     if src.transport == "files" and not src.binlog_dir:
         raise ConfigError(f"{origin}: source.binlog_dir is required when source.transport = 'files'")
     if not 1 <= src.port <= 65535:

@@ -340,7 +340,9 @@ def _extract_range(
         )
         for tx in txs:
             result.transactions += 1
-            _check_statements(tx, selector, writers, loaded_at or {}, pending, result.created)
+            _check_statements(
+                tx, selector, writers, loaded_at or {}, pending, result.created, cfg.tables.schema_changes
+            )
             n = _write_transaction(tx, cfg, writers, Path(workdir), pending)
             if n:
                 result.changes += n
@@ -511,15 +513,16 @@ def _check_statements(
     loaded_at: dict[tuple[str, str], Position],
     pending: dict[tuple[str, str], list[dict[str, str]]],
     created: dict[tuple[str, str], str],
+    schema_changes: str = "evolve",
 ) -> None:
     """Stop at a statement that changes a selected table in a way rows events do not carry.
     A carried one is noted in the table's manifest entry (``pending`` until its first row); a
     new table's CREATE in ``created``.
 
-    Carried: ALTER TABLE without a rename (the rows after it show its effect on the columns,
-    checked by ``layout_change_problem``) and CREATE TABLE of a new table (its rows all follow).
-    Everything else that names a selected table stops the interval at the statement, unless the
-    table was re-loaded after it.
+    Carried (``schema_changes = "evolve"``): ALTER TABLE without a rename (the rows after it show
+    its effect on the columns, checked by ``layout_change_problem``) and CREATE TABLE of a new
+    table (its rows all follow). Everything else that names a selected table stops the interval
+    at the statement, unless the table was re-loaded after it; with ``"stop"``, every statement.
     """
     for st in tx.statements:
         change = statements.classify(st.query, st.schema)
@@ -529,6 +532,12 @@ def _check_statements(
             continue
         text = st.query.strip()
         stop = _stop_reason(change, hit)
+        if stop is None and schema_changes == "stop":
+            stop = (
+                f'tables.schema_changes = "stop" stops at every schema change ({change.verb})',
+                f"review the change, then {reload_remedy(*hit)} "
+                '(or set tables.schema_changes = "evolve" to carry the changes the warehouse can follow)',
+            )
         if stop is not None:
             shown = text if len(text) <= 300 else text[:300] + "..."
             names = ", ".join(f"{schema}.{table}" for schema, table in hit)

@@ -40,7 +40,10 @@ LEGACY = re.compile(r"[a-z0-9_]+")  # what Spark accepted as a table name
 # The columns every warehouse table has besides the source's, and the prefix of the names the
 # merge works with; no source column may take one (Spark tells column names apart without case).
 PARTITION_COLUMN = "loader_partition"
-RESERVED_COLUMNS = ("_seqno", "_commit_ts", PARTITION_COLUMN)
+# MySQL's text of each date the warehouse's DATE/TIMESTAMP columns cannot hold (zero dates and
+# dates with a zero month or day), by column name; NULL when the row has none.
+INVALID_DATES_COLUMN = "_loader_invalid_dates"
+RESERVED_COLUMNS = ("_seqno", "_commit_ts", INVALID_DATES_COLUMN, PARTITION_COLUMN)
 WORKING_PREFIX = "_loader_"
 
 

@@ -58,6 +58,10 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
     [
         ({"LOADER__SOURCE__TRANSPORT": "kafka"}, "accepted values: server, files"),
         ({"LOADER__WAREHOUSE__CATALOG": "glue"}, "accepted values: derby, hive"),
+        (
+            {"LOADER__TABLES__SCHEMA_CHANGES": "review"},
+            "tables.schema_changes = 'review' is not accepted; accepted values: evolve, stop",
+        ),
         ({"LOADER__STAGING__URI": "gs://b/p"}, "accepted values: file, s3, hdfs"),
         ({"LOADER__SOURCE__PORT": "many"}, "source.port must be an integer"),
         ({"LOADER__SOURCE__COLOUR": "red"}, "accepted fields: name, transport, host"),

@@ -540,3 +540,110 @@ def test_tinyint_1_and_boolean_keep_their_numbers_in_the_load_and_the_deltas(
     mariadb.execute("UPDATE edge_bool.t SET u = 254, s = 127, b = 3 WHERE id = 2")
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
+
+
+def _invalid_dates(spark: Any, cfg: Config, table: str) -> dict[int, tuple[Any, ...]]:
+    rows = spark.sql(
+        f"SELECT id, d, dt, ts, _loader_invalid_dates FROM {cfg.warehouse.database}.{table}"
+    ).collect()
+    return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+
+def test_zero_and_partial_zero_dates_are_carried_as_their_text(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    cfg = loaded(
+        "edge_zero",
+        ["t (id INT PRIMARY KEY, d DATE, dt DATETIME(3), ts TIMESTAMP NULL, v INT)"],
+        [
+            "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'",
+            "INSERT INTO edge_zero.t VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', 1), "
+            "(2, '2024-00-00', '2024-01-00 10:00:00.5', NULL, 2), (3, '2024-02-30', '2024-02-30 23:59:59.999', "
+            "'2024-01-01 00:00:00', 3), (4, '2024-05-06', '2024-05-06 07:08:09.010', '2024-05-06 07:08:09', 4)",
+        ],
+    )
+    # The initial load: the typed columns are NULL where Spark has no such date, the text is kept.
+    loaded_rows = _invalid_dates(spark, cfg, "edge_zero__t")
+    assert loaded_rows[1][:3] == (None, None, None)
+    assert loaded_rows[1][3] == {
+        "d": "0000-00-00",
+        "dt": "0000-00-00 00:00:00.000",
+        "ts": "0000-00-00 00:00:00",
+    }
+    assert loaded_rows[2][3] == {"d": "2024-00-00", "dt": "2024-01-00 10:00:00.500"}
+    assert loaded_rows[3][3] == {"d": "2024-02-30", "dt": "2024-02-30 23:59:59.999"}
+    assert loaded_rows[4][3] is None and str(loaded_rows[4][0]) == "2024-05-06"
+    assert_equal_to_source(spark, cfg)
+
+    # Changes: into and out of invalid dates, through the binlog.
+    mariadb.execute(
+        "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'",
+        "INSERT INTO edge_zero.t VALUES (5, '2025-00-01', '0000-00-00 00:00:00', '0000-00-00 00:00:00', 5)",
+        "UPDATE edge_zero.t SET d = '2025-01-01' WHERE id = 1",
+        "UPDATE edge_zero.t SET dt = '2024-04-31 00:00:00' WHERE id = 4",
+    )
+    delta(spark, cfg)
+    changed = _invalid_dates(spark, cfg, "edge_zero__t")
+    assert str(changed[1][0]) == "2025-01-01"
+    assert changed[1][3] == {"dt": "0000-00-00 00:00:00.000", "ts": "0000-00-00 00:00:00"}
+    assert changed[4][3] == {"dt": "2024-04-31 00:00:00.000"}
+    assert changed[5][3] == {"d": "2025-00-01", "dt": "0000-00-00 00:00:00.000", "ts": "0000-00-00 00:00:00"}
+    assert_equal_to_source(spark, cfg)
+
+
+def test_a_table_made_before_the_invalid_dates_column_gets_it(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    cfg = loaded(
+        "edge_olddates",
+        ["t (id INT PRIMARY KEY, d DATE)"],
+        ["INSERT INTO edge_olddates.t VALUES (1, '2024-01-01'), (2, '0000-00-00')"],
+    )
+    # As an earlier loader left it in the catalog: no _loader_invalid_dates.
+    jvm = spark.sparkContext._jvm
+    spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
+        cfg.warehouse.database,
+        "edge_olddates__t",
+        jvm.org.apache.spark.sql.types.StructType.fromDDL(
+            "id INT, d DATE, _seqno BIGINT, _commit_ts TIMESTAMP"
+        ),
+    )
+    spark.catalog.refreshTable(f"{cfg.warehouse.database}.edge_olddates__t")
+    mariadb.execute("INSERT INTO edge_olddates.t VALUES (3, '0000-00-00')")
+    delta(spark, cfg)
+    rows = {
+        r[0]: r[1]
+        for r in spark.sql(
+            f"SELECT id, _loader_invalid_dates FROM {cfg.warehouse.database}.edge_olddates__t"
+        ).collect()
+    }
+    assert rows[3] == {"d": "0000-00-00"}
+    assert_equal_to_source(spark, cfg)
+
+
+def test_schema_changes_stop_stops_at_every_schema_change_until_the_table_is_reloaded(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    evolving = loaded(
+        "edge_review",
+        ["t (id INT PRIMARY KEY, v INT)", "u (id INT PRIMARY KEY)"],
+        ["INSERT INTO edge_review.t VALUES (1, 1)", "INSERT INTO edge_review.u VALUES (1)"],
+    )
+    cfg = dataclasses.replace(evolving, tables=dataclasses.replace(evolving.tables, schema_changes="stop"))
+    # A change "evolve" carries (a nullable column at the end) stops under "stop".
+    mariadb.execute(
+        "ALTER TABLE edge_review.t ADD COLUMN w INT",
+        "INSERT INTO edge_review.t VALUES (2, 2, 2)",
+        "INSERT INTO edge_review.u VALUES (2)",
+    )
+    _stopped(
+        cfg,
+        'edge_review.t: tables.schema_changes = "stop" stops at every schema change (ALTER TABLE)',
+        "(statement: ALTER TABLE edge_review.t ADD COLUMN w INT)",
+        "review the change, then re-load the table: loader initial-load --tables edge_review.t",
+    )
+    _reload_and_check(spark, cfg, "edge_review.t")
+    # So does a new table the patterns select.
+    mariadb.execute("CREATE TABLE edge_review.n (id INT PRIMARY KEY)", "INSERT INTO edge_review.n VALUES (1)")
+    _stopped(cfg, 'edge_review.n: tables.schema_changes = "stop" stops at every schema change (CREATE TABLE)')
+    _reload_and_check(spark, cfg, "edge_review.n")

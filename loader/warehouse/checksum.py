@@ -17,6 +17,7 @@ from typing import Any
 
 from loader.config import Config
 from loader.errors import SourceError
+from loader.naming import INVALID_DATES_COLUMN
 from loader.positions import Position
 from loader.results import DifferingRange, TableChecksum
 from loader.source import connect, credentials
@@ -108,7 +109,7 @@ def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int) -> TableSums:
     bounds = _bounds(conn, info, range_rows)
     literals = [[sql.literal(v) for v in b] for b in bounds]
     order = sql.KeyOrder([sql.mysql_order_value(quote_identifier(k), types[k]) for k in info.key])
-    checksum = sql.mysql_row_checksum([(quote_identifier(c.name), c.mysql_type) for c in info.columns])
+    checksum = sql.mysql_row_checksum([(c.name, c.mysql_type) for c in info.columns])
     sums = TableSums(
         info.schema,
         info.table,
@@ -168,13 +169,15 @@ def source_sums(
 # --- the warehouse side ---------------------------------------------------------------------
 
 
-def _warehouse_ranges(spark: Any, name: str, sums: TableSums) -> dict[int, RangeSums]:
-    columns = [(quote_identifier(c), t) for c, t in sums.columns]
-    types = dict(sums.columns)
+def _warehouse_ranges(
+    spark: Any, name: str, sums: TableSums, invalid_dates: str | None
+) -> dict[int, RangeSums]:
+    columns = [(c, t) for c, t in sums.columns]
+    types = dict(columns)
     order = sql.KeyOrder([sql.spark_order_value(quote_identifier(k), types[k]) for k in sums.key])
     rows = spark.sql(
         f"SELECT r, count(*), bit_xor(x) FROM "
-        f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_checksum(columns)} AS x FROM {name}) "
+        f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_checksum(columns, invalid_dates)} AS x FROM {name}) "
         "GROUP BY r"
     ).collect()
     return {int(r[0]): RangeSums(int(r[0]), int(r[1]), sql.unsigned(int(r[2]))) for r in rows}
@@ -199,7 +202,8 @@ def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableCheck
             result.equal = False
             result.problem = f"the warehouse table has no column {', '.join(missing)}"
             continue
-        theirs = _warehouse_ranges(spark, name, sums)
+        invalid_dates = INVALID_DATES_COLUMN if INVALID_DATES_COLUMN in held else None
+        theirs = _warehouse_ranges(spark, name, sums, invalid_dates)
         result.warehouse_rows = sum(r.rows for r in theirs.values())
         ours = {r.index: r for r in sums.ranges}
         for index in sorted(set(ours) | set(theirs)):

@@ -11,12 +11,12 @@ text. ``mysql_text`` and ``spark_text`` are that pair, per MySQL type:
 | integers, BIT, YEAR | decimal digits (BIT as its number, YEAR 0 as ``0``) |
 | DECIMAL | MySQL's text, scale digits included (``12.50``) |
 | FLOAT, DOUBLE | the server's text of the double: the shortest round-trip decimal (``double_text``) |
-| DATE, DATETIME(n), TIMESTAMP(n) | MySQL's text with n fraction digits, TIMESTAMP in UTC; zero dates stay ``0000-00-00`` |
+| DATE, DATETIME(n), TIMESTAMP(n) | MySQL's text with n fraction digits, TIMESTAMP in UTC; a zero date as its text, which the warehouse keeps in ``_loader_invalid_dates`` |
 | TIME(n) | MySQL's text, which the warehouse keeps |
 | strings, ENUM, SET, JSON | the MD5 of the UTF-8 text |
 | binary strings, BLOB, GEOMETRY | the MD5 of the bytes |
 
-So a value the warehouse lost (a zero date it keeps as NULL, a truncated string) makes its range
+So a value the warehouse lost (a truncated string, a date off by a microsecond) makes its range
 differ: the check shows what the warehouse does not hold, it never agrees by construction.
 
 Key ranges are compared the same way on both sides: numeric keys by value, any other key by the
@@ -29,7 +29,8 @@ import decimal
 import sys
 from dataclasses import dataclass
 
-from loader.warehouse.types import spark_type, type_parts
+from loader.warehouse.tables import quote_identifier
+from loader.warehouse.types import spark_string, spark_type, type_parts
 
 DEFAULT_RANGE_ROWS = 100_000  # rows per key range the checksum compares (at most 1,000 ranges)
 _NUMERIC_BASES = {
@@ -91,18 +92,25 @@ def mysql_text(column: str, mysql_type: str) -> str:
     return f"CAST({column} AS CHAR)"  # integers, decimals, temporal types: MySQL's own text
 
 
-def spark_text(column: str, mysql_type: str) -> str:
+def spark_text(column: str, mysql_type: str, invalid: str | None = None) -> str:
     """Spark SQL giving, from the warehouse column (a backquoted identifier), what ``mysql_text``
-    gives from the source column. ``loader_double_text`` is ``double_text`` registered as a
-    function of the session (``register_functions``)."""
+    gives from the source column; ``invalid``: SQL of the column's entry in the row's
+    ``naming.INVALID_DATES_COLUMN`` (MySQL's text of a date the column holds as NULL).
+    ``loader_double_text`` is ``double_text`` registered as a function of the session
+    (``register_functions``)."""
     base, args, _ = type_parts(mysql_type)
     if base in ("float", "double"):
         return f"loader_double_text(CAST({column} AS DOUBLE))"
     if base in _STRING_BASES or base in _BINARY_BASES:
         return f"md5({column})"
-    if base in ("datetime", "timestamp"):
+    if base in ("date", "datetime", "timestamp"):
         digits = int(args or 0)
-        return f"date_format({column}, 'yyyy-MM-dd HH:mm:ss{'.' + 'S' * digits if digits else ''}')"
+        text = (
+            f"CAST({column} AS STRING)"
+            if base == "date"
+            else f"date_format({column}, 'yyyy-MM-dd HH:mm:ss{'.' + 'S' * digits if digits else ''}')"
+        )
+        return f"coalesce({text}, {invalid})" if invalid else text
     if spark_type(mysql_type) == "string":  # TIME, DECIMAL beyond 38 digits: MySQL's text kept
         return column
     return f"CAST({column} AS STRING)"
@@ -127,15 +135,24 @@ def _row_text(pieces: list[str], concat_ws: str) -> str:
 
 def mysql_row_checksum(columns: list[tuple[str, str]]) -> str:
     """MySQL SQL giving a row's 64-bit checksum (the first half of an MD5 of its text), unsigned,
-    for a row of ``(backquoted column, MySQL type)``; ranges XOR them."""
-    text = _row_text([mysql_text(c, t) for c, t in columns], "CONCAT_WS")
+    for a row of ``(column name, MySQL type)``; ranges XOR them."""
+    text = _row_text([mysql_text(quote_identifier(c), t) for c, t in columns], "CONCAT_WS")
     return f"CAST(CONV(LEFT(MD5({text}), 16), 16, 10) AS UNSIGNED)"
 
 
-def spark_row_checksum(columns: list[tuple[str, str]]) -> str:
+def spark_row_checksum(columns: list[tuple[str, str]], invalid_dates: str | None = None) -> str:
     """What ``mysql_row_checksum`` gives, in Spark SQL, as a signed BIGINT (the same 64 bits:
-    ``unsigned`` turns XORs of them into MySQL's numbers)."""
-    text = _row_text([spark_text(c, t) for c, t in columns], "concat_ws")
+    ``unsigned`` turns XORs of them into MySQL's numbers), for a row of ``(column name, MySQL
+    type)``; ``invalid_dates``: the table's ``naming.INVALID_DATES_COLUMN``, if it has one."""
+    text = _row_text(
+        [
+            spark_text(
+                quote_identifier(c), t, f"{invalid_dates}[{spark_string(c)}]" if invalid_dates else None
+            )
+            for c, t in columns
+        ],
+        "concat_ws",
+    )
     return f"CAST(conv(left(md5({text}), 16), 16, -10) AS BIGINT)"
 
 

@@ -34,7 +34,7 @@ from loader.binlog.schema import InformationSchema
 from loader.config import Config
 from loader.errors import LoadError
 from loader.ledger import Checkpoint, Ledger, Load
-from loader.naming import reserved_column_problem, warehouse_tables
+from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import LoadSummary, TableLoadResult
 from loader.source import (
@@ -233,6 +233,8 @@ def copy_table(
         for i, c in enumerate(info.columns)
     ]
     part = partition_expr(info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table))
+    dates = [(f"c{i}", c.name, c.mysql_type) for i, c in enumerate(info.columns)]
+    select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
     typed = frame.selectExpr(*select).selectExpr(
         "*",
         f"CAST({seqno_of(p0.file, p0.pos)} AS BIGINT) AS _seqno",

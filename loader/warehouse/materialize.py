@@ -25,7 +25,7 @@ from typing import Any
 from loader.config import Config
 from loader.errors import MaterializeError
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
-from loader.naming import warehouse_tables
+from loader.naming import INVALID_DATES_COLUMN, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
 from loader.staging import csvformat
@@ -105,6 +105,8 @@ def _changes(
                 if types.spark_type(c.mysql_type) != target:  # the warehouse keeps a wider type
                     value = f"CAST({value} AS {target})"
                 select.append(f"{value} AS {q(c.name)}")
+            dates = [(q(c.name), c.name, c.mysql_type) for c in columns if c.name in have]
+            select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
             frames.append(frame.selectExpr(*select))
     result = frames[0]
     for frame in frames[1:]:
@@ -142,7 +144,9 @@ def materialize_table(
         return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
     changes.createOrReplaceTempView("changes")
     _touched_rows(spark, cfg, schema, table, touched).createOrReplaceTempView("base")
-    effect = apply_merge(spark, [c.name for c in columns], key, sum(per_partition.values()))
+    effect = apply_merge(
+        spark, [c.name for c in columns] + [INVALID_DATES_COLUMN], key, sum(per_partition.values())
+    )
     merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
     publish_version(spark, cfg, schema, table, merged, run_id, touched)
     effect.release()

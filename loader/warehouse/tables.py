@@ -14,6 +14,7 @@ from typing import Any
 from loader.config import Config
 from loader.errors import MaterializeError
 from loader.naming import (
+    INVALID_DATES_COLUMN,
     PARTITION_COLUMN,
     RESERVED_COLUMNS,
     legacy_warehouse_table,
@@ -88,7 +89,7 @@ def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) 
 
 
 # The warehouse table's own data columns, after the source's (the partition column comes last).
-META_DDL = "_seqno BIGINT, _commit_ts TIMESTAMP"
+META_DDL = f"_seqno BIGINT, _commit_ts TIMESTAMP, {INVALID_DATES_COLUMN} MAP<STRING, STRING>"
 
 
 def ensure_table(
@@ -125,13 +126,12 @@ def ensure_table(
             f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART})"
         )
         return wanted
-    existing = {
-        f.name: f.dataType.simpleString()
-        for f in spark.table(name).schema.fields
-        if f.name not in RESERVED_COLUMNS
-    }
+    fields = spark.table(name).schema.fields
+    existing = {f.name: f.dataType.simpleString() for f in fields if f.name not in RESERVED_COLUMNS}
+    # Tables made by a loader before INVALID_DATES_COLUMN get it (NULL in their older rows).
+    lacks_meta = INVALID_DATES_COLUMN not in {f.name for f in fields}
     if replace:
-        if existing != wanted:
+        if existing != wanted or lacks_meta:
             _set_columns(spark, cfg, schema, table, wanted)
         return wanted
     if list(wanted)[: len(existing)] != list(existing):
@@ -150,7 +150,7 @@ def ensure_table(
                 f"{name}: column {column} is {have} in the warehouse but the staged changes have "
                 f"{want}, which it cannot hold{cause}; " + reload_remedy((schema, table))
             )
-    if result != existing:
+    if result != existing or lacks_meta:
         _set_columns(spark, cfg, schema, table, result)
     added = {c: t for c, t in wanted.items() if c not in existing}
     if added:

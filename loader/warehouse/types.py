@@ -15,9 +15,9 @@ exactly. The MySQL types are the short forms the binlog reader writes into manif
 | float, double | float, double | |
 | year | smallint | 0 is the zero year |
 | bit(n) | bigint; decimal(20,0) for n = 64 | |
-| date | date | zero dates and dates with a zero month or day become NULL |
-| datetime(n) | timestamp_ntz | zero datetimes become NULL |
-| timestamp(n) | timestamp | UTC; the zero timestamp becomes NULL |
+| date | date | zero dates and dates with a zero month or day: NULL, their text in ``_loader_invalid_dates`` |
+| datetime(n) | timestamp_ntz | the same |
+| timestamp(n) | timestamp | UTC; the zero timestamp as dates |
 | time(n) | string | exact text `[-]HHH:MM:SS[.ffffff]`; TIME spans ±838 hours |
 | char, varchar, text, enum, set, json | string | |
 | binary(n), varbinary, blob, geometry, vector | binary | GEOMETRY as SRID + WKB |
@@ -195,7 +195,8 @@ def type_change_problem(old: str, new: str) -> str | None:
 def cast_sql(column: str, mysql_type: str) -> str:
     """Spark SQL turning the staged string ``column`` (a quoted identifier) into its type.
 
-    Staged values are exact text; invalid dates (MySQL's zero dates) give NULL, not an error.
+    Staged values are exact text; invalid dates (MySQL's zero dates) give NULL, not an error
+    (``invalid_dates_sql`` keeps their text).
     """
     target = spark_type(mysql_type)
     base = _parse(mysql_type)[0]
@@ -208,6 +209,35 @@ def cast_sql(column: str, mysql_type: str) -> str:
     if base in ("date", "datetime"):
         return f"try_cast({column} AS {target})"
     return f"CAST({column} AS {target})"
+
+
+_DATES = ("date", "datetime", "timestamp")
+
+
+def spark_string(text: str) -> str:
+    """A Spark SQL string literal of ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def invalid_dates_sql(columns: list[tuple[str, str, str]]) -> str:
+    """Spark SQL for a row's ``naming.INVALID_DATES_COLUMN``: of ``(staged text column, column
+    name, MySQL type)``, the DATE, DATETIME and TIMESTAMP values ``cast_sql`` cannot hold (MySQL's
+    zero dates, dates with a zero month or day, dates ``ALLOW_INVALID_DATES`` let in), as a map
+    from the column's name to the staged text; NULL when the row has none."""
+    found = []
+    for text, name, mysql_type in columns:
+        if _parse(mysql_type)[0] in _DATES:
+            lost = f"({text} IS NOT NULL AND {cast_sql(text, mysql_type)} IS NULL)"
+            found.append((spark_string(name), text, lost))
+    if not found:
+        return "CAST(NULL AS MAP<STRING, STRING>)"
+    pairs = ", ".join(
+        f"named_struct('k', {name}, 'v', CASE WHEN {lost} THEN {text} END)" for name, text, lost in found
+    )
+    return (
+        f"CASE WHEN {' OR '.join(lost for _, _, lost in found)} "
+        f"THEN map_from_entries(filter(array({pairs}), e -> e.v IS NOT NULL)) END"
+    )
 
 
 def source_select_sql(column: str, mysql_type: str) -> str:
