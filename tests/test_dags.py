@@ -158,7 +158,7 @@ tables = json.loads(sys.argv[1])
 s = build_session(load_config())
 out = {}
 for table, order in tables.items():
-    rows = s.sql(f"SELECT * FROM af_wh.af__{table} ORDER BY {order}").drop("_seqno", "_commit_ts", "loader_partition")
+    rows = s.sql(f"SELECT * FROM af_wh.af__{table} ORDER BY {order}").drop("_seqno", "_commit_ts", "_loader_invalid_dates", "loader_partition")
     out[table] = [list(r) for r in rows.collect()]
 def plain(v):
     if isinstance(v, dt.datetime): return v.isoformat(sep=" ")
