@@ -581,6 +581,12 @@ def _stop_reason(change: statements.Change, hit: list[tuple[str, str]]) -> tuple
             "or a generated value), which no row change carries",
             remedy,
         )
+    if change.reshaped:
+        return (
+            f"ALTER TABLE {', '.join(change.reshaped)}, which the warehouse table cannot follow "
+            "(its columns go by name; only columns added at the end are carried)",
+            remedy,
+        )
     if change.verb == "ALTER TABLE" and not change.created:
         return None
     if change.verb == "CREATE TABLE":

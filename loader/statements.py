@@ -36,6 +36,9 @@ class Change:
         added_with_values: columns an ALTER TABLE adds that existing rows hold a value for
             other than NULL (a default, an implicit NOT NULL default, a generated value), which
             no row event carries.
+        reshaped: what an ALTER TABLE does to the columns the table has that a table with
+            columns kept by name cannot follow: ``drops column c``, ``renames column a to b``,
+            ``puts column c first``.
     """
 
     verb: str
@@ -46,6 +49,7 @@ class Change:
     if_not_exists: bool = False  # CREATE TABLE IF NOT EXISTS: the table may have been there
     dropped_schemas: tuple[str, ...] = ()
     added_with_values: tuple[str, ...] = ()
+    reshaped: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[Name, ...]:
@@ -217,6 +221,7 @@ def classify(sql: str, schema: str) -> Change:
             changed=(target,),
             created=(renamed,) if renamed else (),
             added_with_values=tuple(_added_with_values(r.t[start:])),
+            reshaped=tuple(_reshaped(r.t[start:])),
         )
     if r.take("TRUNCATE"):
         r.take("TABLE")
@@ -346,6 +351,40 @@ def _added_with_values(tokens: list[_Token]) -> list[str]:
         for definition in definitions:
             if definition and definition[0].word and _has_value(definition[1:]):
                 out.append(definition[0].text)
+    return out
+
+
+# What a clause after DROP may drop other than a column.
+_NOT_DROPPED_COLUMNS = _NOT_COLUMNS | {"DEFAULT"}
+
+
+def _reshaped(tokens: list[_Token]) -> list[str]:
+    """What an ALTER TABLE's clauses ``tokens`` do that keeps no column where it was by name and
+    place: drop a column, rename one (``RENAME COLUMN``, ``CHANGE a b``), put one first. (A
+    column put ``AFTER`` another may still end up last; the rows after the statement tell.)"""
+    out = []
+    for clause in _top_level(tokens, ","):
+        if not clause or not clause[0].word:
+            continue
+        verb, rest = clause[0], clause[1:]
+        if rest and rest[0].kw("COLUMN"):
+            rest = rest[1:]
+        while rest and rest[0].kw("IF", "NOT", "EXISTS"):
+            rest = rest[1:]
+        if not rest or not rest[0].word:
+            continue
+        first = len(rest) > 2 and rest[-1].kw("FIRST")
+        if verb.kw("DROP") and not rest[0].kw(*_NOT_DROPPED_COLUMNS):
+            out.append(f"drops column {rest[0].text}")
+        elif verb.kw("RENAME") and clause[1].kw("COLUMN") and len(rest) >= 3 and rest[1].kw("TO"):
+            out.append(f"renames column {rest[0].text} to {rest[2].text}")
+        elif verb.kw("CHANGE") and len(rest) >= 2 and rest[1].word:
+            if rest[0].text != rest[1].text:
+                out.append(f"renames column {rest[0].text} to {rest[1].text}")
+            if first:
+                out.append(f"puts column {rest[1].text} first")
+        elif verb.kw("MODIFY", "ADD") and first and not rest[0].kw(*_NOT_COLUMNS) and rest[0].text != "(":
+            out.append(f"puts column {rest[0].text} first")
     return out
 
 

@@ -424,12 +424,23 @@ def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise
     )
     _reload_and_check(spark, cfg, "edge_col.t")
 
-    # Moved, dropped and renamed columns: the rows after them no longer continue the warehouse
+    # Dropped, renamed and first columns: stop at the statement, whichever interval the rows are in.
+    for ddl, expected in [
+        ("DROP COLUMN n", "ALTER TABLE drops column n, which the warehouse table cannot follow"),
+        ("RENAME COLUMN v TO w", "ALTER TABLE renames column v to w, which"),
+        ("CHANGE w vv VARCHAR(20)", "ALTER TABLE renames column w to vv, which"),
+        ("ADD COLUMN f INT FIRST", "ALTER TABLE puts column f first, which"),
+    ]:
+        mariadb.execute(
+            f"ALTER TABLE edge_col.t {ddl}", "INSERT INTO edge_col.u SELECT MAX(id) + 1 FROM edge_col.u"
+        )
+        _stopped(cfg, f"edge_col.t: {expected}", f"(statement: ALTER TABLE edge_col.t {ddl})")
+        _reload_and_check(spark, cfg, "edge_col.t")
+
+    # A column put AFTER another, not last: the rows after it no longer continue the warehouse
     # table's columns, and materialise stops with the statement.
     for ddl, expected in [
-        ("ADD COLUMN f INT FIRST", "do not continue the warehouse's"),
-        ("DROP COLUMN n", "do not continue the warehouse's"),
-        ("RENAME COLUMN v TO w", "do not continue the warehouse's"),
+        ("ADD COLUMN a2 INT AFTER id", "do not continue the warehouse's"),
     ]:
         mariadb.execute(
             f"ALTER TABLE edge_col.t {ddl}",

@@ -96,3 +96,28 @@ def test_drop_database_names_the_schema_and_create_or_replace_is_marked() -> Non
 )
 def test_columns_added_with_a_value_for_existing_rows(sql: str, valued: list[str]) -> None:
     assert list(classify(sql, "db").added_with_values) == valued
+
+
+@pytest.mark.parametrize(
+    ("sql", "reshaped"),
+    [
+        ("ALTER TABLE t ADD COLUMN c INT, MODIFY v BIGINT, ADD INDEX (c)", []),
+        ("ALTER TABLE t ADD c INT AFTER a, CHANGE v v BIGINT AFTER c", []),
+        ("ALTER TABLE t DROP COLUMN n", ["drops column n"]),
+        (
+            "ALTER TABLE t DROP `n m`, DROP INDEX i, DROP PRIMARY KEY, DROP FOREIGN KEY f",
+            ["drops column n m"],
+        ),
+        ("ALTER TABLE t DROP IF EXISTS n, DROP CONSTRAINT c, DROP CHECK k", ["drops column n"]),
+        ("ALTER TABLE t RENAME COLUMN v TO w, RENAME INDEX i TO j", ["renames column v to w"]),
+        ("ALTER TABLE t CHANGE COLUMN v w INT", ["renames column v to w"]),
+        ("ALTER TABLE t CHANGE v V INT FIRST", ["renames column v to V", "puts column V first"]),
+        ("ALTER TABLE t ADD COLUMN f INT FIRST", ["puts column f first"]),
+        ("ALTER TABLE t MODIFY COLUMN f INT NOT NULL FIRST", ["puts column f first"]),
+        ("ALTER TABLE t ADD COLUMN first INT", []),
+        ("ALTER TABLE t ALTER COLUMN v SET DEFAULT 3, ALTER v DROP DEFAULT", []),
+        ("/*!40000 ALTER TABLE t DROP COLUMN n */", ["drops column n"]),
+    ],
+)
+def test_column_changes_a_warehouse_table_cannot_follow(sql: str, reshaped: list[str]) -> None:
+    assert list(classify(sql, "db").reshaped) == reshaped
