@@ -27,8 +27,14 @@ PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
 # Version 2 added the version field itself; version 1 records (no field) read unchanged.
 # Version 3 added an interval's ``skipped_from`` (a gap the operator allowed) and
 # ``manifest_sha256`` (checked before it is applied) and ``created_tables``; absent is none.
-LEDGER_VERSION = 3
-UPGRADES: dict[int, records.Upgrade] = {1: lambda fields: fields, 2: lambda fields: fields}
+# Version 4 added a load's ``names``: each table as [schema, table], since "schema.table" text
+# cannot tell `a.b`.`c` from `a`.`b.c`; absent, the text is split at its first dot.
+LEDGER_VERSION = 4
+UPGRADES: dict[int, records.Upgrade] = {
+    1: lambda fields: fields,
+    2: lambda fields: fields,
+    3: lambda fields: fields,
+}
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
 
@@ -86,6 +92,13 @@ class Load:
     finished_at: str = ""
     rows: dict[str, int] = field(default_factory=dict)
     first: bool = True  # the source's first load (it sets the checkpoint), not a re-load
+    names: list[list[str]] = field(default_factory=list)  # [schema, table] of each of ``tables``
+
+    def table_names(self) -> list[tuple[str, str]]:
+        """Each table as (schema, table); records before version 4 have only the text."""
+        if self.names:
+            return [(schema, table) for schema, table in self.names]
+        return [(q.split(".", 1)[0], q.split(".", 1)[1]) for q in self.tables]
 
     def to_json(self) -> bytes:
         return records.encode(asdict(self), LEDGER_VERSION)
@@ -157,9 +170,8 @@ class Ledger:
         for load in self.loads():
             if load.state == "complete":
                 p0 = Position.parse(load.p0)
-                for qualified in load.tables:
-                    schema, table = qualified.split(".", 1)  # Load.tables hold "schema.table"
-                    out[schema, table] = max(p0, out.get((schema, table), p0))
+                for name in load.table_names():
+                    out[name] = max(p0, out.get(name, p0))
         return out
 
     def created_before(self, interval_id: str) -> set[str]:

@@ -216,6 +216,34 @@ def test_the_checkpoint_round_trips_through_the_store(ledger: Ledger) -> None:
     assert ledger.checkpoint() == moved
 
 
+def test_a_loads_tables_keep_schema_and_table_apart_whatever_dots_they_hold(ledger: Ledger) -> None:
+    dotted = Load(
+        "load-20240103T000000-cccccc",
+        "binlog.000003:4",
+        ["a.b.c", "a.b.c"],
+        state="complete",
+        names=[["a.b", "c"], ["a", "b.c"]],
+    )
+    ledger.save_load(dotted)
+    position = Position.parse("binlog.000003:4")
+    assert ledger.loaded_at() == {("a.b", "c"): position, ("a", "b.c"): position}
+    # A load recorded before version 4 has only the text: split at its first dot, as then.
+    prefix = layout.ledger_prefix("demo")
+    ledger.store.put(
+        f"{prefix}/loads/load-20240101T000000-aaaaaa.json",
+        json.dumps(
+            {
+                "version": 3,
+                "id": "load-20240101T000000-aaaaaa",
+                "p0": "binlog.000001:4",
+                "tables": ["shop.orders"],
+                "state": "complete",
+            }
+        ).encode(),
+    )
+    assert ledger.loaded_at()[("shop", "orders")] == Position.parse("binlog.000001:4")
+
+
 def test_loads_are_listed_oldest_first_and_a_resave_replaces(ledger: Ledger) -> None:
     later = Load("load-20240102T000000-bbbbbb", "binlog.000002:4", ["shop.orders"], first=False)
     earlier = Load("load-20240101T000000-aaaaaa", "binlog.000001:4", ["shop.orders", "shop.items"])

@@ -329,6 +329,7 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
         tables=[t.qualified for t in tables],
         started_at=now.strftime("%Y-%m-%d %H:%M:%S.%f"),
         first=first,
+        names=[[t.schema, t.table] for t in tables],
     )
     ledger.save_load(load)
     progress(f"initial load {load.id}: P0 = {p0}, {len(tables)} tables")
