@@ -238,7 +238,8 @@ class ChecksumReport:
         for t in self.tables:
             lines.append(
                 f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, warehouse "
-                f"{t.warehouse_rows:,} rows, {t.ranges:,} key ranges, {'equal' if t.equal else 'DIFFERENT'}"
+                f"{t.warehouse_rows:,} rows, {t.ranges:,} key range{'' if t.ranges == 1 else 's'}, "
+                f"{'equal' if t.equal else 'DIFFERENT'}"
             )
             if t.problem:
                 lines.append(f"  {t.problem}")
@@ -248,7 +249,8 @@ class ChecksumReport:
                     f"source {r.source_rows:,} rows, warehouse {r.warehouse_rows:,} rows"
                 )
             if len(t.differing) > show:
-                lines.append(f"  … and {len(t.differing) - show:,} more ranges")
+                more = len(t.differing) - show
+                lines.append(f"  … and {more:,} more range{'' if more == 1 else 's'}")
         verdict = self.verdict()
         return "\n".join(lines + ([verdict] if verdict else []))
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from loader.results import (
+    ChecksumReport,
+    DifferingRange,
     ExtractedTable,
     ExtractSummary,
     FailedStep,
@@ -13,6 +15,7 @@ from loader.results import (
     PlannedInterval,
     RunOnce,
     Status,
+    TableChecksum,
     TableResult,
     from_dict,
     to_dict,
@@ -59,3 +62,36 @@ def test_status_keeps_its_json_shape_and_its_text() -> None:
     text = status.text()
     assert "checkpoint: binlog.000003:100 (0000000002)" in text
     assert "last error: interval 0000000003 at 2026-11-23T12:00:00Z: extract: column c changed type" in text
+
+
+def test_a_checksum_report_reads_as_sql_conditions_and_ends_with_the_verdict() -> None:
+    report = ChecksumReport(
+        "binlog.000003:120",
+        [
+            TableChecksum("s.a", "wh.s__a", 10, 10, 1, True, ["id"]),
+            TableChecksum(
+                "s.b",
+                "wh.s__b",
+                5,
+                6,
+                3,
+                False,
+                ["name", "odd col"],
+                [
+                    DifferingRange(None, ["O'Brien", "2"], 2, 3),
+                    DifferingRange(["O'Brien", "2"], ["Z", "-1.5e-7"], 1, 1),
+                ],
+            ),
+        ],
+        caught_up="000007",
+    )
+    assert report.text(show=1).splitlines() == [
+        "checksum at binlog.000003:120 (warehouse brought there by interval 000007): 2 tables, 1 equal",
+        "s.a → wh.s__a: source 10 rows, warehouse 10 rows, 1 key range, equal",
+        "s.b → wh.s__b: source 5 rows, warehouse 6 rows, 3 key ranges, DIFFERENT",
+        "  differs where (name, `odd col`) <= ('O''Brien', 2): source 2 rows, warehouse 3 rows",
+        "  … and 1 more range",
+        "checksum: 1 of 2 tables differ from the source at binlog.000003:120: s.b. Re-load them with "
+        "`loader initial-load --tables s.b` (the delta runs go on for the other tables)",
+    ]
+    assert not report.equal and ChecksumReport("binlog.000003:120", [report.tables[0]]).verdict() is None
