@@ -156,8 +156,10 @@ def source_sums(
         tables = []
         for info in selected_tables(conn, cfg, only):
             sums = _table_sums(conn, info, range_rows)
+            ranges = len(sums.bounds) + 1
             progress(
-                f"{info.qualified}: {sums.rows:,} rows in {len(sums.bounds) + 1} key ranges summed at the source"
+                f"{info.qualified}: {sums.rows:,} rows in {ranges} key range{'' if ranges == 1 else 's'} "
+                "summed at the source"
             )
             tables.append(sums)
         conn.commit()
