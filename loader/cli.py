@@ -28,6 +28,7 @@ from loader.config import Config, load_config
 from loader.errors import EXIT_ERROR, EXIT_OK, ConfigError, LoaderError, describe, exit_code
 from loader.positions import Position
 from loader.results import ExtractSummary, TableMapping, TableResult, to_dict
+from loader.tables import table_list
 from loader.warehouse.submit import SparkJob, launch_subprocess
 
 Command = Callable[[argparse.Namespace, Config], int]
@@ -261,7 +262,7 @@ def cmd_materialize(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_initial_load(args: argparse.Namespace, cfg: Config) -> int:
     """Copy the selected tables at a recorded position (spark-submit); print a table summary."""
-    tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
+    tables = table_list(args.tables)
     summary = steps.run_initial_load(cfg, _launch, tables, args.parallelism)
     total = sum(t.rows for t in summary.tables)
     text = [
@@ -353,7 +354,7 @@ def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_checksum(args: argparse.Namespace, cfg: Config) -> int:
     """Row counts and checksums per key range, source against warehouse at one position."""
-    only = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
+    only = table_list(args.tables)
     report = steps.checksum(cfg, _launch, only, args.range_rows, _progress)
     _emit(args, to_dict(report), report.text(show=args.show))
     return EXIT_OK if report.equal else EXIT_ERROR

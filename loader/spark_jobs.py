@@ -30,6 +30,7 @@ from typing import Any
 from loader import results, steps
 from loader.config import Config, load_config
 from loader.errors import EXIT_OK, LoaderError, describe, exit_code
+from loader.tables import table_list
 from loader.warehouse.submit import JOBS, PROGRESS_PREFIX, RESULT_ENV, write_outcome
 
 
@@ -49,7 +50,7 @@ def _initial_load(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
 
     if args.parallelism:
         cfg = dataclasses.replace(cfg, load=dataclasses.replace(cfg.load, parallelism=args.parallelism))
-    only = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
+    only = table_list(args.tables)
     if args.load_id:  # one step of a load the orchestrator started (P0 recorded already)
         return results.to_dict(copy_tables(spark, cfg, args.load_id, only, progress=_progress))
     return results.to_dict(run_initial_load(spark, cfg, only, progress=_progress))

@@ -157,13 +157,15 @@ def run_once(
     start_logpos: int | None = None,
     progress: Progress | None = None,
     allow_gap: bool = False,
+    end: Position | None = None,
 ) -> RunOnce:
-    """One delta run without Airflow: plan, extract, materialise."""
+    """One delta run without Airflow: plan (up to ``end``, by default the server's position),
+    extract, materialise."""
     started = time.monotonic()
     planned = plan(
         cfg,
         start,
-        None,
+        end,
         max_changes,
         start_lognum=start_lognum,
         start_logpos=start_logpos,
@@ -317,11 +319,7 @@ def checksum(
         checkpoint = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
         if checkpoint >= at:
             break
-        planned = plan(cfg, end=at)
-        if planned.interval is not None:
-            extract(cfg, planned.interval, progress=progress)
-            caught_up = planned.interval
-        materialize(cfg, launch)
+        caught_up = run_once(cfg, launch, progress=progress, end=at).planned.interval or caught_up
     checkpoint = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
     if checkpoint != at:
         raise TransientError(

@@ -9,6 +9,12 @@ from fnmatch import fnmatchcase
 from loader.errors import TableKeyError
 
 
+def table_list(text: str | None) -> list[str] | None:
+    """A comma-separated ``schema.table`` list as given on a command line; None when empty."""
+    tables = [t.strip() for t in (text or "").split(",") if t.strip()]
+    return tables or None
+
+
 @dataclass(frozen=True)
 class TableSelector:
     """Include/exclude patterns; a table is selected when it matches an include and no exclude.

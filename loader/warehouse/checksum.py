@@ -24,7 +24,7 @@ from loader.source import connect, credentials
 from loader.warehouse import checksum_sql as sql
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
 from loader.warehouse.initial_load import SourceTableInfo, selected_tables
-from loader.warehouse.tables import quote_identifier, table_name
+from loader.warehouse.tables import key_comparison, quote_identifier, table_name
 
 MAX_RANGES = 1000
 Progress = Callable[[str], None]
@@ -71,26 +71,15 @@ class SourceSums:
 # --- the source side ------------------------------------------------------------------------
 
 
-def _after(columns: list[str], values: list[str]) -> str:
-    """``(k0, k1, …) > (v0, v1, …)`` spelled out, so the server walks the key's index."""
-    terms = []
-    for i in range(len(columns)):
-        equal = [f"{columns[j]} = {values[j]}" for j in range(i)]
-        terms.append("(" + " AND ".join([*equal, f"{columns[i]} > {values[i]}"]) + ")")
-    return "(" + " OR ".join(terms) + ")"
-
-
-def _bounds(conn: Any, info: SourceTableInfo, range_rows: int) -> list[tuple[Any, ...]]:
-    """Each range's last key (as ``mysql_order_value`` gives it), in the order both sides compare."""
-    types = {c.name: c.mysql_type for c in info.columns}
+def _bounds(conn: Any, info: SourceTableInfo, order: list[str], range_rows: int) -> list[tuple[Any, ...]]:
+    """Each range's last key (the key columns' ``order`` values), in the order both sides compare."""
     native = [quote_identifier(k) for k in info.key]
-    order = [sql.mysql_order_value(quote_identifier(k), types[k]) for k in info.key]
     step = max(range_rows, -(-info.estimated_rows // MAX_RANGES), 1)
     found: list[tuple[Any, ...]] = []
     last: list[str] | None = None
     with conn.cursor() as cur:
         while True:
-            where = f"WHERE {_after(native, last)}" if last else ""
+            where = f"WHERE {key_comparison(native, last, '>')}" if last else ""
             cur.execute(
                 f"SELECT {', '.join(native + order)} FROM {info.sql_name} {where} "
                 f"ORDER BY {', '.join(native)} LIMIT 1 OFFSET {step - 1}"
@@ -106,9 +95,9 @@ def _bounds(conn: Any, info: SourceTableInfo, range_rows: int) -> list[tuple[Any
 
 def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int) -> TableSums:
     types = {c.name: c.mysql_type for c in info.columns}
-    bounds = _bounds(conn, info, range_rows)
-    literals = [[sql.literal(v) for v in b] for b in bounds]
     order = sql.KeyOrder([sql.mysql_order_value(quote_identifier(k), types[k]) for k in info.key])
+    bounds = _bounds(conn, info, order.values, range_rows)
+    literals = [[sql.literal(v) for v in b] for b in bounds]
     checksum = sql.mysql_row_checksum([(c.name, c.mysql_type) for c in info.columns])
     sums = TableSums(
         info.schema,

@@ -29,8 +29,8 @@ import decimal
 import sys
 from dataclasses import dataclass
 
-from loader.warehouse.tables import quote_identifier
-from loader.warehouse.types import spark_string, spark_type, type_parts
+from loader.warehouse.tables import key_comparison, quote_identifier
+from loader.warehouse.types import BINARY_KINDS, TEXT_KINDS, spark_string, spark_type, type_parts
 
 DEFAULT_RANGE_ROWS = 100_000  # rows per key range the checksum compares (at most 1,000 ranges)
 _NUMERIC_BASES = {
@@ -45,8 +45,6 @@ _NUMERIC_BASES = {
     "year",
     "bit",
 }
-_STRING_BASES = {"char", "varchar", "text", "enum", "set", "json"}
-_BINARY_BASES = {"binary", "varbinary", "blob", "geometry", "vector"}
 
 
 def double_text(value: float | None) -> str | None:
@@ -85,9 +83,9 @@ def mysql_text(column: str, mysql_type: str) -> str:
         return f"CAST(CAST({column} AS DOUBLE) AS CHAR)"  # a FLOAT's exact value, as a double
     if base in ("bit", "year"):
         return f"CAST({column} + 0 AS CHAR)"
-    if base in _STRING_BASES:
+    if base in TEXT_KINDS:
         return f"MD5(CONVERT({column} USING utf8mb4))"
-    if base in _BINARY_BASES:
+    if base in BINARY_KINDS:
         return f"MD5({column})"
     return f"CAST({column} AS CHAR)"  # integers, decimals, temporal types: MySQL's own text
 
@@ -101,7 +99,7 @@ def spark_text(column: str, mysql_type: str, invalid: str | None = None) -> str:
     base, args, _ = type_parts(mysql_type)
     if base in ("float", "double"):
         return f"loader_double_text(CAST({column} AS DOUBLE))"
-    if base in _STRING_BASES or base in _BINARY_BASES:
+    if base in TEXT_KINDS or base in BINARY_KINDS:
         return f"md5({column})"
     if base in ("date", "datetime", "timestamp"):
         digits = int(args or 0)
@@ -174,9 +172,9 @@ def mysql_order_value(column: str, mysql_type: str) -> str:
     base = type_parts(mysql_type)[0]
     if orders_by_value(mysql_type):
         return f"({column} + 0)" if base in ("bit", "year") else column
-    if base in _BINARY_BASES:
+    if base in BINARY_KINDS:
         return column
-    if base in _STRING_BASES:
+    if base in TEXT_KINDS:
         return f"CAST(CONVERT({column} USING utf8mb4) AS BINARY)"
     return f"CAST({mysql_text(column, mysql_type)} AS BINARY)"
 
@@ -184,9 +182,9 @@ def mysql_order_value(column: str, mysql_type: str) -> str:
 def spark_order_value(column: str, mysql_type: str) -> str:
     """What ``mysql_order_value`` compares, in Spark SQL."""
     base = type_parts(mysql_type)[0]
-    if orders_by_value(mysql_type) or base in _BINARY_BASES:
+    if orders_by_value(mysql_type) or base in BINARY_KINDS:
         return column
-    if base in _STRING_BASES:
+    if base in TEXT_KINDS:
         return f"CAST({column} AS BINARY)"
     return f"CAST({spark_text(column, mysql_type)} AS BINARY)"
 
@@ -221,15 +219,6 @@ class KeyOrder:
 
     values: list[str]
 
-    def at_most(self, bound: list[str]) -> str:
-        """``(k0, k1, …) <= (v0, v1, …)`` spelled out (both dialects)."""
-        terms = []
-        for i, (column, value) in enumerate(zip(self.values, bound, strict=True)):
-            equal = [f"{self.values[j]} = {bound[j]}" for j in range(i)]
-            last = f"{column} <= {value}" if i == len(bound) - 1 else f"{column} < {value}"
-            terms.append("(" + " AND ".join([*equal, last]) + ")")
-        return "(" + " OR ".join(terms) + ")"
-
     def range_index(self, bounds: list[list[str]]) -> str:
         """The index of the range a row falls in: 0 up to and including ``bounds[0]``, …,
         ``len(bounds)`` past the last; a balanced CASE tree, so each row makes log2 comparisons."""
@@ -238,6 +227,6 @@ class KeyOrder:
             if low == high:
                 return str(low)
             middle = (low + high) // 2
-            return f"CASE WHEN {self.at_most(bounds[middle])} THEN {tree(low, middle)} ELSE {tree(middle + 1, high)} END"
+            return f"CASE WHEN {key_comparison(self.values, bounds[middle], '<=')} THEN {tree(low, middle)} ELSE {tree(middle + 1, high)} END"
 
         return tree(0, len(bounds))

@@ -52,6 +52,7 @@ from loader.warehouse.tables import (
     PART,
     ensure_table,
     has_integer_key,
+    key_comparison,
     partition_expr,
     publish_version,
     quote_identifier,
@@ -153,21 +154,11 @@ def key_ranges(conn: Any, info: SourceTableInfo, count: int) -> list[str]:
     for low_cut, high_cut in itertools.pairwise(bounds):
         terms = []
         if low_cut is not None:
-            terms.append(_at_least(aliases, low_cut))
+            terms.append(key_comparison(aliases, low_cut, ">="))
         if high_cut is not None:
-            terms.append("NOT " + _at_least(aliases, high_cut))
+            terms.append("NOT " + key_comparison(aliases, high_cut, ">="))
         out.append(" AND ".join(terms) or "1=1")
     return out
-
-
-def _at_least(key: list[str], values: list[str]) -> str:
-    """``(k0, k1, ...) >= (v0, v1, ...)`` spelled out, so the server can use the key's index."""
-    terms = []
-    for i in range(len(key)):
-        equal = [f"{key[j]} = {values[j]}" for j in range(i)]
-        last = f"{key[i]} >= {values[i]}" if i == len(key) - 1 else f"{key[i]} > {values[i]}"
-        terms.append("(" + " AND ".join([*equal, last]) + ")")
-    return "(" + " OR ".join(terms) + ")"
 
 
 def select_sql(info: SourceTableInfo) -> str:

@@ -40,6 +40,19 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def key_comparison(columns: list[str], values: list[str], op: str) -> str:
+    """``(c0, c1, …) op (v0, v1, …)`` for ``op`` one of ``>``, ``>=``, ``<=``, spelled out as
+    ``c0 > v0 OR (c0 = v0 AND c1 > v1) …`` (valid in MySQL and Spark SQL), so that a server can
+    use the key's index."""
+    strict = "<" if op.startswith("<") else ">"
+    terms = []
+    for i in range(len(columns)):
+        equal = [f"{columns[j]} = {values[j]}" for j in range(i)]
+        last = f"{columns[i]} {op if i == len(columns) - 1 else strict} {values[i]}"
+        terms.append("(" + " AND ".join([*equal, last]) + ")")
+    return "(" + " OR ".join(terms) + ")"
+
+
 def has_integer_key(columns: list[ColumnSpec], key: list[str]) -> bool:
     """A single integer key column: the table is split by key ranges (else by hash buckets)."""
     types_by_name = {c.name: c.mysql_type for c in columns}

@@ -45,7 +45,8 @@ _INT_UNSIGNED_SPARK = {
     "bigint": "decimal(20,0)",
 }
 _STRING = {"char", "varchar", "text", "enum", "set", "json", "time"}
-_BINARY = {"binary", "varbinary", "blob", "geometry", "vector"}
+# Binary strings (warehouse ``binary``) and character strings (warehouse ``string``, TIME aside).
+BINARY_KINDS = {"binary", "varbinary", "blob", "geometry", "vector"}
 _TEXT_ALIASES = {"tinytext": "text", "mediumtext": "text", "longtext": "text"}
 _BLOB_ALIASES = {"tinyblob": "blob", "mediumblob": "blob", "longblob": "blob"}
 _TYPE = re.compile(r"^([a-z]+)(?:\(([^)]*)\))?( unsigned)?$")
@@ -120,7 +121,7 @@ def spark_type(mysql_type: str) -> str:
         return "timestamp"
     if base in _STRING:
         return "string"
-    if base in _BINARY:
+    if base in BINARY_KINDS:
         return "binary"
     raise TypeMapError(f"the MySQL type {mysql_type!r} has no warehouse type")
 
@@ -128,7 +129,7 @@ def spark_type(mysql_type: str) -> str:
 _INT_RANK = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 5}
 _SPARK_INT_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
-_TEXT_KINDS = {"char", "varchar", "text", "json", "enum", "set"}
+TEXT_KINDS = {"char", "varchar", "text", "json", "enum", "set"}
 
 
 def _keeps_values(old: str, new: str) -> bool:
@@ -146,7 +147,7 @@ def _keeps_values(old: str, new: str) -> bool:
     if o_base == n_base == "decimal":
         (po, so), (pn, sn) = (map(int, a.split(",")) for a in (o_args, n_args))
         return sn >= so and pn - sn >= po - so
-    if o_base in _TEXT_KINDS and n_base in _TEXT_KINDS:
+    if o_base in TEXT_KINDS and n_base in TEXT_KINDS:
         return o_base not in ("enum", "set") or n_base in (o_base, "varchar", "text", "char")
     if o_base in ("varbinary", "blob") and n_base in ("varbinary", "blob"):
         return True
@@ -250,7 +251,7 @@ def source_select_sql(column: str, mysql_type: str) -> str:
     zone, which the load sets to UTC.
     """
     base = _parse(mysql_type)[0]
-    if _read_natively(mysql_type) or base in _BINARY:
+    if _read_natively(mysql_type) or base in BINARY_KINDS:
         return column
     if base == "bit":
         return f"CAST({column} + 0 AS CHAR)"
@@ -262,7 +263,7 @@ def source_select_sql(column: str, mysql_type: str) -> str:
 def load_cast_sql(column: str, mysql_type: str) -> str:
     """Spark SQL turning what ``source_select_sql`` read into the column's warehouse type."""
     base = _parse(mysql_type)[0]
-    if base in _BINARY:
+    if base in BINARY_KINDS:
         return column
     if _read_natively(mysql_type):
         return f"CAST({column} AS {spark_type(mysql_type)})"  # exact: a wider or equal type
