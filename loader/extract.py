@@ -30,7 +30,7 @@ from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, TableKeyError
-from loader.ledger import EXTRACTED, MATERIALISED, Interval, Ledger
+from loader.ledger import EXTRACTED, MATERIALISED, Interval, Ledger, layout_record
 from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
@@ -110,8 +110,16 @@ class _Part:
 class TableWriter:
     """The CSV parts of one table in one interval."""
 
-    def __init__(self, entry: TableEntry, workdir: Path, part_bytes: int, gzip_parts: bool) -> None:
+    def __init__(
+        self,
+        entry: TableEntry,
+        workdir: Path,
+        part_bytes: int,
+        gzip_parts: bool,
+        previous: list[ColumnSpec] | None = None,
+    ) -> None:
         self.entry = entry
+        self.previous = previous  # the table's columns as earlier intervals or its load left them
         self.first_position: str | None = None  # of its first rows event
         self.workdir = workdir
         self.part_bytes = part_bytes
@@ -134,12 +142,14 @@ class TableWriter:
         reserved = reserved_column_problem(self.entry.schema, self.entry.table, (c.name for c in columns))
         if reserved:
             raise ExtractError(f"{where}: {reserved}")
-        if self.entry.layouts:
-            problem = layout_change_problem(self.entry.layouts[-1], columns)
+        before = self.entry.layouts[-1] if self.entry.layouts else self.previous
+        if before is not None:
+            problem = layout_change_problem(before, columns)
             if problem:
+                since = "" if self.entry.layouts else " since its rows staged or loaded before"
                 raise ExtractError(
-                    f"{where}: {self.entry.schema}.{self.entry.table} changed in a way the loader cannot "
-                    f"carry: {problem}"
+                    f"{where}: {self.entry.schema}.{self.entry.table} changed{since} in a way the loader "
+                    f"cannot carry: {problem}"
                     + (f" (statement: {statement})" if statement else "")
                     + f"; {reload_remedy((self.entry.schema, self.entry.table))}"
                 )
@@ -317,10 +327,12 @@ def _extract_range(
     progress: Progress | None,
     label: str,
     loaded_at: dict[tuple[str, str], Position] | None = None,
+    previous: dict[tuple[str, str], list[ColumnSpec]] | None = None,
 ) -> RangeResult:
     """Decode ``[start, end)`` and write its CSV parts under ``workdir`` (one decoder's share).
 
     A table's events before ``loaded_at`` (its last re-load) are passed over: the copy has them.
+    ``previous``: each table's columns before ``start``, which its first rows must continue.
     """
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
     writers: dict[tuple[str, str], TableWriter] = {}
@@ -343,7 +355,7 @@ def _extract_range(
             _check_statements(
                 tx, selector, writers, loaded_at or {}, pending, result.created, cfg.tables.schema_changes
             )
-            n = _write_transaction(tx, cfg, writers, Path(workdir), pending)
+            n = _write_transaction(tx, cfg, writers, Path(workdir), pending, previous or {})
             if n:
                 result.changes += n
                 result.seqno_min = tx.seqno if result.seqno_min is None else result.seqno_min
@@ -390,12 +402,20 @@ def extract_interval(
     started = time.monotonic()
     start, end = Position.parse(interval.start), Position.parse(interval.end)
     loaded_at = ledger.loaded_at()
+    previous = ledger.layouts_before(interval.id)
     ranges = [(interval.start, interval.end)] if interval.max_changes else _ranges(cfg, start, end, workers)
     with tempfile.TemporaryDirectory(prefix="loader-extract-") as tmp:
         if len(ranges) == 1:
             results = [
                 _extract_range(
-                    cfg, *ranges[0], tmp, interval.max_changes, progress, f"interval {interval.id}", loaded_at
+                    cfg,
+                    *ranges[0],
+                    tmp,
+                    interval.max_changes,
+                    progress,
+                    f"interval {interval.id}",
+                    loaded_at,
+                    previous,
                 )
             ]
         else:
@@ -404,7 +424,16 @@ def extract_interval(
             with concurrent.futures.ProcessPoolExecutor(len(ranges), mp_context=ctx) as pool:
                 futures = [
                     pool.submit(
-                        _extract_range, cfg, a, b, f"{tmp}/w{i:03d}", None, None, f"range {i}", loaded_at
+                        _extract_range,
+                        cfg,
+                        a,
+                        b,
+                        f"{tmp}/w{i:03d}",
+                        None,
+                        None,
+                        f"range {i}",
+                        loaded_at,
+                        previous if i == 0 else None,  # later ranges continue the one before
                     )
                     for i, (a, b) in enumerate(ranges)
                 ]
@@ -448,6 +477,7 @@ def extract_interval(
     interval.manifest = key
     interval.manifest_sha256 = sha256_hex(manifest_bytes)
     interval.created_tables = sorted(f"{schema}.{table}" for schema, table in created)
+    interval.layouts = [layout_record(t.schema, t.table, t.layouts[-1]) for t in tables if t.layouts]
     interval.changes = changes
     commit_times = [r.commit_ts_max for r in results if r.commit_ts_max is not None]
     interval.last_commit_ts = max(commit_times) if commit_times else None
@@ -608,6 +638,7 @@ def _write_transaction(
     writers: dict[tuple[str, str], TableWriter],
     workdir: Path,
     pending: dict[tuple[str, str], list[dict[str, str]]],
+    previous: dict[tuple[str, str], list[ColumnSpec]],
 ) -> int:
     if not tx.batches:
         return 0
@@ -627,6 +658,7 @@ def _write_transaction(
                 folder,
                 cfg.staging.part_bytes,
                 cfg.staging.gzip,
+                previous.get(key),
             )
             writers[key] = writer
             writer.entry.statements.extend(pending.pop(key, []))

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loader import records
 from loader.errors import LedgerError
 from loader.positions import Position
 from loader.staging import layout
+from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import Store, open_store
 
 if TYPE_CHECKING:
@@ -29,11 +30,14 @@ PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
 # ``manifest_sha256`` (checked before it is applied) and ``created_tables``; absent is none.
 # Version 4 added a load's ``names``: each table as [schema, table], since "schema.table" text
 # cannot tell `a.b`.`c` from `a`.`b.c`; absent, the text is split at its first dot.
-LEDGER_VERSION = 4
+# Version 5 added ``layouts`` to intervals and loads (each table's columns where the record
+# leaves it, so extract sees a change made between intervals); absent is unknown.
+LEDGER_VERSION = 5
 UPGRADES: dict[int, records.Upgrade] = {
     1: lambda fields: fields,
     2: lambda fields: fields,
     3: lambda fields: fields,
+    4: lambda fields: fields,
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
@@ -61,6 +65,9 @@ class Interval:
     skipped_from: str | None = None
     # Selected tables a CREATE TABLE in the interval made: all their rows follow in the log.
     created_tables: list[str] = field(default_factory=list)
+    # [schema, table, [[column, type], ...]] of each table with rows, as the interval ends;
+    # None: written before loaders recorded it (unknown).
+    layouts: list[list[Any]] | None = None
 
     @property
     def effective_end(self) -> Position:
@@ -93,6 +100,8 @@ class Load:
     rows: dict[str, int] = field(default_factory=dict)
     first: bool = True  # the source's first load (it sets the checkpoint), not a re-load
     names: list[list[str]] = field(default_factory=list)  # [schema, table] of each of ``tables``
+    # [schema, table, [[column, type], ...]] of each table copied; None: unknown (older records).
+    layouts: list[list[Any]] | None = None
 
     def table_names(self) -> list[tuple[str, str]]:
         """Each table as (schema, table); records before version 4 have only the text."""
@@ -173,6 +182,10 @@ class Ledger:
                 for name in load.table_names():
                     out[name] = max(p0, out.get(name, p0))
         return out
+
+    def layouts_before(self, interval_id: str) -> dict[tuple[str, str], list[ColumnSpec]]:
+        """Each table's columns as the log before ``interval_id`` left them (see ``layouts_before``)."""
+        return layouts_before(self.intervals(), self.loads(), interval_id)
 
     def created_before(self, interval_id: str) -> set[str]:
         """Tables (``schema.table``) created in the log by the intervals before ``interval_id``."""
@@ -293,3 +306,35 @@ class Ledger:
         if not self.store.create(self._interval_key(interval.id), interval.to_json()):
             raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
         return interval
+
+
+def layout_record(schema: str, table: str, columns: list[ColumnSpec]) -> list[Any]:
+    """A table's columns as intervals and loads record them."""
+    return [schema, table, [[c.name, c.mysql_type] for c in columns]]
+
+
+def layouts_before(
+    intervals: list[Interval], loads: list[Load], interval_id: str
+) -> dict[tuple[str, str], list[ColumnSpec]]:
+    """Each table's columns as the intervals before ``interval_id`` and the complete loads left
+    them, whichever came last in the log (a load at its P0, an interval at its end; a load at an
+    interval's end copied what the interval staged). Tables whose last record is from a loader
+    that did not record columns are left out: unknown, not guessed from an older record.
+    """
+    events: list[tuple[Position, int, list[tuple[str, str]], list[list[Any]] | None]] = []
+    for i in intervals:
+        if i.id < interval_id and i.state != PLANNED:
+            events.append((i.effective_end, 0, [], i.layouts))
+    for load in loads:
+        if load.state == "complete":
+            events.append((Position.parse(load.p0), 1, load.table_names(), load.layouts))
+    known: dict[tuple[str, str], list[ColumnSpec] | None] = {}
+    for _, is_load, names, recorded in sorted(events, key=lambda e: (e[0], e[1])):
+        known.update(dict.fromkeys(names))  # a load's tables are what it copied, or unknown
+        if recorded is None:
+            if not is_load:
+                known.clear()  # an interval of unknown tables: nothing before it can be trusted
+            continue
+        for schema, table, columns in recorded:
+            known[(schema, table)] = [ColumnSpec(name, kind) for name, kind in columns]
+    return {name: columns for name, columns in known.items() if columns is not None}

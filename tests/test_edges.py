@@ -107,14 +107,30 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
     assert _warehouse_types(spark, cfg, "edge_type__t")["b"] == "string"
     assert steps.status(cfg).intervals["failed"] == 0
 
-    # Changed where extract sees no earlier layout (all of the table's rows come after the ALTER):
-    # materialise refuses to write values of another type, and the same remedy works.
+    # Changed between intervals: the ALTER comes in an interval without rows of the table, its
+    # rows in a later one. Extract compares them with the columns the ledger recorded for it.
+    mariadb.execute("ALTER TABLE edge_type.t MODIFY a VARCHAR(30)", "INSERT INTO edge_type.u VALUES (3, 3)")
+    delta(spark, cfg)
     mariadb.execute(
-        "ALTER TABLE edge_type.t MODIFY a VARCHAR(30)",
-        "UPDATE edge_type.t SET a = CONCAT('x', a) WHERE id = 3",
-        "INSERT INTO edge_type.u VALUES (3, 3)",
+        "UPDATE edge_type.t SET a = CONCAT('x', a) WHERE id = 3", "INSERT INTO edge_type.u VALUES (4, 4)"
     )
     checkpoint = ledger.checkpoint()
+    with pytest.raises(ExtractError) as stopped:
+        steps.extract(cfg, progress=quiet)
+    message = str(stopped.value)
+    assert re.match(
+        r"mysql-bin\.\d+:\d+: edge_type\.t changed since its rows staged or loaded before", message
+    )
+    assert "column a changed type from bigint to varchar" in message
+    assert message.endswith("re-load the table: loader initial-load --tables edge_type.t")
+    assert ledger.checkpoint() == checkpoint
+
+    # A ledger written by a loader that kept no columns cannot tell; materialise still refuses to
+    # write values of another type, and the same remedy works.
+    for interval in ledger.intervals():
+        ledger.save(dataclasses.replace(interval, layouts=None))
+    for load in ledger.loads():
+        ledger.save_load(dataclasses.replace(load, layouts=None))
     run_extract(cfg, progress=quiet)
     with pytest.raises(
         MaterializeError, match=r"column a is bigint in the warehouse but the staged changes have string"
@@ -437,26 +453,21 @@ def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise
         _stopped(cfg, f"edge_col.t: {expected}", f"(statement: ALTER TABLE edge_col.t {ddl})")
         _reload_and_check(spark, cfg, "edge_col.t")
 
-    # A column put AFTER another, not last: the rows after it no longer continue the warehouse
-    # table's columns, and materialise stops with the statement.
-    for ddl, expected in [
-        ("ADD COLUMN a2 INT AFTER id", "do not continue the warehouse's"),
-    ]:
-        mariadb.execute(
-            f"ALTER TABLE edge_col.t {ddl}",
-            "INSERT INTO edge_col.t (id) VALUES (10 + (SELECT COUNT(*) FROM edge_col.u))",
-            "INSERT INTO edge_col.u SELECT MAX(id) + 1 FROM edge_col.u",
-        )
-        checkpoint = Ledger.of(cfg).checkpoint()
-        steps.extract(cfg, progress=quiet)
-        with pytest.raises(MaterializeError) as stopped:
-            run_materialize(spark, cfg)
-        message = str(stopped.value)
-        assert re.match(r"interval \d+: `edge_col_wh`.`edge_col__t`: ", message), message
-        assert expected in message and f"ALTER TABLE edge_col.t {ddl})" in message, message
-        assert message.endswith("re-load the table: loader initial-load --tables edge_col.t"), message
-        assert Ledger.of(cfg).checkpoint() == checkpoint
-        _reload_and_check(spark, cfg, "edge_col.t")
+    # A column put AFTER another, not last: its rows no longer continue the columns the ledger
+    # recorded for the table, and extract stops at them, with the statement.
+    mariadb.execute(
+        "ALTER TABLE edge_col.t ADD COLUMN a2 INT AFTER id",
+        "INSERT INTO edge_col.t (id) VALUES (20)",
+        "INSERT INTO edge_col.u SELECT MAX(id) + 1 FROM edge_col.u",
+    )
+    _stopped(
+        cfg,
+        "edge_col.t changed since its rows staged or loaded before in a way the loader cannot carry",
+        "column vv became a2 (renamed or moved columns cannot be carried)",
+        "(statement: ALTER TABLE edge_col.t ADD COLUMN a2 INT AFTER id)",
+        "re-load the table: loader initial-load --tables edge_col.t",
+    )
+    _reload_and_check(spark, cfg, "edge_col.t")
 
 
 def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_changes(

@@ -17,11 +17,15 @@ from loader.ledger import (
     LEDGER_VERSION,
     PLANNED,
     Checkpoint,
+    Interval,
     Ledger,
     Load,
+    layout_record,
+    layouts_before,
 )
 from loader.positions import Position
 from loader.staging import layout
+from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import LocalStore
 
 P = Position.parse
@@ -253,3 +257,42 @@ def test_loads_are_listed_oldest_first_and_a_resave_replaces(ledger: Ledger) -> 
     earlier.state, earlier.rows = "complete", {"shop.orders": 3, "shop.items": 5}
     ledger.save_load(earlier)
     assert ledger.loads() == [earlier, later]
+
+
+def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and_loads() -> None:
+    def cols(*names: str) -> list[ColumnSpec]:
+        return [ColumnSpec(n, "int") for n in names]
+
+    def interval(number: int, end: str, tables: dict[str, list[ColumnSpec]] | None) -> Interval:
+        recorded = None if tables is None else [layout_record("s", t, c) for t, c in tables.items()]
+        return Interval(layout.interval_id(number), "binlog.000001:4", end, state=EXTRACTED, layouts=recorded)
+
+    def load(p0: str, tables: dict[str, list[ColumnSpec]] | None) -> Load:
+        names = [["s", t] for t in tables or {"t": []}]
+        recorded = None if tables is None else [layout_record("s", t, c) for t, c in tables.items()]
+        return Load(f"load-{p0}", p0, [f"s.{n}" for _, n in names], "complete", names=names, layouts=recorded)
+
+    first_load = load("binlog.000001:4", {"t": cols("id"), "u": cols("id")})
+    intervals = [
+        interval(1, "binlog.000001:100", {"t": cols("id", "a")}),
+        interval(2, "binlog.000001:200", {"u": cols("id", "b")}),
+        interval(3, "binlog.000001:300", {"t": cols("id", "a", "c")}),
+    ]
+    before = layouts_before(intervals, [first_load], layout.interval_id(3))
+    assert before == {("s", "t"): cols("id", "a"), ("s", "u"): cols("id", "b")}
+    # Re-extracting an old interval compares with what came before it, not after.
+    assert layouts_before(intervals, [first_load], layout.interval_id(1)) == {
+        ("s", "t"): cols("id"),
+        ("s", "u"): cols("id"),
+    }
+    # A re-load at an interval's end copied what the interval staged: the load is the later.
+    reload = load("binlog.000001:200", {"u": cols("id", "b", "x")})
+    assert layouts_before(intervals, [first_load, reload], layout.interval_id(3))[("s", "u")] == cols(
+        "id", "b", "x"
+    )
+    # Planned intervals hold nothing yet; records from loaders that kept no columns are unknown.
+    intervals[1].state = PLANNED
+    assert layouts_before(intervals, [first_load], layout.interval_id(3))[("s", "u")] == cols("id")
+    intervals[1].state, intervals[1].layouts = EXTRACTED, None
+    assert layouts_before(intervals, [first_load], layout.interval_id(3)) == {}
+    assert layouts_before(intervals[:1], [load("binlog.000001:150", None)], layout.interval_id(2)) == {}

@@ -33,7 +33,7 @@ from typing import Any
 from loader.binlog.schema import InformationSchema
 from loader.config import Config
 from loader.errors import LoadError
-from loader.ledger import Checkpoint, Ledger, Load
+from loader.ledger import Checkpoint, Ledger, Load, layout_record
 from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import LoadSummary, TableLoadResult
@@ -321,6 +321,7 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
         started_at=now.strftime("%Y-%m-%d %H:%M:%S.%f"),
         first=first,
         names=[[t.schema, t.table] for t in tables],
+        layouts=[],
     )
     ledger.save_load(load)
     progress(f"initial load {load.id}: P0 = {p0}, {len(tables)} tables")
@@ -344,6 +345,10 @@ def copy_tables(
             result = copy_table(spark, cfg, creds, conn, info, load, progress)
             load = _find_load(ledger, load_id)  # other copies of the same load may have finished meanwhile
             load.rows[info.qualified] = result.rows
+            load.layouts = [
+                *(r for r in load.layouts or [] if (r[0], r[1]) != (info.schema, info.table)),
+                layout_record(info.schema, info.table, info.columns),
+            ]
             ledger.save_load(load)
             results.append(result)
     finally:
