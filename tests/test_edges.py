@@ -23,6 +23,7 @@ from loader.extract import run_extract
 from loader.ledger import Ledger
 from loader.positions import Position
 from loader.staging.manifest import Manifest
+from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import Loaded, MariaDB, assert_equal_to_source, delta, fresh_schema, quiet, schema_config
@@ -611,6 +612,10 @@ def test_zero_and_partial_zero_dates_are_carried_as_their_text(
     assert changed[4][3] == {"dt": "2024-04-31 00:00:00.000"}
     assert changed[5][3] == {"d": "2025-00-01", "dt": "0000-00-00 00:00:00.000", "ts": "0000-00-00 00:00:00"}
     assert_equal_to_source(spark, cfg)
+    # `loader compare` shows them as the source does, and finds the table equal.
+    [compared] = compare_tables(spark, cfg)
+    assert compared.equal, compared
+    assert compared.warehouse_sample[0][1:3] == ["2025-01-01", "0000-00-00 00:00:00.000"]
 
 
 def test_a_table_made_before_the_invalid_dates_column_gets_it(

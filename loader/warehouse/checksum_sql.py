@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass
 
 from loader.warehouse.tables import key_comparison, quote_identifier
-from loader.warehouse.types import BINARY_KINDS, TEXT_KINDS, spark_string, spark_type, type_parts
+from loader.warehouse.types import BINARY_KINDS, DATE_KINDS, TEXT_KINDS, spark_string, spark_type, type_parts
 
 DEFAULT_RANGE_ROWS = 100_000  # rows per key range the checksum compares (at most 1,000 ranges)
 _NUMERIC_BASES = {
@@ -101,7 +101,7 @@ def spark_text(column: str, mysql_type: str, invalid: str | None = None) -> str:
         return f"loader_double_text(CAST({column} AS DOUBLE))"
     if base in TEXT_KINDS or base in BINARY_KINDS:
         return f"md5({column})"
-    if base in ("date", "datetime", "timestamp"):
+    if base in DATE_KINDS:
         digits = int(args or 0)
         text = (
             f"CAST({column} AS STRING)"

@@ -11,10 +11,13 @@ import decimal
 from typing import Any
 
 from loader.config import Config
+from loader.naming import INVALID_DATES_COLUMN
 from loader.results import TableComparison
 from loader.source import connect, credentials
+from loader.staging.manifest import ColumnSpec
 from loader.warehouse.initial_load import selected_tables
 from loader.warehouse.tables import quote_identifier, table_name
+from loader.warehouse.types import DATE_KINDS, spark_string, type_parts
 
 
 def _plain(value: Any) -> Any:
@@ -34,6 +37,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _warehouse_rows(spark: Any, name: str, columns: list[ColumnSpec], order: str) -> list[tuple[Any, ...]]:
+    """The table's rows in key order; a date the warehouse holds as NULL with its text kept
+    aside (MySQL's zero dates) comes back as that text, as the source gives it."""
+    has_invalid = INVALID_DATES_COLUMN in spark.table(name).columns
+    invalid = [i for i, c in enumerate(columns) if has_invalid and type_parts(c.mysql_type)[0] in DATE_KINDS]
+    select = [quote_identifier(c.name) for c in columns] + [
+        f"{quote_identifier(INVALID_DATES_COLUMN)}[{spark_string(columns[i].name)}]" for i in invalid
+    ]
+    out = []
+    for row in spark.sql(f"SELECT {', '.join(select)} FROM {name} ORDER BY {order}").collect():
+        values = list(row[: len(columns)])
+        for i, text in zip(invalid, row[len(columns) :], strict=True):
+            if values[i] is None:
+                values[i] = text
+        out.append(tuple(_plain(v) for v in values))
+    return out
+
+
 def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[TableComparison]:
     """Per selected table: rows in the source and the warehouse, equal or not, the first rows of each."""
     conn = connect(credentials(cfg.source))
@@ -47,11 +68,9 @@ def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[TableCompar
                 cur.execute(f"SELECT {select} FROM {info.sql_name} ORDER BY {order}")
                 source = [tuple(_plain(v) for v in row) for row in cur.fetchall()]
             name = table_name(cfg, info.schema, info.table)
-            if spark.catalog.tableExists(name):
-                rows = spark.sql(f"SELECT {select} FROM {name} ORDER BY {order}")
-                warehouse = [tuple(_plain(v) for v in row) for row in rows.collect()]
-            else:
-                warehouse = []
+            warehouse = (
+                _warehouse_rows(spark, name, info.columns, order) if spark.catalog.tableExists(name) else []
+            )
             out.append(
                 TableComparison(
                     table=info.qualified,

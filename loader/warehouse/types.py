@@ -212,7 +212,7 @@ def cast_sql(column: str, mysql_type: str) -> str:
     return f"CAST({column} AS {target})"
 
 
-_DATES = ("date", "datetime", "timestamp")
+DATE_KINDS = ("date", "datetime", "timestamp")  # the types MySQL lets hold invalid dates
 
 
 def spark_string(text: str) -> str:
@@ -227,7 +227,7 @@ def invalid_dates_sql(columns: list[tuple[str, str, str]]) -> str:
     from the column's name to the staged text; NULL when the row has none."""
     found = []
     for text, name, mysql_type in columns:
-        if _parse(mysql_type)[0] in _DATES:
+        if _parse(mysql_type)[0] in DATE_KINDS:
             lost = f"({text} IS NOT NULL AND {cast_sql(text, mysql_type)} IS NULL)"
             found.append((spark_string(name), text, lost))
     if not found:
