@@ -27,7 +27,7 @@ from loader import __version__, steps
 from loader.config import Config, load_config
 from loader.errors import EXIT_ERROR, EXIT_OK, ConfigError, LoaderError, describe, exit_code
 from loader.positions import Position
-from loader.results import ExtractSummary, TableMapping, TableResult, to_dict
+from loader.results import ExtractSummary, IntervalRecord, TableMapping, TableResult, to_dict
 from loader.tables import table_list
 from loader.warehouse.submit import SparkJob, launch_subprocess
 
@@ -297,6 +297,27 @@ def cmd_tables(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def cmd_intervals(args: argparse.Namespace, cfg: Config) -> int:
+    """The ledger's intervals, newest last."""
+    records, total = steps.intervals(cfg, args.last)
+    _emit(args, {"total": total, "intervals": to_dict(records)}, IntervalRecord.text(records, total))
+    return EXIT_OK
+
+
+def cmd_interval_abandon(args: argparse.Namespace, cfg: Config) -> int:
+    """Give up an interval that cannot be extracted or materialised; the next run plans again."""
+    abandoned = steps.abandon(cfg, args.interval, args.reason)
+    text = "\n".join(
+        [
+            f"abandoned {len(abandoned)} interval{'s' if len(abandoned) != 1 else ''}: "
+            + ", ".join(r.id for r in abandoned),
+            f"the next run plans again from {steps.next_start(cfg)}",
+        ]
+    )
+    _emit(args, {"abandoned": to_dict(abandoned)}, text)
+    return EXIT_OK
+
+
 def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
     """One delta run without Airflow: plan, extract, materialise."""
     start = Position.parse(args.start) if args.start else None
@@ -312,11 +333,12 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
         )
         size = f", {planned.bytes:,} bytes of binlog" if planned.bytes is not None else ""
         gap = f"; would skip [{planned.skipped_from}, {planned.start})" if planned.skipped_from else ""
-        _emit(
-            args,
-            to_dict(planned),
-            f"run-once (dry run): would extract [{planned.start}, {planned.end}){size}{gap}",
+        would = (
+            f"would extract [{planned.start}, {planned.end}){size}{gap}"
+            if planned.start != planned.end
+            else f"nothing new up to {planned.end}"
         )
+        _emit(args, to_dict(planned), f"run-once (dry run): {would}")
         return EXIT_OK
     run = steps.run_once(
         cfg, _launch, start, args.max_changes, args.lognum, args.logpos, _progress, args.allow_gap
@@ -425,6 +447,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", type=int, default=10, help="differing ranges shown per table (default 10)")
     add("status", cmd_status, "show the source position, checkpoint, lag, intervals and last error")
     add("tables", cmd_tables, "list the selected source tables, their warehouse tables and load positions")
+    p = add("intervals", cmd_intervals, "list the ledger's intervals: boundaries, state, failures")
+    p.add_argument("--last", type=int, default=20, help="show the last N intervals (default 20; 0: all)")
+    interval = sub.add_parser("interval", help="act on one interval of the ledger")
+    interval_sub = interval.add_subparsers(dest="interval_command", metavar="COMMAND", required=True)
+    p = interval_sub.add_parser(
+        "abandon",
+        parents=[common],
+        help="give up an interval that is not materialised (and the ones after it)",
+        description=(
+            "Give up an interval that is not materialised, and every later one: they are never "
+            "materialised, and the next run plans again from where the log was read before it. "
+            "The reason is kept in the ledger."
+        ),
+    )
+    p.set_defaults(func=cmd_interval_abandon)
+    p.add_argument("interval", metavar="ID", help="the interval (loader intervals lists them)")
+    p.add_argument("--reason", required=True, help="why, for the ledger and the next person on call")
     p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
     p.add_argument(
         "--from", dest="start", metavar="FILE:POS", help="backfill: replay from here to the present end"

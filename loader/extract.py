@@ -30,11 +30,11 @@ from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, TableKeyError
-from loader.ledger import EXTRACTED, MATERIALISED, Interval, Ledger, layout_record
+from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record
 from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
-from loader.source import check_binlog_settings, connect, credentials, current_position
+from loader.source import check_binlog_settings, connect, credentials, current_position, start_problem
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
@@ -697,13 +697,20 @@ def run_extract(
         settings = check_binlog_settings(conn)
         # A recorded interval keeps its own end; a new one ends at the server's position.
         if interval_id is None:
-            interval = ledger.plan(end or current_position(conn), start=start, max_changes=max_changes)
+            interval = ledger.plan(
+                end or current_position(conn),
+                start=start,
+                max_changes=max_changes,
+                check=lambda a, b: start_problem(conn, a, b),
+            )
     finally:
         conn.close()
     if interval_id is not None:
         interval = ledger.get(interval_id)
         if interval is None:
             raise ExtractError(f"source {cfg.source.name} has no interval {interval_id}")
+        if interval.state == ABANDONED:
+            raise ExtractError(f"interval {interval_id} was abandoned: {interval.abandoned_reason}")
         interval.extracted_end = None  # a bounded interval stops at the same place again
     if interval is None:
         return None

@@ -5,12 +5,15 @@ interval plus the checkpoint, each written atomically. An interval is claimed wi
 create-once write, so two runs cannot plan the same interval.
 
 States: ``planned`` (boundaries recorded, nothing written yet), ``extracted`` (files and
-manifest published), ``materialised`` (in the warehouse; the checkpoint moved past it).
+manifest published), ``materialised`` (in the warehouse; the checkpoint moved past it), and
+``abandoned`` (given up by an operator, or superseded by a re-load of every table: it is never
+materialised, and the log it covered is planned again).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,7 +27,7 @@ from loader.staging.stores import Store, open_store
 if TYPE_CHECKING:
     from loader.config import Config
 
-PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
+PLANNED, EXTRACTED, MATERIALISED, ABANDONED = "planned", "extracted", "materialised", "abandoned"
 # Version 2 added the version field itself; version 1 records (no field) read unchanged.
 # Version 3 added an interval's ``skipped_from`` (a gap the operator allowed) and
 # ``manifest_sha256`` (checked before it is applied) and ``created_tables``; absent is none.
@@ -32,15 +35,20 @@ PLANNED, EXTRACTED, MATERIALISED = "planned", "extracted", "materialised"
 # cannot tell `a.b`.`c` from `a`.`b.c`; absent, the text is split at its first dot.
 # Version 5 added ``layouts`` to intervals and loads (each table's columns where the record
 # leaves it, so extract sees a change made between intervals); absent is unknown.
-LEDGER_VERSION = 5
+# Version 6 added the ``abandoned`` state with an interval's ``abandoned_reason``/``_at``, and a
+# load's ``every_table``; absent is none and False.
+LEDGER_VERSION = 6
 UPGRADES: dict[int, records.Upgrade] = {
     1: lambda fields: fields,
     2: lambda fields: fields,
     3: lambda fields: fields,
     4: lambda fields: fields,
+    5: lambda fields: fields,
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
+# Why the server's log cannot be read from a start up to an end, or None (``source.start_problem``).
+StartCheck = Callable[[Position, Position], "str | None"]
 
 
 @dataclass
@@ -68,6 +76,8 @@ class Interval:
     # [schema, table, [[column, type], ...]] of each table with rows, as the interval ends;
     # None: written before loaders recorded it (unknown).
     layouts: list[list[Any]] | None = None
+    abandoned_reason: str | None = None  # why an operator (or a re-load) gave it up
+    abandoned_at: str | None = None
 
     @property
     def effective_end(self) -> Position:
@@ -102,6 +112,7 @@ class Load:
     names: list[list[str]] = field(default_factory=list)  # [schema, table] of each of ``tables``
     # [schema, table, [[column, type], ...]] of each table copied; None: unknown (older records).
     layouts: list[list[Any]] | None = None
+    every_table: bool = False  # every table the config selected (no table list was given)
 
     def table_names(self) -> list[tuple[str, str]]:
         """Each table as (schema, table); records before version 4 have only the text."""
@@ -200,15 +211,17 @@ class Ledger:
         return self._next_start(self.intervals())
 
     def _next_start(self, intervals: list[Interval]) -> Position:
-        if intervals:
-            last = intervals[-1]
-            return Position.parse(last.start) if last.state == PLANNED else last.effective_end
+        live = [i for i in intervals if i.state != ABANDONED]
+        if live and live[-1].state == PLANNED:
+            return Position.parse(live[-1].start)
         cp = self.checkpoint()
-        if cp is None:
+        if cp is None and not live:
             raise LedgerError(
                 f"source {self.source} has no checkpoint: run the initial load first (or give a start position)"
             )
-        return Position.parse(cp.position)
+        ends = [live[-1].effective_end] if live else []
+        # A re-load of every table moves the checkpoint past the intervals it superseded.
+        return max([*ends, *([Position.parse(cp.position)] if cp else [])])
 
     def gap_before(self, start: Position, allow_gap: bool = False) -> Position | None:
         """Where the log has been read to, when ``start`` lies past it (changes in between would
@@ -240,8 +253,63 @@ class Ledger:
 
     def last_error(self) -> Interval | None:
         """The interval whose step failed last (errors are cleared when the step succeeds)."""
-        failed = sorted((i for i in self.intervals() if i.error), key=lambda i: i.error_at or "")
+        failed = sorted(
+            (i for i in self.intervals() if i.error and i.state != ABANDONED), key=lambda i: i.error_at or ""
+        )
         return failed[-1] if failed else None
+
+    def abandon(self, interval_id: str, reason: str) -> list[Interval]:
+        """Give up an interval that is not materialised, and every later one (they continue it),
+        so the next run plans again from where the log was read before it. Returns them.
+
+        Raises:
+            LedgerError: no reason, no such interval, or it is materialised or abandoned already.
+        """
+        if not reason.strip():
+            raise LedgerError("say why the interval is abandoned (--reason): the ledger keeps it")
+        intervals = self.intervals()
+        target = next((i for i in intervals if i.id == interval_id), None)
+        if target is None:
+            raise LedgerError(
+                f"source {self.source} has no interval {interval_id} (loader intervals lists them)"
+            )
+        if target.state == MATERIALISED:
+            raise LedgerError(
+                f"interval {interval_id} is materialised: its changes are in the warehouse, so it cannot be "
+                "abandoned (a re-load of the affected tables replaces them)"
+            )
+        if target.state == ABANDONED:
+            raise LedgerError(f"interval {interval_id} was abandoned already: {target.abandoned_reason}")
+        return self._abandon(
+            [i for i in intervals if i.id >= interval_id and i.state not in (MATERIALISED, ABANDONED)],
+            reason.strip(),
+            interval_id,
+        )
+
+    def _abandon(self, intervals: list[Interval], reason: str, first: str) -> list[Interval]:
+        now = dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
+        for i in intervals:
+            i.state = ABANDONED
+            i.abandoned_reason = reason if i.id == first else f"{reason} (it follows interval {first})"
+            i.abandoned_at = now
+            self.save(i)
+        return intervals
+
+    def supersede(self, load: Load, commit_ts: int) -> list[Interval]:
+        """Once the first load, or a re-load of every table at P0 past the checkpoint, has copied
+        them all: the checkpoint moves to P0 and the intervals not materialised are abandoned (the
+        copies hold their changes, and their log may be gone: why one re-loads everything).
+        Returns the intervals abandoned."""
+        cp = self.checkpoint()
+        p0 = Position.parse(load.p0)
+        if not (load.first or load.every_table) or (cp and Position.parse(cp.position) >= p0):
+            return []
+        waiting = [i for i in self.intervals() if i.state not in (MATERIALISED, ABANDONED)]
+        reason = f"superseded by the re-load {load.id} of every table at {p0}"
+        # Abandoned first: a crash before the checkpoint moves leaves nothing to replay twice.
+        abandoned = self._abandon(waiting, reason, waiting[0].id) if waiting else []
+        self.set_checkpoint(Checkpoint(load.p0, load.id, commit_ts))
+        return abandoned
 
     def record_error(self, interval_id: str, error: str) -> None:
         """Note a step's failure on an interval (``loader status`` shows it)."""
@@ -258,6 +326,8 @@ class Ledger:
         max_changes: int | None = None,
         run_id: str | None = None,
         allow_gap: bool = False,
+        check: StartCheck | None = None,
+        dry_run: bool = False,
     ) -> Interval | None:
         """The interval to extract next: an unfinished one again, or a new one up to ``end``.
 
@@ -271,30 +341,52 @@ class Ledger:
                 (a cleared and rerun task gets the same boundaries).
             allow_gap: let ``start`` lie past where the log has been read; the skipped range is
                 recorded on the interval.
+            check: why the server cannot be read from a start up to an end, or None
+                (``source.start_problem``); asked before anything is recorded.
+            dry_run: return the interval that would be planned, recording nothing.
 
         Returns:
             None when there is nothing to extract.
 
         Raises:
             LedgerError: ``start`` lies past where the log has been read and ``allow_gap`` is
-                not given.
+                not given, or ``check`` found the start unreadable.
         """
         intervals = self.intervals()
         if run_id is not None:
-            mine = [i for i in intervals if i.run_id == run_id]
+            mine = [i for i in intervals if i.run_id == run_id and i.state != ABANDONED]
             if mine:
                 return mine[-1]
-        last = intervals[-1] if intervals else None
-        if start is None and last is not None and last.state == PLANNED:
-            return last  # a rerun reuses the recorded boundaries
+        live = [i for i in intervals if i.state != ABANDONED]
+        if start is None and live and live[-1].state == PLANNED:
+            planned = live[-1]  # a rerun reuses the recorded boundaries
+            problem = check(Position.parse(planned.start), Position.parse(planned.end)) if check else None
+            if problem:
+                raise LedgerError(
+                    f"interval {planned.id} cannot be extracted: {problem}. Abandon it "
+                    f"(loader interval abandon {planned.id} --reason '...') to plan again from where "
+                    "the log was read before it; if the log there is gone too, re-load every table "
+                    "(loader initial-load)"
+                )
+            return planned
         skipped_from = None
         if start is None:
             start = self._next_start(intervals)
+            problem = check(start, max(start, end)) if check else None
+            if problem:
+                raise LedgerError(
+                    f"source {self.source}'s changes continue at {start}, but {problem}: the changes "
+                    "from there on cannot be read. Re-load every table (loader initial-load); delta "
+                    "runs then continue from the re-load"
+                )
         else:
+            problem = check(start, end) if check else None
+            if problem:
+                raise LedgerError(f"cannot start at {start}: {problem}; give a start the server holds")
             skipped_from = self._gap_before(start, intervals, allow_gap)
         if start >= end:
             return None
-        number = int(last.id) + 1 if last is not None else 1
+        number = int(intervals[-1].id) + 1 if intervals else 1
         interval = Interval(
             layout.interval_id(number),
             str(start),
@@ -303,6 +395,8 @@ class Ledger:
             run_id=run_id,
             skipped_from=str(skipped_from) if skipped_from else None,
         )
+        if dry_run:
+            return interval
         if not self.store.create(self._interval_key(interval.id), interval.to_json()):
             raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
         return interval

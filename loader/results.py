@@ -68,6 +68,38 @@ class PlannedInterval:
 
 
 @dataclass
+class IntervalRecord:
+    """One interval of the ledger, as on-call sees it (``loader intervals``)."""
+
+    id: str
+    state: str
+    start: str
+    end: str  # where it ends (a bounded interval's stop, else its planned end)
+    changes: int | None = None
+    error: str | None = None  # its last failure, when it is not materialised
+    abandoned_reason: str | None = None
+    abandoned_at: str | None = None
+    skipped_from: str | None = None
+    run_id: str | None = None
+
+    @staticmethod
+    def text(records: list[IntervalRecord], total: int) -> str:
+        """One interval per line, newest last, with what failed or why it was abandoned."""
+        shown = f"the last {len(records)} of {total}" if len(records) < total else f"{total}"
+        lines = [f"{shown} intervals"]
+        for r in records:
+            changes = f", {r.changes:,} changes" if r.changes is not None else ""
+            lines.append(f"  {r.id}  {r.state:<12}  [{r.start}, {r.end}){changes}")
+            if r.skipped_from:
+                lines.append(f"      gap allowed: [{r.skipped_from}, {r.start}) skipped")
+            if r.abandoned_reason:
+                lines.append(f"      abandoned at {r.abandoned_at}: {r.abandoned_reason}")
+            elif r.error:
+                lines.append(f"      failed: {r.error}")
+        return "\n".join(lines)
+
+
+@dataclass
 class ExtractedTable:
     table: str
     ops: dict[str, int]

@@ -79,6 +79,55 @@ def current_position(conn: pymysql.connections.Connection) -> Position:
     raise SourceError("the source answers neither SHOW BINARY LOG STATUS nor SHOW MASTER STATUS")
 
 
+# SHOW BINLOG EVENTS refusing an offset: not where an event starts, past the file, or no file.
+ER_BINLOG_EVENTS = 1220
+
+
+def binary_logs(conn: pymysql.connections.Connection) -> dict[str, int]:
+    """The server's binlog files and their sizes in bytes, oldest first."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return {str(row[0]): int(row[1]) for row in cur.fetchall()}
+
+
+def start_problem(conn: pymysql.connections.Connection, start: Position, end: Position) -> str | None:
+    """Why the server's binlog cannot be read from ``start`` up to ``end``, or None.
+
+    ``start`` must be in a file the server still has, at most at its end, and where an event
+    starts: the server itself tells (``SHOW BINLOG EVENTS`` reads the event there and refuses an
+    offset inside one), so a mistyped position is refused before anything is recorded.
+    """
+    if start > end:
+        return f"{start} lies past the server's current position {end}"
+    logs = binary_logs(conn)
+    size = logs.get(start.file)
+    if size is None:
+        names = list(logs)
+        if not names:
+            return f"the server lists no binlog files, so {start.file} is not there"
+        same_base = start.file.rsplit(".", 1)[0] == names[0].rsplit(".", 1)[0]
+        if same_base and start.lognum < Position(names[0], 4).lognum:
+            return (
+                f"binlog file {start.file} is no longer on the server (purged: its oldest file is {names[0]})"
+            )
+        return f"binlog file {start.file} is not on the server (its files are {names[0]} to {names[-1]})"
+    if start.pos < 4 or start.pos > size:
+        return f"{start} lies outside {start.file}, whose events run from 4 to {size}"
+    if start.pos < size:
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINLOG EVENTS IN %s FROM %s LIMIT 1", (start.file, start.pos))
+                cur.fetchall()
+        except pymysql.err.MySQLError as exc:
+            if not exc.args or exc.args[0] != ER_BINLOG_EVENTS:
+                raise
+            return (
+                f"{start} is not where an event starts in {start.file} "
+                f"(SHOW BINLOG EVENTS IN '{start.file}' lists where events start)"
+            )
+    return None
+
+
 REQUIRED_SETTINGS = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL"}
 
 

@@ -28,13 +28,14 @@ import pymysql
 from loader.config import Config
 from loader.errors import ConfigError, LoaderError, LoadError, SparkJobError, TransientError, describe
 from loader.extract import run_extract
-from loader.ledger import EXTRACTED, MATERIALISED, PLANNED, Ledger, Load
+from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, PLANNED, Interval, Ledger, Load
 from loader.naming import warehouse_tables
 from loader.positions import Position
 from loader.results import (
     ChecksumReport,
     ExtractSummary,
     FailedStep,
+    IntervalRecord,
     LastLoad,
     LoadSummary,
     PlannedInterval,
@@ -47,7 +48,14 @@ from loader.results import (
     TableResult,
     from_dict,
 )
-from loader.source import base_tables, check_binlog_settings, connect, credentials, current_position
+from loader.source import (
+    base_tables,
+    check_binlog_settings,
+    connect,
+    credentials,
+    current_position,
+    start_problem,
+)
 from loader.staging.manifest import Manifest
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
@@ -82,26 +90,31 @@ def plan(
     read is refused unless ``allow_gap`` (then the gap is recorded). A dry run records nothing.
     """
     ledger = Ledger.of(cfg)
+    if (start_lognum is None) != (start_logpos is None):
+        raise ConfigError("a backfill needs both start_lognum and start_logpos")
     conn = connect(credentials(cfg.source))
     try:
         check_binlog_settings(conn)
         now = current_position(conn)
+        end = end or now
+        if start_lognum is not None and start_logpos is not None:
+            start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
+        interval = ledger.plan(
+            end,
+            start=start,
+            max_changes=max_changes,
+            run_id=run_id,
+            allow_gap=allow_gap,
+            check=lambda a, b: start_problem(conn, a, b),
+            dry_run=dry_run,
+        )
     finally:
         conn.close()
-    end = end or now
-    if start_lognum is not None or start_logpos is not None:
-        if start_lognum is None or start_logpos is None:
-            raise ConfigError("a backfill needs both start_lognum and start_logpos")
-        start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
-    if dry_run:
-        begin = start or ledger.next_start()
-        gap = ledger.gap_before(begin, allow_gap) if start else None
-        return PlannedInterval(None, str(begin), str(end), True, _span(begin, end), str(gap) if gap else None)
-    interval = ledger.plan(end, start=start, max_changes=max_changes, run_id=run_id, allow_gap=allow_gap)
     if interval is None:
-        return PlannedInterval(None, str(end), str(end), False, 0)
+        return PlannedInterval(None, str(end), str(end), dry_run, 0)
     span = _span(Position.parse(interval.start), Position.parse(interval.end))
-    return PlannedInterval(interval.id, interval.start, interval.end, False, span, interval.skipped_from)
+    interval_id = None if dry_run else interval.id
+    return PlannedInterval(interval_id, interval.start, interval.end, dry_run, span, interval.skipped_from)
 
 
 def _span(begin: Position, end: Position) -> int | None:
@@ -354,6 +367,37 @@ def tables(cfg: Config) -> list[TableMapping]:
     ]
 
 
+def _record(interval: Interval) -> IntervalRecord:
+    return IntervalRecord(
+        interval.id,
+        interval.state,
+        interval.start,
+        str(interval.effective_end),
+        interval.changes,
+        interval.error if interval.state != MATERIALISED else None,
+        interval.abandoned_reason,
+        interval.abandoned_at,
+        interval.skipped_from,
+        interval.run_id,
+    )
+
+
+def intervals(cfg: Config, last: int | None = None) -> tuple[list[IntervalRecord], int]:
+    """The ledger's intervals (the ``last`` ones), oldest first, and how many there are."""
+    recorded = Ledger.of(cfg).intervals()
+    return [_record(i) for i in recorded[-last if last else 0 :]], len(recorded)
+
+
+def abandon(cfg: Config, interval_id: str, reason: str) -> list[IntervalRecord]:
+    """Abandon an interval not yet materialised and the ones after it (``Ledger.abandon``)."""
+    return [_record(i) for i in Ledger.of(cfg).abandon(interval_id, reason)]
+
+
+def next_start(cfg: Config) -> Position:
+    """Where the next delta run starts reading."""
+    return Ledger.of(cfg).next_start()
+
+
 def status(cfg: Config) -> Status:
     """Where the source is, what is loaded, how far behind, and what failed last."""
     ledger = Ledger.of(cfg)
@@ -371,9 +415,9 @@ def status(cfg: Config) -> Status:
     if checkpoint is not None and checkpoint.commit_ts:
         lag = round(time.time() - checkpoint.commit_ts / 1_000_000, 1)
         last_change = dt.datetime.fromtimestamp(checkpoint.commit_ts / 1_000_000, dt.UTC).isoformat()
-    counts = {PLANNED: 0, EXTRACTED: 0, MATERIALISED: 0, "failed": 0}
+    counts = {PLANNED: 0, EXTRACTED: 0, MATERIALISED: 0, "failed": 0, ABANDONED: 0}
     for interval in ledger.intervals():
-        if interval.error and interval.state != MATERIALISED:
+        if interval.error and interval.state not in (MATERIALISED, ABANDONED):
             counts["failed"] += 1
         else:
             counts[interval.state] = counts.get(interval.state, 0) + 1

@@ -136,9 +136,20 @@ dir = "{tmp / "warehouse"}"
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDB]:
     """A private MariaDB with binlog on (ROW, FULL image, FULL metadata) on a free port."""
+    yield from _private_mariadb(tmp_path_factory, "mariadb")
+
+
+@pytest.fixture(scope="session")
+def disposable_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDB]:
+    """A second private MariaDB, for the tests that purge its binlog (or stop it): what they do
+    to their server would break the other tests' positions."""
+    yield from _private_mariadb(tmp_path_factory, "disposable-mariadb")
+
+
+def _private_mariadb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MariaDB]:
     if not (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()):
         pytest.fail("mariadbd is not installed: run `make test`, which installs it (infra/install-deps.sh)")
-    datadir = tmp_path_factory.mktemp("mariadb")
+    datadir = tmp_path_factory.mktemp(name)
     port = free_port()
     env = {**os.environ, "LOADER_SOURCE_PASSWORD": PASSWORD}
     subprocess.run(

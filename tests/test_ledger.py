@@ -12,9 +12,11 @@ import pytest
 from loader.config import load_config
 from loader.errors import LedgerError
 from loader.ledger import (
+    ABANDONED,
     ERROR_TIME_FORMAT,
     EXTRACTED,
     LEDGER_VERSION,
+    MATERIALISED,
     PLANNED,
     Checkpoint,
     Interval,
@@ -296,3 +298,84 @@ def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and
     intervals[1].state, intervals[1].layouts = EXTRACTED, None
     assert layouts_before(intervals, [first_load], layout.interval_id(3)) == {}
     assert layouts_before(intervals[:1], [load("binlog.000001:150", None)], layout.interval_id(2)) == {}
+
+
+def test_a_start_the_check_refuses_records_nothing_and_names_the_way_out(ledger: Ledger) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    purged = {"binlog.000001"}
+
+    def check(start: Position, end: Position) -> str | None:
+        return f"binlog file {start.file} is gone" if start.file in purged else None
+
+    with pytest.raises(LedgerError, match=r"changes continue at binlog.000001:4, but binlog file .* is gone"):
+        ledger.plan(P("binlog.000002:900"), check=check)
+    with pytest.raises(
+        LedgerError, match=r"cannot start at binlog.000001:50: binlog file binlog.000001 is gone"
+    ):
+        ledger.plan(P("binlog.000002:900"), start=P("binlog.000001:50"), check=check)
+    assert ledger.intervals() == []
+
+    # A dry run returns what would be planned, and records nothing.
+    purged.clear()
+    dry = ledger.plan(P("binlog.000002:900"), check=check, dry_run=True)
+    assert dry is not None and (dry.start, dry.end) == ("binlog.000001:4", "binlog.000002:900")
+    assert ledger.intervals() == []
+
+    # A planned interval whose log went away is named, with the way out.
+    planned = ledger.plan(P("binlog.000002:900"), check=check)
+    assert planned is not None
+    purged.add("binlog.000001")
+    with pytest.raises(LedgerError) as stuck:
+        ledger.plan(P("binlog.000003:4"), check=check)
+    assert str(stuck.value).startswith(
+        f"interval {planned.id} cannot be extracted: binlog file binlog.000001"
+    )
+    assert f"loader interval abandon {planned.id} --reason" in str(stuck.value)
+
+
+def test_abandoning_an_interval_gives_up_the_later_ones_and_plans_again_from_before_it(
+    ledger: Ledger,
+) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    done = ledger.plan(P("binlog.000001:100"))
+    assert done is not None
+    done.state = MATERIALISED
+    ledger.save(done)
+    ledger.set_checkpoint(Checkpoint(done.end, done.id))
+    second = extracted(ledger, "binlog.000001:200")
+    third = extracted(ledger, "binlog.000001:300")
+
+    with pytest.raises(LedgerError, match="say why"):
+        ledger.abandon(second, "  ")
+    with pytest.raises(LedgerError, match="has no interval 0000000009"):
+        ledger.abandon("0000000009", "typo")
+    with pytest.raises(LedgerError, match=f"interval {done.id} is materialised"):
+        ledger.abandon(done.id, "too late")
+
+    gone = ledger.abandon(second, "staging lost")
+    assert [(i.id, i.state) for i in gone] == [(second, ABANDONED), (third, ABANDONED)]
+    assert [i.abandoned_reason for i in gone] == [
+        "staging lost",
+        f"staging lost (it follows interval {second})",
+    ]
+    assert ledger.next_start() == P("binlog.000001:100")
+    with pytest.raises(LedgerError, match="was abandoned already: staging lost"):
+        ledger.abandon(second, "again")
+    again = ledger.plan(P("binlog.000001:400"))
+    assert again is not None and (again.id, again.start) == ("0000000004", "binlog.000001:100")
+
+
+def test_a_reload_of_every_table_past_the_checkpoint_supersedes_what_waits(ledger: Ledger) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    waiting = extracted(ledger, "binlog.000001:200")
+    some = Load("load-b", "binlog.000001:300", ["s.t"], state="complete", first=False)
+    assert ledger.supersede(some, 1) == []  # a re-load of some tables: the others still need it
+    every = Load(
+        "load-c", "binlog.000001:300", ["s.t", "s.u"], state="complete", first=False, every_table=True
+    )
+    [gone] = ledger.supersede(every, 1)
+    assert (gone.id, gone.state) == (waiting, ABANDONED)
+    assert gone.abandoned_reason == "superseded by the re-load load-c of every table at binlog.000001:300"
+    assert ledger.checkpoint() == Checkpoint("binlog.000001:300", "load-c", 1)
+    assert ledger.next_start() == P("binlog.000001:300")
+    assert ledger.supersede(every, 1) == []  # once: the checkpoint is there now

@@ -33,7 +33,7 @@ from typing import Any
 from loader.binlog.schema import InformationSchema
 from loader.config import Config
 from loader.errors import LoadError
-from loader.ledger import Checkpoint, Ledger, Load, layout_record
+from loader.ledger import Ledger, Load, layout_record
 from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import LoadSummary, TableLoadResult
@@ -315,13 +315,14 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
         conn.close()
     now = dt.datetime.now(dt.UTC)
     load = Load(
-        id=f"load-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}",
+        id=f"load-{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:6]}",  # sorts as started, to the microsecond
         p0=str(p0),
         tables=[t.qualified for t in tables],
         started_at=now.strftime("%Y-%m-%d %H:%M:%S.%f"),
         first=first,
         names=[[t.schema, t.table] for t in tables],
         layouts=[],
+        every_table=not only,
     )
     ledger.save_load(load)
     progress(f"initial load {load.id}: P0 = {p0}, {len(tables)} tables")
@@ -365,9 +366,10 @@ def finish_load(cfg: Config, load_id: str) -> Load:
         raise LoadError(
             f"initial load {load_id}: tables {missing} are not copied yet; copy them before finishing"
         )
-    if load.first and ledger.checkpoint() is None:
-        started = dt.datetime.strptime(load.started_at, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=dt.UTC)
-        ledger.set_checkpoint(Checkpoint(load.p0, load.id, int(started.timestamp() * 1_000_000)))
+    # The first load, or a re-load of every table past the checkpoint, sets the checkpoint to P0
+    # (before the load is marked complete, so a rerun after a crash does it again).
+    started = dt.datetime.strptime(load.started_at, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=dt.UTC)
+    ledger.supersede(load, int(started.timestamp() * 1_000_000))
     load.state = "complete"
     load.finished_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     ledger.save_load(load)

@@ -24,7 +24,7 @@ from typing import Any
 
 from loader.config import Config
 from loader.errors import MaterializeError
-from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
+from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
 from loader.naming import INVALID_DATES_COLUMN, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
@@ -57,7 +57,11 @@ def pending_intervals(ledger: Ledger) -> list[Interval]:
     intervals = ledger.intervals()
     pending = [i for i in intervals if i.state == EXTRACTED]
     for earlier in intervals:
-        if pending and earlier.id < pending[0].id and earlier.state not in (MATERIALISED, EXTRACTED):
+        if (
+            pending
+            and earlier.id < pending[0].id
+            and earlier.state not in (MATERIALISED, EXTRACTED, ABANDONED)
+        ):
             run = (
                 f" (Airflow run {earlier.run_id}: clear and rerun its extract task)" if earlier.run_id else ""
             )
