@@ -1,7 +1,7 @@
 """Continuous delta: every 15 minutes (``LOADER_DELTA_SCHEDULE``), one interval of binlog changes
 is planned, extracted into staging, materialised into the warehouse tables with Spark, and the
 changed tables are published as Assets; a run triggered with the Checksum field then compares the
-warehouse with the source. Wiring and Params only; the tasks live in ``loader``."""
+warehouse with the source, and one given an interval to abandon gives it up before planning. Wiring and Params only; the tasks live in ``loader``."""
 
 from __future__ import annotations
 
@@ -74,6 +74,22 @@ with DAG(
             type="boolean",
             title="Dry run",
             description="Plan the interval and report it without extracting or writing anything.",
+        ),
+        "abandon_interval": Param(
+            None,
+            type=["null", "string"],
+            title="Abandon interval",
+            description="Before planning, give up this interval (its id, as loader intervals and loader "
+            "status show it) and the later ones not materialised: they are never materialised, and this "
+            "run plans again from before them. The way out of an interval that cannot be extracted.",
+            section="Way out",
+        ),
+        "abandon_reason": Param(
+            None,
+            type=["null", "string"],
+            title="Reason",
+            description="Why the interval is abandoned; kept in the ledger. Required with Abandon interval.",
+            section="Way out",
         ),
     },
 ) as dag:

@@ -97,6 +97,11 @@ def plan() -> dict[str, Any]:
     params = context["params"]
     cfg = config()
     with loader_errors():
+        abandon = params.get("abandon_interval")
+        if abandon:
+            reason = params.get("abandon_reason") or ""
+            for record in steps.abandon(cfg, str(abandon), reason, rerun_ok=True):
+                log.info("abandoned interval %s: %s", record.id, record.abandoned_reason)
         planned = steps.plan(
             cfg,
             max_changes=params.get("max_changes"),

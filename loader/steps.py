@@ -388,9 +388,15 @@ def intervals(cfg: Config, last: int | None = None) -> tuple[list[IntervalRecord
     return [_record(i) for i in recorded[-last if last else 0 :]], len(recorded)
 
 
-def abandon(cfg: Config, interval_id: str, reason: str) -> list[IntervalRecord]:
-    """Abandon an interval not yet materialised and the ones after it (``Ledger.abandon``)."""
-    return [_record(i) for i in Ledger.of(cfg).abandon(interval_id, reason)]
+def abandon(cfg: Config, interval_id: str, reason: str, rerun_ok: bool = False) -> list[IntervalRecord]:
+    """Abandon an interval not yet materialised and the ones after it (``Ledger.abandon``).
+    ``rerun_ok``: an interval abandoned already for this reason is no error (a rerun of the task
+    that did it); nothing more is abandoned then."""
+    ledger = Ledger.of(cfg)
+    done = ledger.get(interval_id)
+    if rerun_ok and done is not None and done.state == ABANDONED and done.abandoned_reason == reason.strip():
+        return []
+    return [_record(i) for i in ledger.abandon(interval_id, reason)]
 
 
 def next_start(cfg: Config) -> Position:

@@ -113,7 +113,16 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert delta["schedule"] == "0:15:00" and delta["max_active_runs"] == 1 and delta["catchup"] is False
     assert delta["tasks"] == ["checksum", "extract", "materialize", "plan", "publish", "status"]
     params = delta["params"]
-    assert set(params) == {"start_lognum", "start_logpos", "allow_gap", "max_changes", "checksum", "dry_run"}
+    assert set(params) == {
+        "start_lognum",
+        "start_logpos",
+        "allow_gap",
+        "max_changes",
+        "checksum",
+        "dry_run",
+        "abandon_interval",
+        "abandon_reason",
+    }
     assert all(p.get("title") and p.get("description") for p in params.values())
     assert params["start_logpos"]["minimum"] == 4 and params["dry_run"]["type"] == "boolean"
     initial = result["dags"]["loader_initial_load"]
@@ -324,7 +333,13 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 
     # A backfill from a position before the checkpoint replays from there: same tables.
     status = _status(env)
-    assert status["intervals"] == {"planned": 0, "extracted": 0, "materialised": 3, "failed": 0}
+    assert status["intervals"] == {
+        "planned": 0,
+        "extracted": 0,
+        "materialised": 3,
+        "failed": 0,
+        "abandoned": 0,
+    }
     assert status["lag_seconds"] is not None and status["last_error"] is None
     p0 = status["last_load"]["p0"]
     lognum, logpos = int(p0.split(":")[0].rsplit(".", 1)[1]), int(p0.split(":")[1])
@@ -364,7 +379,9 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     )
     config = mariadb.config_file(tmp_path, "afd", "afd.*")
     from loader.config import load_config
-    from loader.ledger import Checkpoint, Ledger
+    from loader.ledger import Checkpoint, Interval, Ledger
+    from loader.positions import Position
+    from loader.staging import layout
 
     cfg = load_config(config)
     start = mariadb.execute()
@@ -432,3 +449,23 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert _run_state(out) == "failed", out[-3000:]
     assert "checksum: 1 of 1 tables differ from the source at" in out, out[-8000:]
     assert "Marking task as UP_FOR_RETRY" not in out
+
+    # An interval that cannot be extracted (recorded with a start inside an event) fails every
+    # run, naming the way out; the form's Abandon interval takes it, and the run goes on.
+    env = {**env, "AIRFLOW_CONN_SPARK_DEFAULT": spark_conn}
+    at = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
+    now = mariadb.execute("INSERT INTO afd.t VALUES (5)")
+    stuck = Interval(
+        layout.interval_id(int(ledger.intervals()[-1].id) + 1), f"{at.file}:{at.pos + 1}", str(now)
+    )
+    ledger.save(stuck)
+    out = _dags_test(env, "loader_continuous_delta", "2026-03-03")
+    assert _run_state(out) == "failed" and f"interval {stuck.id} cannot be extracted" in out, out[-3000:]
+    assert f"loader interval abandon {stuck.id}" in out
+    form = {"abandon_interval": stuck.id, "abandon_reason": "start typed by hand"}
+    out = _dags_test(env, "loader_continuous_delta", "2026-03-04", form)
+    assert _run_state(out) == "success", out[-3000:]
+    assert f"abandoned interval {stuck.id}: start typed by hand" in out
+    assert ledger.get(stuck.id).state == "abandoned"  # type: ignore[union-attr]
+    last = ledger.intervals()[-1]
+    assert (last.state, last.start, last.changes) == ("materialised", str(at), 1)
