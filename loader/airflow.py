@@ -17,14 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pymysql
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, AssetAlias, get_current_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from loader import steps
 from loader.config import Config, load_config
-from loader.errors import ConfigError, LoaderError, describe, is_transient
+from loader.errors import REPORTED, ConfigError, describe, is_transient
 from loader.naming import warehouse_table
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
 from loader.warehouse.submit import SparkJob
@@ -63,7 +62,7 @@ def loader_errors() -> Iterator[None]:
     """Transient errors are retried by Airflow; the others fail the task at once with their text."""
     try:
         yield
-    except (LoaderError, pymysql.err.Error) as exc:
+    except REPORTED as exc:
         if is_transient(exc):
             raise
         raise AirflowFailException(f"{type(exc).__name__}: {describe(exc)}") from None

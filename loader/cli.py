@@ -21,11 +21,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import pymysql
-
 from loader import __version__, steps
 from loader.config import Config, load_config
-from loader.errors import EXIT_ERROR, EXIT_OK, ConfigError, LoaderError, describe, exit_code
+from loader.errors import EXIT_ERROR, EXIT_OK, REPORTED, ConfigError, describe, exit_code
 from loader.positions import Position
 from loader.results import ExtractSummary, IntervalRecord, TableMapping, TableResult, to_dict
 from loader.tables import table_list
@@ -521,15 +519,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = load_config(args.config)
         return int(args.func(args, cfg))
-    except (LoaderError, pymysql.err.Error) as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"loader {args.command}: error: {describe(exc)}", file=sys.stderr)
-        return exit_code(exc)
     except BrokenPipeError:
         # The reader of our output went away (| head): not an error of ours.
         sys.stderr.close()
         return EXIT_OK
+    except REPORTED as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"loader {args.command}: error: {describe(exc)}", file=sys.stderr)
+        return exit_code(exc)
     except KeyboardInterrupt:
         print(f"loader {args.command}: interrupted", file=sys.stderr)
         return 130

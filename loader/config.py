@@ -43,6 +43,11 @@ class SourceConfig:
     airflow_conn_id: str = ""
     binlog_dir: str = ""
     server_id: int = 5401
+    # How long to wait for the server: to connect (the handshake included), and for any answer
+    # after that (a query's first row, the next binlog packet). A frozen server fails the step
+    # as transient after them, instead of hanging it.
+    connect_timeout_seconds: int = 10
+    read_timeout_seconds: int = 300
 
     def password(self) -> str:
         """The password from the environment variable named by ``password_env`` ('' if unset)."""
@@ -294,6 +299,8 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         raise ConfigError(f"{origin}: source.port must be between 1 and 65535, got {src.port}")
     if not 1 <= src.server_id < 2**32:
         raise ConfigError(f"{origin}: source.server_id must be between 1 and 4294967295, got {src.server_id}")
+    if src.connect_timeout_seconds < 1 or src.read_timeout_seconds < 1:
+        raise ConfigError(f"{origin}: source.connect_timeout_seconds and read_timeout_seconds must be >= 1")
     if not src.name or "/" in src.name or src.name.startswith("."):
         raise ConfigError(f"{origin}: source.name {src.name!r} must be a non-empty name without '/'")
     _one_of(stg.scheme, STAGING_SCHEMES, "staging.uri scheme", origin)

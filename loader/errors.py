@@ -140,13 +140,19 @@ class SparkJobError(LoaderError):
         return self.message
 
 
+# What a step reports in one line (``describe``) rather than as a traceback: the loader's own
+# errors, the source server's, and failed file operations (a full or read-only disk).
+REPORTED = (LoaderError, pymysql.err.Error, OSError)
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether retrying the step that raised ``exc`` may succeed."""
     if isinstance(exc, LoaderError):
         return exc.transient
     if isinstance(exc, pymysql.err.Error):
         return bool(exc.args) and exc.args[0] in TRANSIENT_MYSQL_CODES
-    return False
+    # A network that failed or timed out; a full or read-only disk needs a person.
+    return isinstance(exc, ConnectionError | TimeoutError)
 
 
 def exit_code(exc: BaseException) -> int:
@@ -155,7 +161,11 @@ def exit_code(exc: BaseException) -> int:
 
 
 def describe(exc: BaseException) -> str:
-    """One line for a user: the loader's own text, or a source server's message without its code."""
+    """One line for a user: the loader's own text, a source server's message without its code,
+    or the file and the cause of a failed file operation (a full or read-only disk)."""
     if isinstance(exc, pymysql.err.Error) and exc.args:
         return f"source error: {exc.args[-1]}"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" {exc.filename}" if exc.filename is not None else ""
+        return f"cannot write or read{where}: {exc.strerror}"
     return str(exc)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loader import records
-from loader.errors import LedgerError
+from loader.errors import LedgerError, LoaderError
 from loader.positions import Position
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec
@@ -312,12 +312,16 @@ class Ledger:
         return abandoned
 
     def record_error(self, interval_id: str, error: str) -> None:
-        """Note a step's failure on an interval (``loader status`` shows it)."""
-        interval = self.get(interval_id)
-        if interval is not None:
-            interval.error = error
-            interval.error_at = dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
-            self.save(interval)
+        """Note a step's failure on an interval (``loader status`` shows it). Best effort: when
+        the store itself failed (a full disk), the step's own error is what the caller reports."""
+        try:
+            interval = self.get(interval_id)
+            if interval is not None:
+                interval.error = error
+                interval.error_at = dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
+                self.save(interval)
+        except (LoaderError, OSError):
+            pass
 
     def plan(
         self,

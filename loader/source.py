@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,9 @@ class Credentials:
     port: int
     user: str
     password: str
+    connect_timeout: int = 10  # seconds, the handshake included
+    read_timeout: int = 300  # seconds to wait for any answer once connected
+    unset_password_env: str = ""  # the variable that should hold the password, when it is unset
 
     def __repr__(self) -> str:  # never print the password
         return f"Credentials(host={self.host!r}, port={self.port}, user={self.user!r})"
@@ -33,31 +37,63 @@ def credentials(cfg: SourceConfig) -> Credentials:
 
         conn = BaseHook.get_connection(cfg.airflow_conn_id)
         return Credentials(
-            conn.host or cfg.host, int(conn.port or cfg.port), conn.login or cfg.user, conn.password or ""
+            conn.host or cfg.host,
+            int(conn.port or cfg.port),
+            conn.login or cfg.user,
+            conn.password or "",
+            cfg.connect_timeout_seconds,
+            cfg.read_timeout_seconds,
         )
-    return Credentials(cfg.host, cfg.port, cfg.user, cfg.password())
+    unset = cfg.password_env if cfg.password_env and cfg.password_env not in os.environ else ""
+    return Credentials(
+        cfg.host,
+        cfg.port,
+        cfg.user,
+        cfg.password(),
+        cfg.connect_timeout_seconds,
+        cfg.read_timeout_seconds,
+        unset,
+    )
 
 
 def connect(creds: Credentials, database: str | None = None, **extra: Any) -> pymysql.connections.Connection:
-    """Open a SQL connection; a refused or timed-out connection is a TransientError."""
+    """Open a SQL connection; a refused or timed-out connection is a TransientError.
+
+    Every wait for the server is bounded: ``creds.connect_timeout`` for the connection and its
+    handshake (pymysql's own connect timeout stops at the TCP connect, and a frozen server
+    accepts those), then ``creds.read_timeout`` (or ``read_timeout`` in ``extra``) for each answer.
+    """
+    read_timeout = extra.pop("read_timeout", creds.read_timeout)
+    where = f"{creds.user}@{creds.host}:{creds.port}"
     try:
-        return pymysql.connect(
+        conn = pymysql.connect(
             host=creds.host,
             port=creds.port,
             user=creds.user,
             password=creds.password,
             database=database,
             charset="utf8mb4",
-            connect_timeout=10,
+            connect_timeout=creds.connect_timeout,
+            read_timeout=creds.connect_timeout,
+            write_timeout=creds.connect_timeout,
             autocommit=True,
             **extra,
         )
     except pymysql.err.OperationalError as exc:
         code = exc.args[0] if exc.args else 0
-        where = f"{creds.user}@{creds.host}:{creds.port}"
         if code in (1044, 1045, 1049):
-            raise SourceError(f"source {where} refused the login: {exc.args[-1]}") from None
-        raise TransientError(f"cannot connect to source {where}: {exc.args[-1]}") from None
+            hint = (
+                f" (the password variable {creds.unset_password_env} is not set)"
+                if creds.unset_password_env
+                else ""
+            )
+            raise SourceError(f"source {where} refused the login: {exc.args[-1]}{hint}") from None
+        raise TransientError(
+            f"cannot connect to source {where} within {creds.connect_timeout} s: {exc.args[-1]}"
+        ) from None
+    # pymysql takes one read timeout for a connection's life; past the handshake, the longer one.
+    conn._read_timeout = conn._write_timeout = read_timeout
+    return conn
 
 
 def current_position(conn: pymysql.connections.Connection) -> Position:

@@ -24,14 +24,15 @@ if __name__ == "__main__":
 import argparse
 import dataclasses
 import os
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from loader import results, steps
 from loader.config import Config, load_config
-from loader.errors import EXIT_OK, LoaderError, describe, exit_code
+from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, describe, exit_code
 from loader.tables import table_list
-from loader.warehouse.submit import JOBS, PROGRESS_PREFIX, RESULT_ENV, write_outcome
+from loader.warehouse.submit import JOBS, PROGRESS_PREFIX, RESULT_ENV, error_outcome, write_outcome
 
 
 def _progress(message: str) -> None:
@@ -97,8 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=3, help="compare: rows of each table to show")
     parser.add_argument("--sums", help="checksum: the source's sums (JSON) to compare the warehouse with")
     args = parser.parse_args(argv)
-    from pymysql.err import Error as MySQLError
-
     from loader.warehouse.session import build_session
 
     try:
@@ -106,10 +105,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = build_session(cfg, app_name=f"loader-{args.job}-{cfg.source.name}")
         spark.sparkContext.setLogLevel("WARN")
         summary = RUNNERS[args.job](spark, cfg, args)
-    except (LoaderError, MySQLError) as exc:
+    except REPORTED as exc:
         _progress(f"{args.job}: error: {describe(exc)}")
         _leave_outcome(error=exc)
         return exit_code(exc)
+    except Exception as exc:  # Spark's own (a JVM exception, an AnalysisException): one line
+        traceback.print_exc()  # the whole story, for whoever reads the driver's log
+        _, message, transient = error_outcome(exc)
+        _progress(f"{args.job}: error: {message}")
+        _leave_outcome(error=exc)
+        return EXIT_TRANSIENT if transient else EXIT_ERROR
     _leave_outcome(summary)
     spark.stop()
     return EXIT_OK

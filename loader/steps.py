@@ -23,10 +23,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 
-import pymysql
-
 from loader.config import Config
-from loader.errors import ConfigError, LoaderError, LoadError, SparkJobError, TransientError, describe
+from loader.errors import (
+    REPORTED,
+    ConfigError,
+    LoaderError,
+    LoadError,
+    SparkJobError,
+    TransientError,
+    describe,
+)
 from loader.extract import run_extract
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, PLANNED, Interval, Ledger, Load
 from loader.naming import warehouse_tables
@@ -60,7 +66,7 @@ from loader.staging.manifest import Manifest
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
-from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, read_outcome
+from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, error_outcome, read_outcome
 
 Progress = Callable[[str], None]
 # Starts a Spark job and waits for it; returns None when the process ended well, else what went
@@ -151,7 +157,7 @@ def extract(
         return run_extract(
             cfg, interval_id=interval_id, workers=decode_workers(cfg, workers), progress=progress
         )
-    except (LoaderError, pymysql.err.Error) as exc:
+    except REPORTED as exc:
         Ledger.of(cfg).record_error(interval_id, f"extract: {describe(exc)}")
         raise
 
@@ -248,8 +254,8 @@ def materialize_errors_noted(cfg: Config) -> Iterator[None]:
     of the intervals it materialised."""
     try:
         yield
-    except (LoaderError, pymysql.err.Error) as exc:
-        note_materialize_error(cfg, describe(exc))
+    except Exception as exc:  # Spark's own errors too, in the one line the job reports
+        note_materialize_error(cfg, error_outcome(exc)[1])
         raise
     ledger = Ledger.of(cfg)
     for interval in ledger.intervals():

@@ -6,11 +6,13 @@ stopped and removed at the end. Tests that use them are marked ``integration``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -58,6 +60,31 @@ class MariaDB:
     @property
     def binlog_dir(self) -> Path:
         return self.datadir / "binlog"
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The server stopped with SIGSTOP (it accepts connections and answers nothing), then
+        let go."""
+        pid = int((self.datadir / "mariadbd.pid").read_text())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Shut the server down (its data stays)."""
+        subprocess.run([str(MARIADB_SH), "stop", str(self.datadir)], check=True, capture_output=True)
+
+    def start(self) -> None:
+        """Start it again on its port, with its data."""
+        env = {**os.environ, "LOADER_SOURCE_PASSWORD": self.password}
+        subprocess.run(
+            [str(MARIADB_SH), "start", str(self.datadir), str(self.port)],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
 
     def connect(self, user: str = "app", database: str | None = None) -> pymysql.connections.Connection:
         """A connection as ``app`` (all privileges, for writing test data) or ``loader``."""

@@ -4,6 +4,7 @@ reason, and a purged binlog is left behind by re-loading every table."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,15 +12,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
 from loader import steps
 from loader.config import Config
-from loader.errors import LoaderError
+from loader.errors import LoaderError, is_transient
 from loader.ledger import ABANDONED, MATERIALISED, Interval, Ledger
 from loader.positions import Position
+from loader.source import connect, credentials
 from loader.staging import layout
 from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.materialize import run_materialize
 from tests.conftest import (
     Loaded,
     MariaDB,
@@ -33,10 +37,14 @@ from tests.conftest import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _loader(mariadb: MariaDB, toml: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password}
+def _loader(
+    mariadb: MariaDB, toml: Path, *args: str, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``loader *args --config toml`` as a user runs it; ``env`` sets (or with None unsets) variables."""
+    merged = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password, **(env or {})}
+    environ = {k: v for k, v in merged.items() if v is not None}
     command = [str(Path(sys.executable).with_name("loader")), *args, "--config", str(toml)]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=120)
 
 
 def _last_line(run: subprocess.CompletedProcess[str]) -> str:
@@ -192,3 +200,134 @@ def test_a_reload_of_every_table_supersedes_the_intervals_left_behind(
     db.execute("UPDATE ops_super.t SET v = 30 WHERE id = 3")
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
+
+
+def test_a_frozen_or_stopped_server_fails_the_step_as_transient_and_the_rerun_carries_on(
+    disposable_mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    db = disposable_mariadb
+    fresh_schema(db, "ops_down", "t (id INT PRIMARY KEY, v INT)")
+    db.execute("INSERT INTO ops_down.t VALUES (1, 1)")
+    cfg = schema_config(db, tmp_path, spark_config, "ops_down")
+    run_initial_load(spark, cfg, progress=quiet)
+    ledger = Ledger.of(cfg)
+    checkpoint = ledger.checkpoint()
+    db.execute("INSERT INTO ops_down.t VALUES (2, 2)", "UPDATE ops_down.t SET v = 10 WHERE id = 1")
+    toml = db.config_file(tmp_path, cfg.source.name, "ops_down.*")
+    quick = {"LOADER__SOURCE__CONNECT_TIMEOUT_SECONDS": "2", "LOADER__SOURCE__READ_TIMEOUT_SECONDS": "2"}
+
+    # A frozen server accepts the connection and answers nothing: the step gives up after the
+    # connect timeout (the subprocess's own timeout catches a hang) with exit 3, to be retried.
+    with db.frozen():
+        frozen = _loader(db, toml, "extract", env=quick)
+    assert frozen.returncode == 3, frozen.stdout + frozen.stderr
+    assert f"cannot connect to source loader@127.0.0.1:{db.port} within 2 s" in _last_line(frozen)
+    # A connection made before the server froze waits for an answer only as long as the read
+    # timeout: transient too.
+    conn = connect(credentials(dataclasses.replace(cfg.source, read_timeout_seconds=2)))
+    try:
+        with db.frozen(), pytest.raises(pymysql.err.OperationalError) as lost, conn.cursor() as cur:
+            cur.execute("SELECT 1")
+        assert is_transient(lost.value) and "timed out" in str(lost.value)
+    finally:
+        conn.close()
+
+    # A stopped server refuses the connection: transient as well.
+    db.stop()
+    try:
+        stopped = _loader(db, toml, "extract", env=quick)
+    finally:
+        db.start()
+    assert stopped.returncode == 3 and "cannot connect to source" in _last_line(stopped), stopped.stderr
+    assert ledger.intervals() == [] and ledger.checkpoint() == checkpoint
+
+    # An unset password variable is named, not left to the server's "using password: NO".
+    unset = _loader(db, toml, "check", env={"LOADER_TEST_PASSWORD": None})
+    assert unset.returncode == 1 and "the password variable LOADER_TEST_PASSWORD is not set" in _last_line(
+        unset
+    )
+
+    # The rerun, with the server back, carries everything.
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+def test_a_full_or_read_only_staging_disk_is_one_line_naming_the_file(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system for the staging needs root")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], check=True)
+    try:
+        fresh_schema(mariadb, "ops_disk", "t (id INT PRIMARY KEY, s VARCHAR(500))")
+        mariadb.execute("INSERT INTO ops_disk.t VALUES (1, 'a')")
+        toml = mariadb.config_file(small, "ops_disk_source", "ops_disk.*")
+        base = schema_config(mariadb, tmp_path, spark_config, "ops_disk")
+        cfg = dataclasses.replace(
+            base,
+            source=dataclasses.replace(base.source, name="ops_disk_source"),
+            staging=dataclasses.replace(base.staging, uri=str(small / "staging")),
+        )
+        run_initial_load(spark, cfg, progress=quiet)
+        checkpoint = Ledger.of(cfg).checkpoint()
+        rows = ", ".join(f"({i}, REPEAT('x', 400))" for i in range(2, 1002))  # ~400 KB staged
+        mariadb.execute(f"INSERT INTO ops_disk.t VALUES {rows}")
+
+        full = _loader(mariadb, toml, "extract")
+        assert full.returncode == 1, full.stdout + full.stderr
+        last = _last_line(full)
+        assert last.startswith(f"loader extract: error: cannot write or read {small / 'staging'}/"), last
+        assert last.endswith(": No space left on device") and "Traceback" not in full.stderr
+        assert Ledger.of(cfg).checkpoint() == checkpoint
+
+        subprocess.run(["mount", "-o", "remount,size=16m", str(small)], check=True)
+        assert _loader(mariadb, toml, "extract").returncode == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(small)], check=True)
+        mariadb.execute("UPDATE ops_disk.t SET s = 'b' WHERE id = 1")
+        read_only = _loader(mariadb, toml, "extract")
+        assert read_only.returncode == 1 and _last_line(read_only).endswith(": Read-only file system")
+        assert f"{small / 'staging'}/" in _last_line(read_only) and "Traceback" not in read_only.stderr
+
+        subprocess.run(["mount", "-o", "remount,rw", str(small)], check=True)
+        delta(spark, cfg)
+        assert_equal_to_source(spark, cfg)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_read_only_warehouse_fails_materialise_with_spark_s_root_cause_noted(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system for the warehouse database needs root")
+    cfg = schema_config(mariadb, tmp_path, spark_config, "ops_ro")
+    warehouse = spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+    folder = Path(warehouse) / f"{cfg.warehouse.database}.db"
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(folder)], check=True)
+    try:
+        fresh_schema(mariadb, "ops_ro", "t (id INT PRIMARY KEY, v INT)")
+        mariadb.execute("INSERT INTO ops_ro.t VALUES (1, 1)")
+        run_initial_load(spark, cfg, progress=quiet)
+        checkpoint = Ledger.of(cfg).checkpoint()
+        mariadb.execute("INSERT INTO ops_ro.t VALUES (2, 2)")
+        steps.extract(cfg, progress=quiet)
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        with pytest.raises(Exception), steps.materialize_errors_noted(cfg):  # noqa: B017 - Spark's own
+            run_materialize(spark, cfg)
+        failed = steps.status(cfg).last_error
+        assert failed is not None and failed.error.startswith(
+            "materialize: IOException: Mkdirs failed to create"
+        )
+        assert str(folder) in failed.error and "\n" not in failed.error
+        assert steps.status(cfg).intervals["failed"] == 1 and Ledger.of(cfg).checkpoint() == checkpoint
+
+        subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
+        with steps.materialize_errors_noted(cfg):
+            run_materialize(spark, cfg)
+        assert_equal_to_source(spark, cfg)
+        assert steps.status(cfg).last_error is None
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)

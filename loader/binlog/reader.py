@@ -23,7 +23,8 @@ def open_transport(cfg: SourceConfig, location: str | None = None) -> Transport:
         return BinlogFiles(location)
     if cfg.transport == "files":
         return BinlogFiles(cfg.binlog_dir)
-    return BinlogServer(credentials(cfg), cfg.server_id)
+    creds = credentials(cfg)
+    return BinlogServer(creds, cfg.server_id, creds.read_timeout)
 
 
 @contextmanager

@@ -80,6 +80,17 @@ def _clean_key(key: str) -> str:
     return key
 
 
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """A failed file operation names the store's file (a write that finds the disk full does not)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.strerror:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+
+
 class LocalStore:
     """A directory on a local (or mounted) file system."""
 
@@ -104,7 +115,7 @@ class LocalStore:
 
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
-        with self._temp_beside(path) as tmp:
+        with _naming(path), self._temp_beside(path) as tmp:
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -120,7 +131,7 @@ class LocalStore:
             return
         except OSError:
             pass  # another device: copy it
-        with self._temp_beside(target) as tmp:
+        with _naming(target), self._temp_beside(target) as tmp:
             with open(path, "rb") as src, open(tmp, "wb") as dst:
                 while chunk := src.read(1 << 20):
                     dst.write(chunk)
@@ -130,7 +141,7 @@ class LocalStore:
 
     def create(self, key: str, data: bytes) -> bool:
         path = self._path(key)
-        with self._temp_beside(path) as tmp:
+        with _naming(path), self._temp_beside(path) as tmp:
             tmp.write_bytes(data)
             try:
                 os.link(tmp, path)  # fails if the name exists: create-once without a race

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from loader.config import Config
-from loader.errors import ConfigError, SparkJobError, describe, is_transient
+from loader.errors import REPORTED, ConfigError, SparkJobError, describe, is_transient
 from loader.source import Credentials
 from loader.warehouse.session import spark_conf
 
@@ -117,15 +117,38 @@ def write_outcome(path: str, summary: Any = None, error: BaseException | None = 
     if error is None:
         outcome: dict[str, Any] = {"ok": True, "summary": summary}
     else:
-        outcome = {
-            "ok": False,
-            "error": {
-                "class": type(error).__name__,
-                "message": describe(error),
-                "transient": is_transient(error),
-            },
-        }
+        name, message, transient = error_outcome(error)
+        outcome = {"ok": False, "error": {"class": name, "message": message, "transient": transient}}
     Path(path).write_text(json.dumps(outcome, default=str), encoding="utf-8")
+
+
+# Java exceptions of a network that failed or timed out: worth a retry.
+_TRANSIENT_JAVA = {
+    "ConnectException",
+    "SocketTimeoutException",
+    "UnknownHostException",
+    "NoRouteToHostException",
+}
+
+
+def error_outcome(error: BaseException) -> tuple[str, str, bool]:
+    """An error of a job as (class, one line, transient). Spark's errors come from the JVM
+    (``Py4JJavaError``): the root cause names what went wrong (a path, a full disk), where the
+    outer exceptions say which call failed; Python's ``AnalysisException`` and the like keep
+    their first line (the rest is a JVM stack trace)."""
+    if isinstance(error, REPORTED):
+        return type(error).__name__, describe(error), is_transient(error)
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        cause = java
+        while cause.getCause() is not None and cause.getCause() != cause:
+            cause = cause.getCause()
+        name = str(cause.getClass().getSimpleName())
+        lines = str(cause.getMessage() or "").strip().splitlines()
+        return name, f"{name}: {lines[0]}" if lines else name, name in _TRANSIENT_JAVA
+    lines = str(error).strip().splitlines()
+    name = type(error).__name__
+    return name, f"{name}: {lines[0]}" if lines else name, False
 
 
 def read_outcome(job: SparkJob, launch_failure: str | None) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from loader.warehouse.submit import (
     RESULT_ENV,
     SparkJob,
     build_spark_job,
+    error_outcome,
     read_outcome,
     write_outcome,
 )
@@ -120,7 +122,7 @@ def test_the_outcome_gives_the_summary_or_the_jobs_own_error(tmp_path: Path) -> 
     write_outcome(job.result_path, error=ConnectionResetError("reset"))
     with pytest.raises(SparkJobError) as failed:
         read_outcome(job, "exit 1")
-    assert failed.value.error_class == "ConnectionResetError" and not failed.value.transient
+    assert failed.value.error_class == "ConnectionResetError" and failed.value.transient  # a network error
     assert json.loads(Path(job.result_path).read_text())["error"]["message"] == "reset"
 
 
@@ -131,3 +133,30 @@ def test_a_job_that_left_no_outcome_says_how_it_ended(tmp_path: Path) -> None:
     ) as failed:
         read_outcome(job, "exit 137")
     assert failed.value.error_class == "" and not failed.value.transient
+
+
+@pytest.mark.integration
+def test_a_jobs_error_is_one_line_naming_what_failed(spark: Any, tmp_path: Path) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    # From the JVM: the root cause, not the call that failed nor its stack frames.
+    with pytest.raises(Py4JJavaError) as jvm:
+        spark._jvm.java.io.FileInputStream(str(tmp_path / "missing"))  # type: ignore[attr-defined]
+    assert error_outcome(jvm.value) == (
+        "FileNotFoundException",
+        f"FileNotFoundException: {tmp_path / 'missing'} (No such file or directory)",
+        False,
+    )
+    # Spark's own errors keep their first line (the rest is a JVM stack trace).
+    with pytest.raises(Exception) as analysis:
+        spark.sql("SELECT * FROM no_such_table_anywhere")
+    name, message, transient = error_outcome(analysis.value)
+    assert name == "AnalysisException" and not transient
+    assert message.startswith("AnalysisException: [TABLE_OR_VIEW_NOT_FOUND]") and "\n" not in message
+    # A full or read-only disk: the file and the cause.
+    full = OSError(28, "No space left on device", "/staging/part-00001.csv")
+    assert error_outcome(full) == (
+        "OSError",
+        "cannot write or read /staging/part-00001.csv: No space left on device",
+        False,
+    )
