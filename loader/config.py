@@ -48,6 +48,9 @@ class SourceConfig:
     # as transient after them, instead of hanging it.
     connect_timeout_seconds: int = 10
     read_timeout_seconds: int = 300
+    # A run holds the source's lease while a step changes the ledger or the warehouse; renewed
+    # while it works, it expires this long after a killed run stopped renewing it.
+    lease_seconds: int = 120
 
     def password(self) -> str:
         """The password from the environment variable named by ``password_env`` ('' if unset)."""
@@ -299,8 +302,10 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         raise ConfigError(f"{origin}: source.port must be between 1 and 65535, got {src.port}")
     if not 1 <= src.server_id < 2**32:
         raise ConfigError(f"{origin}: source.server_id must be between 1 and 4294967295, got {src.server_id}")
-    if src.connect_timeout_seconds < 1 or src.read_timeout_seconds < 1:
-        raise ConfigError(f"{origin}: source.connect_timeout_seconds and read_timeout_seconds must be >= 1")
+    if min(src.connect_timeout_seconds, src.read_timeout_seconds, src.lease_seconds) < 1:
+        raise ConfigError(
+            f"{origin}: source.connect_timeout_seconds, read_timeout_seconds and lease_seconds must be >= 1"
+        )
     if not src.name or "/" in src.name or src.name.startswith("."):
         raise ConfigError(f"{origin}: source.name {src.name!r} must be a non-empty name without '/'")
     _one_of(stg.scheme, STAGING_SCHEMES, "staging.uri scheme", origin)

@@ -15,7 +15,6 @@ import io
 import itertools
 import multiprocessing
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from loader import statements
+from loader import scratch, statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
@@ -404,7 +403,7 @@ def extract_interval(
     loaded_at = ledger.loaded_at()
     previous = ledger.layouts_before(interval.id)
     ranges = [(interval.start, interval.end)] if interval.max_changes else _ranges(cfg, start, end, workers)
-    with tempfile.TemporaryDirectory(prefix="loader-extract-") as tmp:
+    with scratch.folder("extract") as tmp:
         if len(ranges) == 1:
             results = [
                 _extract_range(

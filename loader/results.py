@@ -334,6 +334,7 @@ class Status:
     last_change_at: str | None = None
     source_error: str | None = None
     gaps: list[dict[str, str]] = field(default_factory=list)  # interval, skipped from, to
+    lease: str | None = None  # who runs a step on the source now
 
     def text(self) -> str:
         """The status for people."""
@@ -349,6 +350,7 @@ class Status:
             ),
             "intervals: " + ", ".join(f"{n} {state}" for state, n in self.intervals.items()),
         ]
+        lines.append(f"running now: {self.lease}" if self.lease else "running now: nothing")
         if self.last_error:
             e = self.last_error
             lines.append(f"last error: interval {e.interval} at {e.at}: {e.error}")

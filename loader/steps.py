@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from typing import Any, TypeVar, cast
 
+from loader import lease, scratch
 from loader.config import Config
 from loader.errors import (
     REPORTED,
@@ -63,6 +65,7 @@ from loader.source import (
     start_problem,
 )
 from loader.staging.manifest import Manifest
+from loader.staging.stores import open_store
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
@@ -73,9 +76,34 @@ Progress = Callable[[str], None]
 # wrong with it (the job's own error, if any, is read from its outcome file afterwards).
 Launcher = Callable[[SparkJob], str | None]
 MAX_DECODE_WORKERS = 8
+# Jobs that change the warehouse and the ledger: the launcher holds the source's lease while
+# they run (the job joins it), so a job that dies does not leave it held.
+LEASED_JOBS = frozenset({"materialize"})
 
 
 # --- delta run ------------------------------------------------------------------------------
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def source_lease(cfg: Config, what: str) -> contextlib.AbstractContextManager[object]:
+    """The source's lease for a step that changes the ledger or the warehouse (``loader.lease``)."""
+    return lease.hold(open_store(cfg.staging), cfg.source.name, what, cfg.source.lease_seconds)
+
+
+def leased(what: str) -> Callable[[F], F]:
+    """Run the step (its first argument is the config) holding the source's lease."""
+
+    def wrap(step: F) -> F:
+        @functools.wraps(step)
+        def run(cfg: Config, *args: Any, **kwargs: Any) -> Any:
+            with source_lease(cfg, what):
+                return step(cfg, *args, **kwargs)
+
+        return cast(F, run)
+
+    return wrap
 
 
 def plan(
@@ -98,6 +126,24 @@ def plan(
     ledger = Ledger.of(cfg)
     if (start_lognum is None) != (start_logpos is None):
         raise ConfigError("a backfill needs both start_lognum and start_logpos")
+    with contextlib.nullcontext() if dry_run else source_lease(cfg, "loader plan"):
+        return _plan(
+            ledger, cfg, start, end, max_changes, run_id, dry_run, start_lognum, start_logpos, allow_gap
+        )
+
+
+def _plan(
+    ledger: Ledger,
+    cfg: Config,
+    start: Position | None,
+    end: Position | None,
+    max_changes: int | None,
+    run_id: str | None,
+    dry_run: bool,
+    start_lognum: int | None,
+    start_logpos: int | None,
+    allow_gap: bool,
+) -> PlannedInterval:
     conn = connect(credentials(cfg.source))
     try:
         check_binlog_settings(conn)
@@ -136,6 +182,7 @@ def decode_workers(cfg: Config, requested: int | None = None) -> int:
     return min(MAX_DECODE_WORKERS, os.cpu_count() or 1) if cfg.source.transport == "files" else 1
 
 
+@leased("loader extract")
 def extract(
     cfg: Config,
     interval_id: str | None = None,
@@ -167,6 +214,7 @@ def materialize(cfg: Config, launch: Launcher) -> list[TableResult]:
     return from_dict(list[TableResult], run_spark_job(cfg, "materialize", [], launch))
 
 
+@leased("loader run-once")
 def run_once(
     cfg: Config,
     launch: Launcher,
@@ -221,7 +269,8 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             the first interval waiting for it (the job notes its own errors itself).
     """
     source = credentials(cfg.source) if name in SOURCE_JOBS else None
-    with tempfile.TemporaryDirectory(prefix="loader-job-") as tmp:
+    held = source_lease(cfg, f"the {name} job") if name in LEASED_JOBS else contextlib.nullcontext()
+    with held, scratch.folder("job") as tmp:
         job = build_spark_job(
             cfg,
             name,
@@ -231,6 +280,9 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             environ=os.environ,
             source=source,
         )
+        token = lease.token_held(cfg.source.name)
+        if token:  # the job joins this run's lease
+            job.env[lease.LEASE_ENV] = token
         failure = launch(job)
         try:
             return read_outcome(job, failure)
@@ -345,7 +397,7 @@ def checksum(
             f"the checksum's snapshot of the source is at {at} but the checkpoint is at {checkpoint}: "
             "another run moved it meanwhile; run the checksum again"
         )
-    with tempfile.TemporaryDirectory(prefix="loader-checksum-") as tmp:
+    with scratch.folder("checksum") as tmp:
         path = os.path.join(tmp, "source-sums.json")
         with open(path, "w", encoding="utf-8") as out:
             json.dump(asdict(sums), out)
@@ -394,6 +446,7 @@ def intervals(cfg: Config, last: int | None = None) -> tuple[list[IntervalRecord
     return [_record(i) for i in recorded[-last if last else 0 :]], len(recorded)
 
 
+@leased("loader interval abandon")
 def abandon(cfg: Config, interval_id: str, reason: str, rerun_ok: bool = False) -> list[IntervalRecord]:
     """Abandon an interval not yet materialised and the ones after it (``Ledger.abandon``).
     ``rerun_ok``: an interval abandoned already for this reason is no error (a rerun of the task
@@ -448,4 +501,5 @@ def status(cfg: Config) -> Status:
         if loads
         else None,
         gaps=[{"interval": i, "from": a, "to": b} for i, a, b in ledger.gaps()],
+        lease=lease.holder(ledger.store, cfg.source.name),
     )

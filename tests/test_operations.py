@@ -9,13 +9,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
 
-from loader import steps
+from loader import lease, steps
 from loader.config import Config
 from loader.errors import LoaderError, is_transient
 from loader.ledger import ABANDONED, MATERIALISED, Interval, Ledger
@@ -331,3 +332,39 @@ def test_a_read_only_warehouse_fails_materialise_with_spark_s_root_cause_noted(
         assert steps.status(cfg).last_error is None
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_one_step_at_a_time_per_source_and_a_killed_holder_does_not_block_for_ever(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+) -> None:
+    cfg = loaded("ops_lease", ["t (id INT PRIMARY KEY, v INT)"], ["INSERT INTO ops_lease.t VALUES (1, 1)"])
+    ledger = Ledger.of(cfg)
+    checkpoint = ledger.checkpoint()
+    mariadb.execute("INSERT INTO ops_lease.t VALUES (2, 2)")
+    toml = mariadb.config_file(tmp_path, cfg.source.name, "ops_lease.*")
+
+    # While another run holds the source's lease, a run is refused naming it: exit 3, retried.
+    with lease.hold(ledger.store, cfg.source.name, "the test's run", 60):
+        busy = _loader(mariadb, toml, "run-once")
+        assert busy.returncode == 3, busy.stdout + busy.stderr
+        assert f"source {cfg.source.name} is busy: the test's run (pid {os.getpid()} on" in _last_line(busy)
+        assert _loader(mariadb, toml, "run-once", "--dry-run").returncode == 0  # a dry run changes nothing
+        assert (steps.status(cfg).lease or "").startswith("the test's run (pid")
+    assert ledger.intervals() == [] and ledger.checkpoint() == checkpoint
+
+    # A run killed while it held the lease blocks the next ones only until its lease expires.
+    holder = (
+        "import os, sys; from loader import lease; from loader.staging.stores import LocalStore; "
+        "lease.Lease(LocalStore(sys.argv[1]), sys.argv[2], 'a killed run', 6).acquire(); os._exit(9)"
+    )
+    subprocess.run([sys.executable, "-c", holder, cfg.staging.uri, cfg.source.name], check=False)
+    blocked = _loader(mariadb, toml, "extract")
+    assert (
+        blocked.returncode == 3
+        and "a killed run" in _last_line(blocked)
+        and "expires at" in _last_line(blocked)
+    )
+    time.sleep(6)
+    assert _loader(mariadb, toml, "extract").returncode == 0
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)

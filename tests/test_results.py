@@ -3,6 +3,7 @@ outcome) and come back as the same typed records."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from loader.results import (
@@ -62,6 +63,9 @@ def test_status_keeps_its_json_shape_and_its_text() -> None:
     text = status.text()
     assert "checkpoint: binlog.000003:100 (0000000002)" in text
     assert "last error: interval 0000000003 at 2026-11-23T12:00:00Z: extract: column c changed type" in text
+    assert "running now: nothing" in text
+    busy = dataclasses.replace(status, lease="loader extract (pid 7 on h) since 2026-11-23T12:00:00Z")
+    assert "running now: loader extract (pid 7 on h) since 2026-11-23T12:00:00Z" in busy.text()
 
 
 def test_a_checksum_report_reads_as_sql_conditions_and_ends_with_the_verdict() -> None:

@@ -1,0 +1,69 @@
+"""The source's lease on a local store: one holder at a time, who holds it, expiry of a holder
+that stopped renewing, renewal while a holder works, re-entry and a child joining."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from loader import lease
+from loader.lease import Lease, LeaseError
+from loader.staging.stores import LocalStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(str(tmp_path / "staging"))
+
+
+def test_one_holder_at_a_time_and_the_refusal_says_who(store: LocalStore) -> None:
+    with lease.hold(store, "demo", "loader extract", 60):
+        with pytest.raises(LeaseError) as busy:
+            Lease(store, "demo", "loader materialize", 60).acquire()
+        message = str(busy.value)
+        assert message.startswith(f"source demo is busy: loader extract (pid {os.getpid()} on ")
+        assert re.search(r"holds its lease since \S+Z .* its lease expires at \S+Z$", message), message
+        assert busy.value.transient  # a retry finds it free
+        # Another source is another lease.
+        with lease.hold(store, "other", "loader extract", 60):
+            pass
+    # Released: the next run takes it, and only the latest record is kept.
+    with lease.hold(store, "demo", "loader materialize", 60) as taken:
+        assert taken.record is not None and taken.record.number == 2
+        assert store.list("demo/_ledger/lease") == ["demo/_ledger/lease/000000000002.json"]
+
+
+def test_a_holder_that_stops_renewing_loses_it_when_it_expires_and_a_live_one_keeps_it(
+    store: LocalStore,
+) -> None:
+    killed = Lease(store, "demo", "a killed run", 1)
+    killed.acquire()
+    killed._stop.set()  # it stops renewing, as a killed process does, and never releases
+    with pytest.raises(LeaseError, match="a killed run"):
+        Lease(store, "demo", "the next run", 1).acquire()
+    time.sleep(1.2)
+    with lease.hold(store, "demo", "the next run", 1):
+        time.sleep(2)  # past its first expiry: renewed meanwhile
+        with pytest.raises(LeaseError, match="the next run"):
+            Lease(store, "demo", "a third run", 1).acquire()
+
+
+def test_the_same_process_re_enters_and_a_child_joins_with_the_token(store: LocalStore) -> None:
+    with lease.hold(store, "demo", "loader run-once", 60) as outer:
+        with lease.hold(store, "demo", "loader extract", 60) as inner:
+            assert inner is outer
+        token = lease.token_held("demo")
+        assert token is not None and outer.record is not None and token == outer.record.token
+        child = Lease(store, "demo", "the materialize job", 60)
+        child.acquire(joining=token)
+        child.release()  # a joined lease is the parent's to release
+        with pytest.raises(LeaseError, match="loader run-once"):
+            Lease(store, "demo", "another run", 60).acquire(joining="not-the-token")
+    assert lease.token_held("demo") is None
+    after = Lease(store, "demo", "after", 60)
+    after.acquire()
+    after.release()
