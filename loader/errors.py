@@ -102,6 +102,10 @@ class ManifestError(LoaderError):
     """A manifest is missing fields or has a version this loader does not read."""
 
 
+class LeaseError(TransientError):
+    """Another run holds the source's lease (one step at a time per source): retry later."""
+
+
 class LedgerError(LoaderError):
     """The ledger does not allow the step asked for (no checkpoint, a competing run, ...), or one
     of its records cannot be read."""

@@ -24,17 +24,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from loader.errors import TransientError
+from loader.errors import LeaseError
 from loader.staging import layout
 from loader.staging.stores import Store
 
 LEASE_ENV = "LOADER_LEASE_TOKEN"  # the token of a lease a parent process holds
 _HELD: dict[str, Lease] = {}  # leases this process holds, by source
 _LOCK = threading.Lock()
-
-
-class LeaseError(TransientError):
-    """Another run holds the source's lease."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from loader import lease
-from loader.lease import Lease, LeaseError
+from loader.errors import LeaseError
+from loader.lease import Lease
 from loader.staging.stores import LocalStore
 
 
