@@ -92,6 +92,7 @@ unit: setup ## only the tests that need no server (fast)
 bench: setup ## run the benchmarks (each compares with another tool on the same data)
 	$(BIN)/python bench/binlog_decode.py
 	$(BIN)/python bench/extract.py
+	$(BIN)/python bench/big_transaction.py
 	$(BIN)/python bench/materialize.py
 	$(BIN)/python bench/initial_load.py
 	$(BIN)/python bench/checksum.py  # needs pt-table-checksum (apt-get install percona-toolkit)

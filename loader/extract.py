@@ -26,7 +26,7 @@ from loader import scratch, statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
-from loader.binlog.transactions import RowsBatch, Transaction
+from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, TableKeyError
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record
@@ -66,6 +66,10 @@ def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec]) -> str |
 
 
 # --- writing ---
+
+# A transaction's rows wait on disk, not in memory, once this many of its changes are decoded:
+# the extract's memory stays bounded whatever the size of a transaction.
+OPEN_ROWS_HELD_AT = 20_000
 
 _INT_KIND = {ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG}
 _INT_KIND |= {ColumnType.YEAR, ColumnType.BIT}
@@ -128,6 +132,11 @@ class TableWriter:
         self.plan: TablePlan | None = None
         self.layout_index = -1
         self.encode: csvformat.RowEncoder = csvformat.row_line
+        # Rows of a transaction not committed yet (OpenRows), without their seqno and commit
+        # time, each after its length (values may hold newlines): a large transaction waits
+        # on disk, not in memory.
+        self.held: TextIO | None = None
+        self.held_rows = 0
 
     def use(self, plan: TablePlan, where: str, statement: str) -> None:
         """Switch to ``plan``'s column layout when it differs from the current one."""
@@ -174,11 +183,11 @@ class TableWriter:
             self.finished.append(self.part)
             self.part = None
 
-    def write_batch(self, batch: RowsBatch, seqno: int, commit_ts: str) -> None:
-        """Every change row of one rows event: inserts as I, deletes as D, updates as D then I."""
+    def write_batch(self, batch: RowsBatch, seqno: int, commit_ts: str, held: bool = False) -> None:
+        """Every change row of one rows event: inserts as I, deletes as D, updates as D then I.
+        ``held``: rows of a transaction not committed yet, kept aside until ``release``."""
         if self.first_position is None:
             self.first_position = str(batch.position)
-        part = self.part or self._open_part()
         encode = self.encode
         rid = batch.first_row_id
         try:
@@ -197,20 +206,57 @@ class TableWriter:
                     lines.append(encode("I", seqno, rid + 2 * i + 1, commit_ts, after))
         except csvformat.CsvValueError as exc:
             raise ExtractError(f"{batch.position}: {self.entry.schema}.{self.entry.table}: {exc}") from None
-        text = "".join(lines)
+        if held:
+            if self.held is None:
+                self.held = open(self.workdir / "held.csv", "w+", encoding="utf-8", newline="")  # noqa: SIM115
+            self.held.write("".join(f"{len(line):010d}{line}" for line in lines))
+            self.held_rows += len(lines)
+            return
+        ops = {"D": len(batch.rows), "I": len(batch.rows)} if batch.op == "U" else {batch.op: len(lines)}
+        self._append("".join(lines), len(lines), ops)
+
+    def _append(self, text: str, rows: int, ops: dict[str, int]) -> None:
+        part = self.part or self._open_part()
         part.text.write(text)
         part.bytes += len(text)  # characters: close enough to bytes for the size bound
-        part.rows += len(lines)
-        if batch.op == "U":
-            part.ops["D"] = part.ops.get("D", 0) + len(batch.rows)
-            part.ops["I"] = part.ops.get("I", 0) + len(batch.rows)
-        else:
-            part.ops[batch.op] = part.ops.get(batch.op, 0) + len(lines)
+        part.rows += rows
+        for op, n in ops.items():
+            part.ops[op] = part.ops.get(op, 0) + n
         if part.bytes >= self.part_bytes:
             self._close_part()
 
+    def release(self, seqno: int, commit_ts: str) -> int:
+        """The held rows, now that their transaction committed, with its seqno and commit time
+        (as ``write_batch`` would have written them); how many."""
+        if self.held is None:
+            return 0
+        count = self.held_rows
+        self.held.seek(0)
+        out: list[str] = []
+        ops: dict[str, int] = {}
+        for _ in range(count):
+            op, _, row_id, _, rest = self.held.read(int(self.held.read(10))).split(",", 4)
+            out.append(f'{op},{seqno},{row_id},"{commit_ts}",{rest}')
+            ops[op] = ops.get(op, 0) + 1
+            if len(out) >= 10_000:
+                self._append("".join(out), len(out), ops)
+                out, ops = [], {}
+        if out:
+            self._append("".join(out), len(out), ops)
+        self.forget()
+        return count
+
+    def forget(self) -> None:
+        """Drop the held rows (their transaction was rolled back, or never committed)."""
+        if self.held is not None:
+            self.held.close()
+            (self.workdir / "held.csv").unlink(missing_ok=True)
+        self.held = None
+        self.held_rows = 0
+
     def finish(self) -> TablePiece:
         """Close the open part; what this writer wrote, for publishing."""
+        self.forget()  # rows of a transaction the range ended inside of
         self._close_part()
         return TablePiece(
             self.entry.primary_key,
@@ -348,8 +394,16 @@ def _extract_range(
             selector,
             schema,
             skip_before=loaded_at,
+            max_open_changes=OPEN_ROWS_HELD_AT,
         )
         for tx in txs:
+            if isinstance(tx, OpenRows):  # a large transaction's rows before its commit
+                for writer in writers.values() if tx.rolled_back else ():
+                    writer.forget()
+                _write_batches(
+                    tx.batches, 0, "", cfg, writers, Path(workdir), pending, previous or {}, held=True
+                )
+                continue
             result.transactions += 1
             _check_statements(
                 tx, selector, writers, loaded_at or {}, pending, result.created, cfg.tables.schema_changes
@@ -639,12 +693,25 @@ def _write_transaction(
     pending: dict[tuple[str, str], list[dict[str, str]]],
     previous: dict[tuple[str, str], list[ColumnSpec]],
 ) -> int:
-    if not tx.batches:
-        return 0
+    """Write a committed transaction's rows (after the ones it handed out early); how many."""
     commit = commit_ts_text(tx.commit_ts)
-    seqno = tx.seqno
+    written = sum(writer.release(tx.seqno, commit) for writer in writers.values())
+    return written + _write_batches(tx.batches, tx.seqno, commit, cfg, writers, workdir, pending, previous)
+
+
+def _write_batches(
+    batches: list[RowsBatch],
+    seqno: int,
+    commit: str,
+    cfg: Config,
+    writers: dict[tuple[str, str], TableWriter],
+    workdir: Path,
+    pending: dict[tuple[str, str], list[dict[str, str]]],
+    previous: dict[tuple[str, str], list[ColumnSpec]],
+    held: bool = False,
+) -> int:
     written = 0
-    for batch in tx.batches:
+    for batch in batches:
         plan = batch.table
         key = (plan.schema, plan.table)
         writer = writers.get(key)
@@ -663,7 +730,7 @@ def _write_transaction(
             writer.entry.statements.extend(pending.pop(key, []))
         statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
         writer.use(plan, where, statement)
-        writer.write_batch(batch, seqno, commit)
+        writer.write_batch(batch, seqno, commit, held)
         written += batch.change_count
     return written
 

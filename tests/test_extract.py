@@ -320,3 +320,55 @@ def test_extract_command_prints_a_summary(mariadb: MariaDB, tmp_path: Path) -> N
     ]
     text = subprocess.run([loader, "extract"], capture_output=True, text=True, env=env, timeout=120)
     assert text.returncode == 0 and "nothing new" in text.stdout
+
+
+def test_a_large_transaction_waits_on_disk_and_stages_the_same_rows(
+    mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader import extract
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ex_big",
+        "CREATE DATABASE ex_big",
+        "CREATE TABLE ex_big.t (id INT PRIMARY KEY, s TEXT)",
+        "CREATE TABLE ex_big.u (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE ex_big.m (id INT PRIMARY KEY) ENGINE=MyISAM",
+    )
+    whole = _config(mariadb, tmp_path / "whole", "ex_big")
+    start = _start_at_now(whole, mariadb)
+    values = ", ".join(f"({i}, 'line {i}\\nwith, \"quotes\"')" for i in range(1, 301))
+    conn = mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            # One transaction of 300 inserts, 300 updates (two rows each) and 50 deletes over two
+            # tables, values with newlines, commas and quotes; then a small one.
+            cur.execute("BEGIN")
+            cur.execute(f"INSERT INTO ex_big.t VALUES {values}")
+            cur.execute("INSERT INTO ex_big.u SELECT id, id FROM ex_big.t")
+            cur.execute("UPDATE ex_big.t SET s = CONCAT(s, '!')")
+            cur.execute("DELETE FROM ex_big.u WHERE id <= 50")
+            cur.execute("COMMIT")
+            # Rolled back: only the non-transactional table's row is logged.
+            cur.execute("BEGIN")
+            cur.execute("UPDATE ex_big.u SET v = -v")
+            cur.execute("INSERT INTO ex_big.m VALUES (1)")
+            cur.execute("ROLLBACK")
+            cur.execute("UPDATE ex_big.u SET v = 0 WHERE id = 51")
+    finally:
+        conn.close()
+    held = _config(mariadb, tmp_path / "held", "ex_big")
+    Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
+
+    in_memory = run_extract(whole, progress=lambda _: None)
+    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)
+    on_disk = run_extract(held, progress=lambda _: None)
+    assert in_memory is not None and on_disk is not None
+    assert on_disk.changes == in_memory.changes == 300 + 300 + 600 + 50 + 1 + 2
+    for table in ("t", "u", "m"):
+        a = Manifest.from_json(open_store(whole.staging).get(in_memory.manifest) or b"")
+        b = Manifest.from_json(open_store(held.staging).get(on_disk.manifest) or b"")
+        assert _csv_rows(held, b, table) == _csv_rows(whole, a, table)
+        assert [f.sha256 for f in next(t for t in b.tables if t.table == table).files] == [
+            f.sha256 for f in next(t for t in a.tables if t.table == table).files
+        ]
+    assert not list((tmp_path / "held").rglob("held.csv"))

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
+from typing import overload
 
 from loader.binlog.files import BinlogFiles
 from loader.binlog.schema import InformationSchema, SchemaProvider
 from loader.binlog.server import BinlogServer
-from loader.binlog.transactions import TableFilter, Transaction, TransactionReader
+from loader.binlog.transactions import OpenRows, TableFilter, Transaction, TransactionReader
 from loader.binlog.transport import Transport
 from loader.config import SourceConfig
 from loader.errors import DecodeError
@@ -37,6 +38,7 @@ def source_schema(creds: Credentials) -> Iterator[SchemaProvider]:
         conn.close()
 
 
+@overload
 def read_transactions(
     transport: Transport,
     start: Position,
@@ -46,17 +48,51 @@ def read_transactions(
     strict: bool = True,
     allow_partial_end: bool = False,
     skip_before: Mapping[tuple[str, str], Position] | None = None,
-) -> Generator[Transaction, None, None]:
+    max_open_changes: None = None,
+) -> Generator[Transaction, None, None]: ...
+
+
+@overload
+def read_transactions(
+    transport: Transport,
+    start: Position,
+    end: Position | None,
+    table_filter: TableFilter | None = None,
+    schema: SchemaProvider | None = None,
+    strict: bool = True,
+    allow_partial_end: bool = False,
+    skip_before: Mapping[tuple[str, str], Position] | None = None,
+    *,
+    max_open_changes: int,
+) -> Generator[Transaction | OpenRows, None, None]: ...
+
+
+def read_transactions(
+    transport: Transport,
+    start: Position,
+    end: Position | None,
+    table_filter: TableFilter | None = None,
+    schema: SchemaProvider | None = None,
+    strict: bool = True,
+    allow_partial_end: bool = False,
+    skip_before: Mapping[tuple[str, str], Position] | None = None,
+    max_open_changes: int | None = None,
+) -> Generator[Transaction | OpenRows, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
 
-    ``skip_before`` passes over the rows of tables re-loaded after them (see ``TransactionReader``).
+    ``skip_before`` passes over the rows of tables re-loaded after them, ``max_open_changes``
+    hands out the rows of a large transaction before it commits (see ``TransactionReader``).
 
     Raises:
         DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
             that transaction is left out).
     """
     reader = TransactionReader(
-        table_filter=table_filter, schema=schema, strict=strict, skip_before=skip_before
+        table_filter=table_filter,
+        schema=schema,
+        strict=strict,
+        skip_before=skip_before,
+        max_open_changes=max_open_changes,
     )
     try:
         yield from reader.read(transport.events(start, end))

@@ -72,6 +72,17 @@ class Transaction:
         return sum(b.change_count for b in self.batches)
 
 
+@dataclass(slots=True)
+class OpenRows:
+    """Rows of a transaction not committed yet, handed out early so that a large transaction is
+    not held in memory whole (``TransactionReader(max_open_changes=...)``). The ``Transaction``
+    that commits them follows, with only its rows after these; ``rolled_back`` says the open
+    transaction whose rows were handed out was dropped instead (its rows must be forgotten)."""
+
+    batches: list[RowsBatch]
+    rolled_back: bool = False
+
+
 _OLD_TEMPORAL = frozenset({ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP})
 _BEGIN = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|XA\s+START)\b", re.I)
 _COMMIT = re.compile(r"^\s*COMMIT\b", re.I)
@@ -90,6 +101,7 @@ class _Open:
     batches: list[RowsBatch] = field(default_factory=list)
     statements: list[Statement] = field(default_factory=list)
     row_id: int = 0
+    handed_out: int = 0  # row ids already handed out as OpenRows
 
 
 class TransactionReader:
@@ -102,6 +114,8 @@ class TransactionReader:
         skip_before: tables whose rows are passed over undecoded in transactions that start
             before the given position (a re-load of the table copied them already, including
             rows it could not decode).
+        max_open_changes: hand out the rows of a transaction not committed yet as ``OpenRows``
+            once this many changes are held (None: every transaction comes whole).
     """
 
     def __init__(
@@ -110,8 +124,10 @@ class TransactionReader:
         schema: SchemaProvider | None = None,
         strict: bool = True,
         skip_before: Mapping[tuple[str, str], Position] | None = None,
+        max_open_changes: int | None = None,
     ) -> None:
         self.parser = BinlogParser()
+        self.max_open_changes = max_open_changes
         self.table_filter = table_filter
         self.skip_before = skip_before
         self.schema = schema
@@ -122,8 +138,9 @@ class TransactionReader:
         self.file = ""
         self.last_position: Position | None = None  # end of the last event read
 
-    def read(self, raw_events: Iterable[RawEvent]) -> Iterator[Transaction]:
-        """Yield each committed transaction of the stream, in log order."""
+    def read(self, raw_events: Iterable[RawEvent]) -> Iterator[Transaction | OpenRows]:
+        """Yield each committed transaction of the stream, in log order (and, with
+        ``max_open_changes``, the rows of a large one before its commit)."""
         for raw in raw_events:
             if raw.file != self.file:
                 self.file = raw.file
@@ -143,19 +160,29 @@ class TransactionReader:
         """Where the transaction left unfinished by the last event read started, if one was."""
         return self._open.start if self._open is not None else None
 
-    def _handle(self, event: ev.Event, pos: Position, end: Position) -> Iterator[Transaction]:
+    def _handle(self, event: ev.Event, pos: Position, end: Position) -> Iterator[Transaction | OpenRows]:
         body = event.body
         h = event.header
         if isinstance(body, ev.Rows):
             self._rows(body, pos)
+            tx = self._open
+            if (
+                self.max_open_changes
+                and tx is not None
+                and tx.row_id - tx.handed_out >= self.max_open_changes
+            ):
+                yield OpenRows(tx.batches)
+                tx.batches, tx.handed_out = [], tx.row_id
         elif isinstance(body, ev.Xid):
             yield from self._commit(end, h.timestamp)
         elif isinstance(body, ev.Query):
             yield from self._query(body, pos, end, h.timestamp)
         elif isinstance(body, ev.Gtid):
+            yield from self._drop_open()
             self._start(pos).gtid = body.text()
             self._open_tx().commit_ts = body.original_commit_ts
         elif isinstance(body, ev.MariaGtid):
+            yield from self._drop_open()
             tx = self._start(pos)
             tx.gtid = body.text(h.server_id)
             tx.standalone = body.standalone
@@ -179,6 +206,12 @@ class TransactionReader:
         elif isinstance(body, ev.Skipped) and body.reason.startswith(("unknown", "ignorable")):
             log.warning("skipped %s at %s", body.reason, pos)
 
+    def _drop_open(self) -> Iterator[OpenRows]:
+        """A transaction that never committed (the next one starts): forget what it handed out."""
+        if self._open is not None and self._open.handed_out:
+            yield OpenRows([], rolled_back=True)
+        self._open = None
+
     def _start(self, pos: Position) -> _Open:
         self._open = _Open(start=pos)
         return self._open
@@ -187,7 +220,9 @@ class TransactionReader:
         assert self._open is not None
         return self._open
 
-    def _query(self, q: ev.Query, pos: Position, end: Position, timestamp: int) -> Iterator[Transaction]:
+    def _query(
+        self, q: ev.Query, pos: Position, end: Position, timestamp: int
+    ) -> Iterator[Transaction | OpenRows]:
         text = q.query
         if _BEGIN.match(text):
             (self._open or self._start(pos)).began = True
@@ -196,7 +231,7 @@ class TransactionReader:
             yield from self._commit(end, timestamp)
             return
         if _ROLLBACK.match(text):
-            self._open = None
+            yield from self._drop_open()
             return
         current = self._open
         if current is not None and current.began and not _XA_COMMIT.match(text):
@@ -267,7 +302,9 @@ class TransactionReader:
             statements=tx.statements,
         )
 
-    def _payload(self, payload: ev.TransactionPayload, pos: Position, end: Position) -> Iterator[Transaction]:
+    def _payload(
+        self, payload: ev.TransactionPayload, pos: Position, end: Position
+    ) -> Iterator[Transaction | OpenRows]:
         """Inner events of a compressed transaction: no CRC32, positions of the outer event."""
         data = payload.payload
         off = 0

@@ -14,7 +14,7 @@ import pytest
 from loader.binlog.files import BinlogFiles
 from loader.binlog.rowplan import ABSENT, JsonDiff
 from loader.binlog.schema import SourceColumn, SourceTable, StaticSchema
-from loader.binlog.transactions import Transaction, TransactionReader
+from loader.binlog.transactions import OpenRows, Transaction, TransactionReader
 from loader.errors import DecodeError, IncidentError
 from loader.positions import Position
 from tests.binlog.reference import TextRow, matches, parse_decoded, prepare, read_reference
@@ -264,3 +264,25 @@ def test_source_schema_that_no_longer_matches_is_an_error(tmp_path: Path) -> Non
         list(
             TransactionReader(schema=wrong_type).read(BinlogFiles(path).events(Position(path.name, 4), None))
         )
+
+
+@pytest.mark.parametrize("rel", sorted(set(FILES) - set(NEGATIVE)))
+def test_rows_handed_out_before_the_commit_add_up_to_the_same_transactions(rel: str, tmp_path: Path) -> None:
+    """With ``max_open_changes`` (a large transaction's rows handed out before its commit), the
+    rows handed out followed by the committed transaction's are the transaction's rows, and a
+    transaction that never commits hands out rows only to take them back."""
+    path = prepare(BINLOG_TESTDATA / rel, tmp_path)
+    schema = SCHEMAS.get(rel)
+    whole = [
+        (tx.start, tx.end, tx.seqno, [(b.op, b.rows) for b in tx.batches]) for tx in decode(path, schema)
+    ]
+    reader = TransactionReader(schema=schema, strict=False, max_open_changes=1)
+    pieces: list[tuple[Any, Any, Any, list[Any]]] = []
+    held: list[Any] = []
+    for item in reader.read(BinlogFiles(path).events(Position(path.name, 4), None)):
+        if isinstance(item, OpenRows):
+            held = [] if item.rolled_back else held + [(b.op, b.rows) for b in item.batches]
+            continue
+        pieces.append((item.start, item.end, item.seqno, held + [(b.op, b.rows) for b in item.batches]))
+        held = []
+    assert pieces == whole
