@@ -396,19 +396,23 @@ def _extract_range(
             skip_before=loaded_at,
             max_open_changes=OPEN_ROWS_HELD_AT,
         )
+        holding = False  # the open transaction handed out rows that writers hold
         for tx in txs:
             if isinstance(tx, OpenRows):  # a large transaction's rows before its commit
-                for writer in writers.values() if tx.rolled_back else ():
-                    writer.forget()
+                if tx.rolled_back:
+                    for writer in writers.values():
+                        writer.forget()
                 _write_batches(
                     tx.batches, 0, "", cfg, writers, Path(workdir), pending, previous or {}, held=True
                 )
+                holding = not tx.rolled_back
                 continue
             result.transactions += 1
             _check_statements(
                 tx, selector, writers, loaded_at or {}, pending, result.created, cfg.tables.schema_changes
             )
-            n = _write_transaction(tx, cfg, writers, Path(workdir), pending, previous or {})
+            n = _write_transaction(tx, cfg, writers, Path(workdir), pending, previous or {}, holding)
+            holding = False
             if n:
                 result.changes += n
                 result.seqno_min = tx.seqno if result.seqno_min is None else result.seqno_min
@@ -692,10 +696,12 @@ def _write_transaction(
     workdir: Path,
     pending: dict[tuple[str, str], list[dict[str, str]]],
     previous: dict[tuple[str, str], list[ColumnSpec]],
+    holding: bool,
 ) -> int:
-    """Write a committed transaction's rows (after the ones it handed out early); how many."""
+    """Write a committed transaction's rows (after the ones it handed out early, which the
+    writers hold when ``holding``); how many."""
     commit = commit_ts_text(tx.commit_ts)
-    written = sum(writer.release(tx.seqno, commit) for writer in writers.values())
+    written = sum(writer.release(tx.seqno, commit) for writer in writers.values()) if holding else 0
     return written + _write_batches(tx.batches, tx.seqno, commit, cfg, writers, workdir, pending, previous)
 
 

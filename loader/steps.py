@@ -126,24 +126,6 @@ def plan(
     ledger = Ledger.of(cfg)
     if (start_lognum is None) != (start_logpos is None):
         raise ConfigError("a backfill needs both start_lognum and start_logpos")
-    with contextlib.nullcontext() if dry_run else source_lease(cfg, "loader plan"):
-        return _plan(
-            ledger, cfg, start, end, max_changes, run_id, dry_run, start_lognum, start_logpos, allow_gap
-        )
-
-
-def _plan(
-    ledger: Ledger,
-    cfg: Config,
-    start: Position | None,
-    end: Position | None,
-    max_changes: int | None,
-    run_id: str | None,
-    dry_run: bool,
-    start_lognum: int | None,
-    start_logpos: int | None,
-    allow_gap: bool,
-) -> PlannedInterval:
     conn = connect(credentials(cfg.source))
     try:
         check_binlog_settings(conn)
@@ -151,15 +133,17 @@ def _plan(
         end = end or now
         if start_lognum is not None and start_logpos is not None:
             start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
-        interval = ledger.plan(
-            end,
-            start=start,
-            max_changes=max_changes,
-            run_id=run_id,
-            allow_gap=allow_gap,
-            check=lambda a, b: start_problem(conn, a, b),
-            dry_run=dry_run,
-        )
+        # A dry run records nothing, so it needs no lease (and runs beside a busy pipeline).
+        with contextlib.nullcontext() if dry_run else source_lease(cfg, "loader plan"):
+            interval = ledger.plan(
+                end,
+                start=start,
+                max_changes=max_changes,
+                run_id=run_id,
+                allow_gap=allow_gap,
+                check=lambda a, b: start_problem(conn, a, b),
+                dry_run=dry_run,
+            )
     finally:
         conn.close()
     if interval is None:
