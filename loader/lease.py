@@ -5,7 +5,8 @@ Leases are numbered records under ``<source>/_ledger/lease/``; the highest numbe
 A run takes it by creating the next number (the store's create-once decides between two runs
 that try at once) when the highest is released or expired, renews it while it works, and
 releases it when done. A run that finds the lease held is refused with who holds it (a transient
-error: the next try or Airflow's retry finds it free). A process the holder started (the Spark
+error: the next try or Airflow's retry finds it free). A lease whose holder was killed on this
+machine, with every process it started, is free at once. A process the holder started (the Spark
 job of ``loader run-once``) joins the holder's lease through ``LEASE_ENV`` instead of waiting
 for it.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import socket
@@ -23,6 +25,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from loader.errors import LeaseError
 from loader.staging import layout
@@ -40,9 +43,36 @@ class LeaseRecord:
     holder: str  # what, which process, where
     taken_at: str  # ISO UTC
     expires: float  # epoch seconds; 0 once released
+    # The holder's machine (``_machine``) and process group: a run killed on this machine, with
+    # every process it started, frees the lease at once instead of at its expiry.
+    machine: str = ""
+    group: int = 0
 
     def free(self, now: float) -> bool:
-        return self.expires <= now
+        return self.expires <= now or self._gone()
+
+    def _gone(self) -> bool:
+        if not self.machine or self.machine != _machine() or self.group <= 0:
+            return False  # elsewhere, or unknown: only the expiry tells
+        try:
+            os.killpg(self.group, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False  # there, but not ours to signal
+        return False
+
+
+@functools.cache
+def _machine() -> str:
+    """This host, boot and process-id namespace (two containers may share a host name; process
+    ids mean something only within one namespace), or "" where that cannot be told."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{socket.gethostname()} {boot} {namespace}"
 
 
 def _utc(seconds: float) -> str:
@@ -97,7 +127,9 @@ class Lease:
                 f"its lease expires at {_utc(current.expires)}"
             )
         number = current.number + 1 if current is not None else 1
-        record = LeaseRecord(number, uuid.uuid4().hex, self.holder, _utc(now), now + self.seconds)
+        record = LeaseRecord(
+            number, uuid.uuid4().hex, self.holder, _utc(now), now + self.seconds, _machine(), os.getpgrp()
+        )
         if not self.store.create(self._key(number), json.dumps(dataclasses.asdict(record)).encode()):
             winner = self._current()
             holder = winner.holder if winner is not None else "another run"

@@ -68,3 +68,41 @@ def test_the_same_process_re_enters_and_a_child_joins_with_the_token(store: Loca
     after = Lease(store, "demo", "after", 60)
     after.acquire()
     after.release()
+
+
+def test_a_holder_killed_on_this_machine_with_its_processes_frees_the_lease_at_once(
+    store: LocalStore, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    # A run in a process group of its own takes the lease; its child lives on after it dies.
+    holder = (
+        "import subprocess, sys, time; from loader import lease; from loader.staging.stores import "
+        "LocalStore; lease.Lease(LocalStore(sys.argv[1]), 'demo', 'a run', 60).acquire(); "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print(child.pid, flush=True); time.sleep(60)"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-c", holder, str(store.root)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert run.stdout is not None
+    child = int(run.stdout.readline())
+    try:
+        run.kill()  # kill -9 of the run alone: its child (a Spark job) may still write
+        run.wait()
+        with pytest.raises(LeaseError, match="a run"):
+            Lease(store, "demo", "the next run", 60).acquire()
+        assert lease.holder(store, "demo") is not None
+    finally:
+        os.kill(child, signal.SIGKILL)
+    # With every process of the run gone, the lease is free without waiting for its expiry.
+    deadline = time.monotonic() + 10
+    while lease.holder(store, "demo") is not None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the killed child is reaped by init
+    with lease.hold(store, "demo", "the next run", 60) as taken:
+        assert taken.record is not None and taken.record.number == 2
