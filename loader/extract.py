@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from loader import scratch, statements
+from loader import crashpoints, scratch, statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
@@ -702,7 +702,9 @@ def _write_transaction(
     writers hold when ``holding``); how many."""
     commit = commit_ts_text(tx.commit_ts)
     written = sum(writer.release(tx.seqno, commit) for writer in writers.values()) if holding else 0
-    return written + _write_batches(tx.batches, tx.seqno, commit, cfg, writers, workdir, pending, previous)
+    written += _write_batches(tx.batches, tx.seqno, commit, cfg, writers, workdir, pending, previous)
+    crashpoints.reached("after transaction written")
+    return written
 
 
 def _write_batches(

@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from loader import results, steps
+from loader import crashpoints, results, steps
 from loader.config import Config, load_config
 from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, describe, exit_code
 from loader.tables import table_list
@@ -104,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = load_config(args.config)
         spark = build_session(cfg, app_name=f"loader-{args.job}-{cfg.source.name}")
         spark.sparkContext.setLogLevel("WARN")
-        summary = RUNNERS[args.job](spark, cfg, args)
+        with crashpoints.step(args.job):
+            summary = RUNNERS[args.job](spark, cfg, args)
     except REPORTED as exc:
         _progress(f"{args.job}: error: {describe(exc)}")
         _leave_outcome(error=exc)

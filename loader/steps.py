@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any, TypeVar, cast
 
-from loader import lease, scratch
+from loader import crashpoints, lease, scratch
 from loader.config import Config
 from loader.errors import (
     REPORTED,
@@ -98,7 +98,7 @@ def leased(what: str) -> Callable[[F], F]:
     def wrap(step: F) -> F:
         @functools.wraps(step)
         def run(cfg: Config, *args: Any, **kwargs: Any) -> Any:
-            with source_lease(cfg, what):
+            with crashpoints.step(step.__name__.replace("_", "-")), source_lease(cfg, what):
                 return step(cfg, *args, **kwargs)
 
         return cast(F, run)
@@ -130,11 +130,17 @@ def plan(
     try:
         check_binlog_settings(conn)
         now = current_position(conn)
-        end = end or now
         if start_lognum is not None and start_logpos is not None:
             start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
+        if start is not None and end is not None and start > end:
+            raise ConfigError(
+                f"the interval asked for ends at {end}, before its start {start}: an interval cannot run "
+                "backwards; give an end after the start"
+            )
+        end = end or now
         # A dry run records nothing, so it needs no lease (and runs beside a busy pipeline).
-        with contextlib.nullcontext() if dry_run else source_lease(cfg, "loader plan"):
+        held = contextlib.nullcontext() if dry_run else source_lease(cfg, "loader plan")
+        with crashpoints.step("plan"), held:
             interval = ledger.plan(
                 end,
                 start=start,
@@ -254,7 +260,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
     """
     source = credentials(cfg.source) if name in SOURCE_JOBS else None
     held = source_lease(cfg, f"the {name} job") if name in LEASED_JOBS else contextlib.nullcontext()
-    with held, scratch.folder("job") as tmp:
+    with crashpoints.step(name), held, scratch.folder("job") as tmp:
         job = build_spark_job(
             cfg,
             name,

@@ -309,7 +309,11 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 
     # A run whose materialisation dies half way (after one partition swap) fails without
     # retries; its tasks cleared and run again in the same run, it finishes the same interval.
-    crash = _dags_test({**env, "LOADER_TEST_CRASH_AFTER_SWAPS": "1"}, "loader_continuous_delta", "2026-02-04")
+    crash = _dags_test(
+        {**env, "LOADER_CRASH_AT": "materialize: after catalog swap:1"},
+        "loader_continuous_delta",
+        "2026-02-04",
+    )
     assert _run_state(crash) == "failed" and "the materialize job failed" in crash
     assert "Marking task as UP_FOR_RETRY" not in crash
     status = _status(env)

@@ -83,6 +83,12 @@ def test_a_start_the_server_cannot_read_is_refused_and_a_stuck_interval_is_aband
             refused = _loader(mariadb, toml, "run-once", *args, *dry)
             assert refused.returncode == 1, refused.stdout + refused.stderr
             assert reason in _last_line(refused), _last_line(refused)
+    # An end before the start is refused as such, not planned as a backwards range.
+    backwards = _loader(mariadb, toml, "extract", "--from", str(now), "--to", str(cp))
+    assert backwards.returncode == 1 and _last_line(backwards).endswith(
+        f"the interval asked for ends at {cp}, before its start {now}: an interval cannot run "
+        "backwards; give an end after the start"
+    ), _last_line(backwards)
     assert ledger.intervals() == [] and ledger.checkpoint() == checkpoint
 
     # An interval recorded with a start no event has (by a loader before these checks, or by

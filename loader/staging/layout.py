@@ -72,3 +72,19 @@ def manifests_prefix(source: str) -> str:
 
 def ledger_prefix(source: str) -> str:
     return f"{safe_component(source)}/_ledger"
+
+
+def kind(key: str) -> str:
+    """What a key holds, in words: ``ledger interval``, ``ledger checkpoint``, ``lease``,
+    ``manifest``, ``staged file``..."""
+    parts = key.split("/")
+    if len(parts) >= 3 and parts[1] == "_ledger":
+        folder = parts[2]
+        if folder == "lease":
+            return "lease"
+        if len(parts) == 3:
+            return f"ledger {folder.removesuffix('.json')}"
+        return f"ledger {folder.removesuffix('s')}"
+    if len(parts) >= 2 and parts[1] == "_intervals":
+        return "manifest"
+    return "staged file"

@@ -14,16 +14,20 @@ replaces. Keys are ``/``-separated paths below the store's root.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from loader import crashpoints
 from loader.config import StagingConfig
 from loader.errors import ConfigError, StoreError, TransientError
+from loader.staging import layout
 
 
 class Store(Protocol):
@@ -61,8 +65,17 @@ class Store(Protocol):
         ...
 
 
+# A temporary file this old is no live write's.
+STALE_TEMP_SECONDS = 3600
+
+
 def open_store(cfg: StagingConfig) -> Store:
-    """The store of a staging URI."""
+    """The store of a staging URI (marking its writes as crash points when a test asks)."""
+    store = _open(cfg)
+    return CrashPoints(store) if crashpoints.enabled() else store
+
+
+def _open(cfg: StagingConfig) -> Store:
     scheme = cfg.scheme
     if scheme == "file":
         return LocalStore(cfg.uri)
@@ -71,6 +84,47 @@ def open_store(cfg: StagingConfig) -> Store:
     if scheme == "hdfs":
         return HdfsStore(cfg.uri, cfg.webhdfs_url)
     raise ConfigError(f"staging URI scheme {scheme!r} is not supported; accepted: file, s3, hdfs")
+
+
+class CrashPoints:
+    """A store whose every change is a crash point before and after it (``crashpoints``), named
+    for the change and what the key holds: ``before put ledger interval``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.uri = store.uri
+
+    @contextlib.contextmanager
+    def _marked(self, change: str, key: str) -> Iterator[None]:
+        what = f"{change} {layout.kind(key)}"
+        crashpoints.reached(f"before {what}")
+        yield
+        crashpoints.reached(f"after {what}")
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._marked("put", key):
+            self._store.put(key, data)
+
+    def put_file(self, key: str, path: Path) -> None:
+        with self._marked("put", key):
+            self._store.put_file(key, path)
+
+    def create(self, key: str, data: bytes) -> bool:
+        with self._marked("create", key):
+            return self._store.create(key, data)
+
+    def get(self, key: str) -> bytes | None:
+        return self._store.get(key)
+
+    def list(self, prefix: str) -> list[str]:
+        return self._store.list(prefix)
+
+    def delete(self, key: str) -> None:
+        with self._marked("delete", key):
+            self._store.delete(key)
+
+    def spark_uri(self, key: str) -> str:
+        return self._store.spark_uri(key)
 
 
 def _clean_key(key: str) -> str:
@@ -105,6 +159,13 @@ class LocalStore:
     @contextlib.contextmanager
     def _temp_beside(self, path: Path) -> Iterator[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # A write killed before its rename left its temporary file; the next write of the name
+        # removes it (once it is old enough not to be another live write's).
+        stale = time.time() - STALE_TEMP_SECONDS
+        for left in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+            with contextlib.suppress(OSError):
+                if left.stat().st_mtime < stale:
+                    left.unlink()
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
         tmp = Path(name)

@@ -6,11 +6,11 @@ Materialisation and the initial load both write tables through here, so both lay
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable
 from typing import Any
 
+from loader import crashpoints
 from loader.config import Config
 from loader.errors import MaterializeError
 from loader.naming import (
@@ -30,9 +30,6 @@ from loader.warehouse.catalog import PartitionCatalog
 # that start with an underscore.
 PART = PARTITION_COLUMN
 INTEGER_KEY_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
-# Fault injection for the crash-safety test: exit right after this many swap calls (each swaps
-# up to warehouse.swap_batch partitions).
-CRASH_AFTER_SWAPS_ENV = "LOADER_TEST_CRASH_AFTER_SWAPS"
 
 
 def quote_identifier(name: str) -> str:
@@ -202,6 +199,7 @@ def publish_version(
     location = table_location(spark, name)
     version_root = f"{location}/_versions/{version}"
     rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
+    crashpoints.reached("after version written")
     catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
     swap_in(spark, catalog, version_root, partitions, rows.drop(PART).schema, cfg.warehouse.swap_batch)
     spark.catalog.refreshTable(name)
@@ -230,11 +228,9 @@ def swap_in(
             spark.createDataFrame([], row_schema).write.mode("overwrite").parquet(
                 f"{version_root}/{PART}={p}"
             )
-    crash_after = int(os.environ.get(CRASH_AFTER_SWAPS_ENV, "0") or 0)
-    for n, start in enumerate(range(0, len(partitions), batch), start=1):
+    for start in range(0, len(partitions), batch):
         catalog.point({p: f"{version_root}/{PART}={p}" for p in partitions[start : start + batch]})
-        if crash_after and n >= crash_after:
-            os._exit(137)
+        crashpoints.reached("after catalog swap")
 
 
 def table_location(spark: Any, name: str) -> str:

@@ -81,6 +81,29 @@ def test_local_create_has_no_race(tmp_path: Path) -> None:
     assert results.count(True) == 1
 
 
+def test_a_killed_writes_temporary_file_goes_at_the_next_write_of_its_name(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from loader.staging.stores import STALE_TEMP_SECONDS
+
+    store = open_store(StagingConfig(uri=str(tmp_path / "staging")))
+    store.put("src/_ledger/checkpoint.json", b"1")
+    folder = tmp_path / "staging" / "src" / "_ledger"
+    old, live = folder / ".checkpoint.json.k1ll3d.tmp", folder / ".checkpoint.json.wr1t1ng.tmp"
+    other = folder / ".other.json.k1ll3d.tmp"
+    for left in (old, live, other):
+        left.write_bytes(b"half")
+    then = time.time() - STALE_TEMP_SECONDS - 60
+    os.utime(old, (then, then))
+    os.utime(other, (then, then))
+    store.put("src/_ledger/checkpoint.json", b"2")
+    # The killed write's file is gone; one that may be a live write's, and another name's, stay.
+    assert not old.exists() and live.exists() and other.exists()
+    assert store.get("src/_ledger/checkpoint.json") == b"2"
+    assert store.list("src") == ["src/_ledger/checkpoint.json"]
+
+
 def test_spark_uris(tmp_path: Path) -> None:
     local = open_store(StagingConfig(uri=str(tmp_path / "staging")))
     assert local.spark_uri("a/b.csv") == (tmp_path / "staging" / "a" / "b.csv").as_uri()

@@ -188,7 +188,7 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     import subprocess
     import sys
 
-    from loader.warehouse.tables import CRASH_AFTER_SWAPS_ENV
+    from loader.crashpoints import AT_ENV
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
@@ -200,7 +200,11 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     assert run_extract(cfg, progress=lambda _: None) is not None
     config = _write_config(cfg, tmp_path)
     loader = str(Path(sys.executable).with_name("loader"))
-    env = {**os.environ, cfg.source.password_env: mariadb.password, CRASH_AFTER_SWAPS_ENV: "1"}
+    env = {
+        **os.environ,
+        cfg.source.password_env: mariadb.password,
+        AT_ENV: "materialize: after catalog swap:1",
+    }
     crashed = subprocess.run(
         [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
     )
@@ -209,7 +213,7 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     half = _table_rows(config, "mat__k")
     # The first swap call put in two of the five partitions, both at once: ids 1-9 and 10-19.
     assert half == [[i, i * 10] for i in range(1, 20)]
-    env.pop(CRASH_AFTER_SWAPS_ENV)
+    env.pop(AT_ENV)
     again = subprocess.run(
         [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
     )

@@ -1,0 +1,333 @@
+"""Crashes at many points chosen at random, with a writer running: after each crash (and the
+crashes of the reruns that follow it) a clean rerun carries on and the warehouse equals the
+source, checksum for checksum.
+
+The runs are killed as ``kill -9`` of their process group would (``loader.crashpoints``): the
+loader, its Spark job and the job's driver, with no clean-up. A point is chosen from those the
+last clean run of the same command passed (each before and after a write to the staging store or
+the ledger, after each transaction extract writes, after a warehouse version is written and
+after each catalog swap); a Spark run is also killed at a random moment, which may fall inside
+Spark's own work. Each test prints how many kills hit each step and point.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loader import crashpoints, steps
+from loader.config import Config
+from loader.ledger import Ledger
+from loader.staging.stores import LocalStore
+from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.materialize import run_materialize
+from tests.conftest import MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+LOADER = str(Path(sys.executable).with_name("loader"))
+TABLES = [
+    "k (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))",
+    "c (a VARCHAR(8) NOT NULL, b INT NOT NULL, v BIGINT, PRIMARY KEY (a, b))",
+]
+# Kills per test: a hundred of plan and extract (cheap: a run takes a second), and the Spark
+# jobs' (a run takes half a minute). LOADER_TEST_CRASHES=<n> asks for more (or fewer) of the first.
+EXTRACT_KILLS = int(os.environ.get("LOADER_TEST_CRASHES", "100"))
+SPARK_KILLS = 6
+
+
+class Writer(threading.Thread):
+    """Random small transactions on both tables until stopped; ``paused`` holds it between two."""
+
+    def __init__(self, mariadb: MariaDB, schema: str, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.conn = mariadb.connect(database=schema)
+        self.conn.autocommit(False)
+        self.random = random.Random(seed)
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.transactions = 0
+        self.failed: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                with self.lock:
+                    self._transaction()
+                time.sleep(self.random.uniform(0.002, 0.02))
+        except BaseException as exc:  # the test fails with it
+            self.failed = exc
+
+    def _transaction(self) -> None:
+        r = self.random
+        with self.conn.cursor() as cur:
+            for _ in range(r.randint(1, 4)):
+                key = r.randint(1, 60)
+                a, b = r.choice("xyzw"), r.randint(1, 15)
+                cur.execute(
+                    r.choice(
+                        [
+                            f"INSERT INTO k VALUES ({key}, {r.randint(0, 999)}, 's{key}') "
+                            "ON DUPLICATE KEY UPDATE v = v + 1, s = CONCAT(s, '+')",
+                            f"UPDATE k SET v = (v * 2) % 100000 WHERE id BETWEEN {key} AND {key + r.randint(0, 8)}",
+                            f"DELETE FROM k WHERE id = {key}",
+                            f"INSERT INTO c VALUES ('{a}', {b}, {r.randint(0, 10**12)}) "
+                            "ON DUPLICATE KEY UPDATE v = v - 1",
+                            f"DELETE FROM c WHERE a = '{a}' AND b = {b}",
+                        ]
+                    )
+                )
+        if r.random() < 0.05:
+            self.conn.rollback()
+        else:
+            self.conn.commit()
+            self.transactions += 1
+
+    def paused(self) -> Any:
+        return self.lock
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join()
+        self.conn.close()
+        if self.failed is not None:
+            raise AssertionError(f"the writer failed: {self.failed!r}")
+
+
+class Crashes:
+    """Runs of one loader config, some killed at a point; what was hit, by step and point."""
+
+    def __init__(self, mariadb: MariaDB, toml: Path, tmp: Path, seed: int) -> None:
+        self.mariadb = mariadb
+        self.toml = toml
+        self.tmp = tmp
+        self.random = random.Random(seed)
+        self.passed: dict[str, list[str]] = {}  # command -> the points its last clean run passed
+        self.hits: collections.Counter[str] = collections.Counter()
+        self.missed = 0
+        self.runs = 0
+        self.seconds: collections.Counter[str] = collections.Counter()  # spent, by kind of run
+
+    def _run(
+        self, args: tuple[str, ...], env: dict[str, str], kill_after: float | None = None
+    ) -> tuple[int, str, Path]:
+        """Run ``loader *args`` in a process group of its own (a kill takes all of it) until it
+        is not refused because a killed run's lease is still held (Airflow retries those too);
+        with ``kill_after``, kill the group after that many seconds. Its exit code (-9 when
+        killed), output, and the log of the points it passed."""
+        for _ in range(30):
+            self.runs += 1
+            log = self.tmp / f"points-{self.runs:04d}.log"
+            proc = subprocess.Popen(
+                [LOADER, *args, "--config", str(self.toml)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={
+                    **os.environ,
+                    "LOADER_TEST_PASSWORD": self.mariadb.password,
+                    crashpoints.LOG_ENV: str(log),
+                    **env,
+                },
+                start_new_session=True,
+            )
+            try:
+                out, _ = proc.communicate(timeout=kill_after or 600)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, _ = proc.communicate()
+            if proc.returncode == -signal.SIGKILL:
+                _wait_gone(proc.pid)
+            if proc.returncode != 3:
+                return proc.returncode, out, log
+            time.sleep(0.5)
+        raise AssertionError(f"loader {' '.join(args)} was refused 30 times:\n{out}")
+
+    def clean(self, *args: str) -> str:
+        """Run to the end; its output."""
+        started = time.monotonic()
+        code, out, log = self._run(args, {})
+        self.seconds["clean runs"] += time.monotonic() - started
+        assert code == 0, f"loader {' '.join(args)} exited {code}:\n{out}"
+        self.passed[args[0]] = _points(log)
+        return out
+
+    def killed_at_a_point(self, *args: str, within: str = "") -> None:
+        """Run, killed at a point its last clean run passed (in step ``within``, if given): the
+        n-th time it reaches it."""
+        passed = collections.Counter(p for p in self.passed.get(args[0], []) if p.startswith(within))
+        if passed:  # each point alike, however often a run passes it, then one of its first hits
+            point = self.random.choice(sorted(passed))
+            nth = self.random.randint(1, (passed[point] + 1) // 2)
+        else:  # no clean run yet: one of the step's first points
+            point, nth = f"{within}*", self.random.randint(1, 8)
+        started = time.monotonic()
+        code, out, log = self._run(args, {crashpoints.AT_ENV: f"{point}:{nth}:group"})
+        self.seconds["killed runs"] += time.monotonic() - started
+        if code == -signal.SIGKILL:
+            self.hits[_points(log)[-1]] += 1
+        else:  # this run's data did not take it there
+            assert code == 0, f"loader {' '.join(args)} exited {code}:\n{out}"
+            self.missed += 1
+
+    def killed_at_a_moment(self, *args: str, between: tuple[float, float]) -> None:
+        """Run, killed after a random time (which may fall inside Spark's work)."""
+        started = time.monotonic()
+        code, out, log = self._run(args, {}, kill_after=self.random.uniform(*between))
+        self.seconds["killed runs"] += time.monotonic() - started
+        if code == -signal.SIGKILL:
+            passed = _points(log)
+            last = f"after {passed[-1]}" if passed else "before any point"
+            self.hits[f"{args[0]} at a random moment: {last}"] += 1
+        else:
+            assert code == 0, f"loader {' '.join(args)} exited {code}:\n{out}"
+            self.missed += 1
+
+    @property
+    def kills(self) -> int:
+        return sum(self.hits.values())
+
+    def report(self, title: str) -> str:
+        by_step: collections.Counter[str] = collections.Counter()
+        for point, n in self.hits.items():
+            by_step[point.split(": ")[0] if ": " in point else "(no step)"] += n
+        lines = [
+            f"{title}: {self.kills} kills in {self.runs} runs ({self.missed} runs ended before their "
+            "point); by step: " + ", ".join(f"{step} {n}" for step, n in sorted(by_step.items()))
+        ]
+        lines += [f"  {n:3d}  {point}" for point, n in sorted(self.hits.items())]
+        lines.append("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(self.seconds.items())))
+        return "\n".join(lines)
+
+
+def _points(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _wait_gone(group: int) -> None:
+    """Until every process of a killed group is gone (reaped), as the next run finds them."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the processes of killed group {group} are still there after 30 s")
+
+
+def test_extract_and_plan_killed_at_random_points_then_rerun_leave_the_warehouse_equal(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fresh_schema(mariadb, "crash", *TABLES)
+    mariadb.execute(
+        "INSERT INTO crash.k SELECT seq, seq, CONCAT('s', seq) FROM crash.seq_1_to_40",
+        "INSERT INTO crash.c SELECT 'x', seq, seq FROM crash.seq_1_to_10",
+    )
+    cfg = schema_config(mariadb, tmp_path, spark_config, "crash")
+    run_initial_load(spark, cfg, progress=quiet)
+    toml = mariadb.config_file(tmp_path, cfg.source.name, "crash.*")
+    crashes = Crashes(mariadb, toml, tmp_path, seed=15)
+    writer = Writer(mariadb, "crash", seed=15)
+    writer.start()
+    cycles = 0
+    try:
+        while crashes.kills < EXTRACT_KILLS:
+            # One to three kills in a row (a rerun killed too), then a clean rerun, while the
+            # writer goes on; small intervals now and then, so that several wait together.
+            for _ in range(crashes.random.randint(1, 3)):
+                crashes.killed_at_a_point("extract", *crashes.random.choice([[], ["--max-changes", "20"]]))
+            crashes.clean("extract")
+            if crashes.random.random() < 0.7:
+                continue  # materialise several intervals at once, later
+            with writer.paused():
+                started = time.monotonic()
+                while steps.extract(cfg, progress=quiet) is not None:
+                    pass
+                run_materialize(spark, cfg)
+                assert_equal_to_source(spark, cfg)
+                crashes.seconds["checks"] += time.monotonic() - started
+                cycles += 1
+    finally:
+        writer.finish()
+    while steps.extract(cfg, progress=quiet) is not None:
+        pass
+    run_materialize(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    ledger = Ledger.of(cfg)
+    assert not [i for i in ledger.intervals() if i.state not in ("materialised", "abandoned")]
+    assert not [p for p in Path(cfg.staging.uri).rglob(".*.tmp")], "a killed write's temporary file was left"
+    with capsys.disabled():
+        print(
+            "\n"
+            + crashes.report(
+                f"extract: {writer.transactions} transactions written, {cycles + 1} warehouse checks"
+            )
+        )
+    assert crashes.kills >= EXTRACT_KILLS and writer.transactions > 100
+
+
+def test_spark_jobs_killed_at_random_points_and_moments_then_rerun_leave_the_warehouse_equal(
+    mariadb: MariaDB, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fresh_schema(mariadb, "crashjob", *TABLES)
+    mariadb.execute(
+        "INSERT INTO crashjob.k SELECT seq, seq, CONCAT('s', seq) FROM crashjob.seq_1_to_40",
+        "INSERT INTO crashjob.c SELECT 'x', seq, seq FROM crashjob.seq_1_to_10",
+    )
+    # Small partitions and two per catalog call: a table's swap takes several calls.
+    toml = mariadb.config_file(
+        tmp_path,
+        "crashjob",
+        "crashjob.*",
+        warehouse="partition_rows = 10\nbuckets = 4\nswap_batch = 2",
+        more='[spark]\nmaster = "local[2]"\nconf = { "spark.sql.shuffle.partitions" = "2" }\n',
+    )
+    crashes = Crashes(mariadb, toml, tmp_path, seed=16)
+
+    def check() -> None:
+        """``loader checksum``: every key range of both tables equal (it first carries the
+        changes up to the source's position)."""
+        out = crashes.clean("checksum", "--range-rows", "8")
+        assert out.count(", equal") == 2, out
+
+    # The first load, killed twice (the second time at a point), then loaded to the end.
+    crashes.killed_at_a_moment("initial-load", between=(8, 20))
+    crashes.killed_at_a_point("initial-load")
+    crashes.clean("initial-load")
+    assert crashes.kills
+    check()
+
+    writer = Writer(mariadb, "crashjob", seed=16)
+    writer.start()
+    try:
+        while crashes.kills < SPARK_KILLS:
+            # Killed in its Spark job (the first test kills plan and extract), its rerun killed
+            # at a moment (after Spark's start: its own work, or the job's), and that one's.
+            crashes.killed_at_a_point("run-once", within="materialize: ")
+            crashes.killed_at_a_moment("run-once", between=(6, 14))
+            crashes.killed_at_a_point("run-once", within="materialize: ")
+            with writer.paused():
+                # The interval a killed run planned is finished first, then the rest to now,
+                # so that the check finds nothing left to carry.
+                crashes.clean("extract")
+                crashes.clean("extract")
+                crashes.clean("run-once")
+                check()
+    finally:
+        writer.finish()
+    ledger = Ledger(LocalStore(str(tmp_path / "staging")), "crashjob")
+    assert not [i for i in ledger.intervals() if i.state not in ("materialised", "abandoned")]
+    with capsys.disabled():
+        print("\n" + crashes.report(f"Spark jobs: {writer.transactions} transactions written"))
+    assert crashes.kills >= SPARK_KILLS

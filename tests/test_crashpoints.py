@@ -1,0 +1,82 @@
+"""Crash points: a run is killed at the n-th time it reaches a point, alone or with its process
+group, and the points it passes are logged for the crash test to choose from."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loader.crashpoints import AT_ENV, LOG_ENV, Target, parse_target
+
+# Reaches "a" three times and "b" twice, printing each before it does, in a child of its own.
+RUN = (
+    "import subprocess, sys; from loader.crashpoints import reached\n"
+    "if sys.argv[1:] == ['child']:\n"
+    "    print('child b', flush=True); reached('b'); print('child done', flush=True); sys.exit()\n"
+    "for n in (1, 2, 3):\n"
+    "    print('a', n, flush=True); reached('a')\n"
+    "subprocess.run([sys.executable, __file__, 'child'])\n"
+    "print('b', flush=True); reached('b'); print('done', flush=True)\n"
+)
+
+
+def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "run.py"
+    script.write_text(RUN)
+    return subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        start_new_session=True,
+        timeout=60,
+    )
+
+
+def test_targets_are_read_and_a_bad_one_is_refused() -> None:
+    assert parse_target("") is None
+    assert parse_target("after put ledger interval:3") == Target("after put ledger interval", 3, False)
+    assert parse_target("*:12:group") == Target("*", 12, True)
+    assert Target("extract: *", 1, False).matches("extract: after put manifest")
+    assert not Target("extract: *", 1, False).matches("plan: after create ledger interval")
+    assert Target("*", 1, False).matches("anything") and not Target("a", 1, False).matches("ab")
+    for bad in ("nothing", "point:0", "point:x", ":3"):
+        with pytest.raises(ValueError, match=AT_ENV):
+            parse_target(bad)
+
+
+def test_a_run_dies_at_the_nth_hit_and_logs_the_points_it_passed(tmp_path: Path) -> None:
+    clean = _run(tmp_path, **{LOG_ENV: str(tmp_path / "clean.log")})
+    assert clean.returncode == 0 and clean.stdout.split() == [
+        "a",
+        "1",
+        "a",
+        "2",
+        "a",
+        "3",
+        "child",
+        "b",
+        "child",
+        "done",
+        "b",
+        "done",
+    ]
+    assert (tmp_path / "clean.log").read_text().split() == ["a", "a", "a", "b", "b"]
+
+    killed = _run(tmp_path, **{AT_ENV: "a:2", LOG_ENV: str(tmp_path / "killed.log")})
+    assert killed.returncode == -signal.SIGKILL and killed.stdout.split() == ["a", "1", "a", "2"]
+    assert (tmp_path / "killed.log").read_text().split() == ["a", "a"]
+
+    # Without a log each process counts its own hits.
+    unlogged = _run(tmp_path, **{AT_ENV: "b:1"})
+    assert unlogged.returncode == -signal.SIGKILL and unlogged.stdout.endswith("child b\nb\n")
+    # The run's processes share the count through the log: the child reaches "b" first.
+    alone = _run(tmp_path, **{AT_ENV: "b:1", LOG_ENV: str(tmp_path / "alone.log")})
+    assert alone.returncode == 0 and "child done" not in alone.stdout and alone.stdout.endswith("b\ndone\n")
+    group = _run(tmp_path, **{AT_ENV: "*:4:group", LOG_ENV: str(tmp_path / "group.log")})
+    assert group.returncode == -signal.SIGKILL and group.stdout.split()[-2:] == ["child", "b"]
