@@ -4,7 +4,8 @@ lost machine). Nothing happens unless the environment asks for it.
 ``LOADER_CRASH_AT=point:n`` kills the process that reaches ``point`` for the ``n``-th time with
 SIGKILL: no ``finally`` block, no lease release, no clean-up runs. ``point:n:group`` kills its
 whole process group instead (the run, its Spark job and the job's driver; start the run in a
-session of its own). A point reached within a ``step`` is named ``step: point``; a ``point``
+session of its own); ``point:n:stop`` stops the process there (SIGSTOP) until a test, having
+done something to the world around it, lets it go on (SIGCONT). A point reached within a ``step`` is named ``step: point``; a ``point``
 ending in ``*`` stands for every point that starts with what comes before it (``*`` alone: any
 point, ``materialize: *``: any of that step's). ``LOADER_CRASH_LOG=file`` appends each point
 reached to ``file``, a line each; the run's processes share it, and with it the count of hits,
@@ -27,11 +28,14 @@ AT_ENV = "LOADER_CRASH_AT"
 LOG_ENV = "LOADER_CRASH_LOG"
 
 
+ACTIONS = ("kill", "group", "stop")
+
+
 @dataclass(frozen=True)
 class Target:
     point: str
     hit: int
-    group: bool
+    action: str = "kill"
 
     def matches(self, point: str) -> bool:
         if self.point.endswith("*"):
@@ -40,14 +44,14 @@ class Target:
 
 
 def parse_target(spec: str) -> Target | None:
-    """``point:n`` or ``point:n:group``; None for an empty spec."""
+    """``point:n``, ``point:n:group`` or ``point:n:stop``; None for an empty spec."""
     if not spec:
         return None
-    group = spec.endswith(":group")
-    point, _, n = spec.removesuffix(":group").rpartition(":")
+    action = next((a for a in ACTIONS if spec.endswith(f":{a}")), "kill")
+    point, _, n = spec.removesuffix(f":{action}").rpartition(":")
     if not point or not n.isdigit() or int(n) < 1:
-        raise ValueError(f"{AT_ENV}={spec!r}: expected point:n or point:n:group (n from 1)")
-    return Target(point, int(n), group)
+        raise ValueError(f"{AT_ENV}={spec!r}: expected point:n, point:n:group or point:n:stop (n from 1)")
+    return Target(point, int(n), action)
 
 
 _TARGET = parse_target(os.environ.get(AT_ENV, ""))
@@ -89,9 +93,9 @@ def reached(point: str) -> None:
         _hits += 1
         count = _hits
     if count == _TARGET.hit:
-        if _TARGET.group:
+        if _TARGET.action == "group":
             os.killpg(os.getpgrp(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGSTOP if _TARGET.action == "stop" else signal.SIGKILL)
 
 
 def _append(log: str, point: str) -> None:

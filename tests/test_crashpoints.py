@@ -40,12 +40,13 @@ def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_targets_are_read_and_a_bad_one_is_refused() -> None:
     assert parse_target("") is None
-    assert parse_target("after put ledger interval:3") == Target("after put ledger interval", 3, False)
-    assert parse_target("*:12:group") == Target("*", 12, True)
-    assert Target("extract: *", 1, False).matches("extract: after put manifest")
-    assert not Target("extract: *", 1, False).matches("plan: after create ledger interval")
-    assert Target("*", 1, False).matches("anything") and not Target("a", 1, False).matches("ab")
-    for bad in ("nothing", "point:0", "point:x", ":3"):
+    assert parse_target("after put ledger interval:3") == Target("after put ledger interval", 3, "kill")
+    assert parse_target("*:12:group") == Target("*", 12, "group")
+    assert parse_target("extract: *:2:stop") == Target("extract: *", 2, "stop")
+    assert Target("extract: *", 1).matches("extract: after put manifest")
+    assert not Target("extract: *", 1).matches("plan: after create ledger interval")
+    assert Target("*", 1).matches("anything") and not Target("a", 1).matches("ab")
+    for bad in ("nothing", "point:0", "point:x", ":3", "point:1:pause"):
         with pytest.raises(ValueError, match=AT_ENV):
             parse_target(bad)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from loader import lease, steps
+from loader import crashpoints, lease, steps
 from loader.config import Config
 from loader.errors import LoaderError, is_transient
 from loader.ledger import ABANDONED, MATERIALISED, Interval, Ledger
@@ -259,6 +260,67 @@ def test_a_frozen_or_stopped_server_fails_the_step_as_transient_and_the_rerun_ca
     assert_equal_to_source(spark, cfg)
 
 
+def _stopped(pid: int) -> bool:
+    """Whether the process stopped itself (its crash point's ``stop``)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_a_server_frozen_or_stopped_in_the_middle_of_the_binlog_stream_fails_extract_as_transient(
+    disposable_mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    db = disposable_mariadb
+    fresh_schema(db, "ops_stream", "t (id INT PRIMARY KEY, s VARCHAR(100))")
+    small = schema_config(db, tmp_path, spark_config, "ops_stream")
+    cfg = dataclasses.replace(small, warehouse=dataclasses.replace(small.warehouse, partition_rows=100_000))
+    run_initial_load(spark, cfg, progress=quiet)
+    checkpoint = Ledger.of(cfg).checkpoint()
+    # A small transaction, then one of about 20 MB of binlog: more than socket buffers hold.
+    db.execute(
+        "INSERT INTO ops_stream.t VALUES (0, 'first')",
+        "INSERT INTO ops_stream.t SELECT seq, REPEAT('x', 60) FROM ops_stream.seq_1_to_250000",
+    )
+    toml = db.config_file(tmp_path, cfg.source.name, "ops_stream.*")
+    env = {
+        **os.environ,
+        "LOADER_TEST_PASSWORD": db.password,
+        "LOADER__SOURCE__READ_TIMEOUT_SECONDS": "2",
+        # The extract stops itself after the small transaction, in the middle of the stream.
+        crashpoints.AT_ENV: "extract: after transaction written:1:stop",
+    }
+    command = [str(Path(sys.executable).with_name("loader")), "extract", "--config", str(toml)]
+    for fault in ("frozen", "stopped"):
+        run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not _stopped(run.pid):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.05)
+        if fault == "frozen":  # it answers nothing more: the read timeout ends the step
+            with db.frozen():
+                run.send_signal(signal.SIGCONT)
+                out, err = run.communicate(timeout=120)
+        else:  # it shuts down while the extract reads on, and closes the stream
+            run.send_signal(signal.SIGCONT)
+            db.stop()
+            try:
+                out, err = run.communicate(timeout=120)
+            finally:
+                db.start()
+        last = err.strip().splitlines()[-1]
+        assert run.returncode == 3, f"{fault}: {out}{err}"
+        said = {
+            "frozen": "lost the replication connection to the source: Lost connection",
+            "stopped": "the source stopped sending its binlog in mysql-bin.000001, before the end position",
+        }[fault]
+        assert last.startswith(f"loader extract: error: {said}"), last
+        [interval] = Ledger.of(cfg).intervals()
+        assert interval.state == "planned" and interval.error is not None and said in interval.error
+        assert Ledger.of(cfg).checkpoint() == checkpoint
+
+    # The rerun extracts the same interval whole.
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg, range_rows=25_000)
+
+
 def test_a_full_or_read_only_staging_disk_is_one_line_naming_the_file(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
@@ -372,5 +434,43 @@ def test_one_step_at_a_time_per_source_and_a_killed_holder_does_not_block_for_ev
     )
     time.sleep(6)
     assert _loader(mariadb, toml, "extract").returncode == 0
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+def test_transactions_held_on_disk_before_their_commit_reach_the_warehouse_exactly(
+    mariadb: MariaDB, tmp_path: Path, spark: Any, loaded: Loaded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader import extract
+
+    cfg = loaded(
+        "ops_held",
+        ["t (id INT PRIMARY KEY, v INT, s TEXT)", "u (a VARCHAR(4), b INT, v INT, PRIMARY KEY (a, b))"],
+        ["INSERT INTO ops_held.t SELECT seq, seq, 'x' FROM ops_held.seq_1_to_30"],
+    )
+    conn = mariadb.connect(database="ops_held")
+    try:
+        with conn.cursor() as cur:
+            # Large transactions (past the threshold below) over both tables: inserts, updates of
+            # the same rows twice, deletes, and one rolled back; small ones between them.
+            cur.execute("BEGIN")
+            cur.execute("INSERT INTO t SELECT seq, seq, 'new\\nline, \"q\"' FROM seq_31_to_80")
+            cur.execute("UPDATE t SET v = v + 100 WHERE id % 3 = 0")
+            cur.execute("INSERT INTO u SELECT 'k', seq, seq FROM seq_1_to_20")
+            cur.execute("UPDATE t SET v = -v WHERE id % 6 = 0")
+            cur.execute("DELETE FROM t WHERE id BETWEEN 10 AND 19")
+            cur.execute("COMMIT")
+            cur.execute("UPDATE u SET v = 0 WHERE b = 1")
+            cur.execute("BEGIN")
+            cur.execute("DELETE FROM u WHERE b > 10")
+            cur.execute("UPDATE t SET s = NULL")
+            cur.execute("ROLLBACK")
+            cur.execute("BEGIN")
+            cur.execute("DELETE FROM u WHERE b > 15")
+            cur.execute("UPDATE t SET s = CONCAT(s, '!') WHERE id > 40")
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
+    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)

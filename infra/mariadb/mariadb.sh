@@ -34,7 +34,11 @@ find_bin() {
     exit 1
 }
 
-running() { [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# A killed server's process may linger a moment as a zombie until it is reaped: not running.
+running() {
+    [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null \
+        && [[ "$(ps -o stat= -p "$(cat "$pidfile")" 2>/dev/null)" != Z* ]]
+}
 
 case "$cmd" in
 start)
@@ -72,8 +76,11 @@ stop)
     if ! running; then echo "MariaDB in $dir is not running"; exit 0; fi
     pid="$(cat "$pidfile")"
     kill "$pid"
-    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; fi
+    for _ in $(seq 1 300); do running || break; sleep 0.1; done
+    if running; then
+        kill -9 "$pid"
+        for _ in $(seq 1 100); do running || break; sleep 0.1; done
+    fi
     echo "MariaDB in $dir stopped"
     ;;
 status)

@@ -19,7 +19,7 @@ from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.transport import RawEvent
 from loader.errors import DecodeError, SourceError, TransientError
 from loader.positions import Position
-from loader.source import Credentials, connect
+from loader.source import Credentials, connect, current_position
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
@@ -107,7 +107,7 @@ class BinlogServer:
         for data in _packets(conn):
             if data[0] == 0xFE and len(data) < 9:  # EOF: the end of the server's log
                 if end is not None:
-                    raise DecodeError(f"the source's binlog ended before the end position {end}", f"{file}")
+                    raise self._ended_early(file, end)
                 return
             raw = data[1:]
             if len(raw) < HEADER_LEN:
@@ -138,6 +138,28 @@ class BinlogServer:
                 return
             if typ == EventType.ROTATE:
                 file = _rotate_name(raw, self._checksum)
+
+    def _ended_early(self, file: str, end: Position) -> Exception:
+        """The stream's EOF came before ``end``: a server shutting down ends its dumps so (a
+        transient failure, when it is gone or holds ``end`` still), or its log no longer
+        reaches ``end``."""
+        try:
+            conn = connect(self.creds)
+            try:
+                now = current_position(conn)
+            finally:
+                conn.close()
+        except (TransientError, pymysql.err.Error):
+            now = None
+        if now is None or now >= end:
+            return TransientError(
+                f"the source stopped sending its binlog in {file}, before the end position {end} "
+                f"({'it is shutting down or out of reach' if now is None else 'it holds that position'}); "
+                "the next run reads it again"
+            )
+        return DecodeError(
+            f"the source's binlog ended before the end position {end} (the server is at {now})", file
+        )
 
 
 def _packets(conn: Any) -> Iterator[bytes]:
