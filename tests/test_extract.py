@@ -372,3 +372,58 @@ def test_a_large_transaction_waits_on_disk_and_stages_the_same_rows(
             f.sha256 for f in next(t for t in a.tables if t.table == table).files
         ]
     assert not list((tmp_path / "held").rglob("held.csv"))
+
+
+def test_rows_of_a_transaction_that_never_commits_are_not_staged_even_once_handed_out(
+    mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction whose commit never came (the binlog ended inside it after a crash, and the
+    next transaction began) stages nothing, also when its rows were handed out and held."""
+    from loader import extract
+    from loader.binlog.constants import EventType
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ex_lost",
+        "CREATE DATABASE ex_lost",
+        "CREATE TABLE ex_lost.t (id INT PRIMARY KEY, v INT)",
+    )
+    whole = _config(mariadb, tmp_path / "whole", "ex_lost")
+    start = _start_at_now(whole, mariadb)
+    mariadb.execute(
+        "INSERT INTO ex_lost.t SELECT seq, seq FROM ex_lost.seq_1_to_5",
+        "INSERT INTO ex_lost.t SELECT seq, seq FROM ex_lost.seq_100_to_120",  # never commits
+        "UPDATE ex_lost.t SET v = -v WHERE id <= 2",
+    )
+    held = _config(mariadb, tmp_path / "held", "ex_lost")
+    Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
+
+    # The server sends the binlog as it is, less the second transaction's commit event.
+    real_transport = extract.open_transport
+    commits = itertools.count()
+
+    def losing_a_commit(*args: Any, **kwargs: Any) -> Any:
+        transport = real_transport(*args, **kwargs)
+        events = transport.events
+
+        def without_the_commit(*a: Any, **k: Any) -> Any:
+            for raw in events(*a, **k):
+                if raw.data[4] == EventType.XID and next(commits) == 1:
+                    continue
+                yield raw
+
+        transport.events = without_the_commit
+        return transport
+
+    monkeypatch.setattr(extract, "open_transport", losing_a_commit)
+    in_memory = run_extract(whole, progress=lambda _: None)
+    commits = itertools.count()
+    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 3)  # its 21 rows are handed out, held, then dropped
+    on_disk = run_extract(held, progress=lambda _: None)
+    assert in_memory is not None and on_disk is not None
+    assert on_disk.changes == in_memory.changes == 5 + 2 * 2  # an update stages as D and I
+    a = Manifest.from_json(open_store(whole.staging).get(in_memory.manifest) or b"")
+    b = Manifest.from_json(open_store(held.staging).get(on_disk.manifest) or b"")
+    rows = _csv_rows(held, b, "t")
+    assert rows == _csv_rows(whole, a, "t")
+    assert sorted({int(r[4] or 0) for r in rows}) == [1, 2, 3, 4, 5], rows
+    assert not list((tmp_path / "held").rglob("held.csv"))
