@@ -66,8 +66,9 @@ class DecodeError(LoaderError):
         return f"{prefix}: {self.message}" if prefix else self.message
 
 
-class BinlogResetError(LoaderError):
-    """The binlog no longer continues the checkpoint; a new initial load is needed."""
+class HistoryError(LoaderError):
+    """The source no longer holds the binlog history the ledger recorded (reset, restored, or
+    another server behind the address): reading on would mix two histories."""
 
 
 class IncidentError(LoaderError):

@@ -22,18 +22,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from loader import crashpoints, scratch, statements
+from loader import crashpoints, history, scratch, statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
 from loader.config import Config
-from loader.errors import ExtractError, TableKeyError
+from loader.errors import ExtractError, HistoryError, TableKeyError
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record
 from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
-from loader.source import check_binlog_settings, connect, credentials, current_position, start_problem
+from loader.source import check_binlog_settings, connect, credentials, current_position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
@@ -321,6 +321,7 @@ class RangeResult:
     commit_ts_max: int | None = None  # microseconds UTC, of the last transaction with changes
     # selected tables a CREATE TABLE made, and where: all their rows follow it
     created: dict[tuple[str, str], str] = field(default_factory=dict)
+    gtids: dict[int, str] = field(default_factory=dict)  # the last MariaDB GTID read per domain
 
 
 def publish_table(
@@ -395,6 +396,7 @@ def _extract_range(
             schema,
             skip_before=loaded_at,
             max_open_changes=OPEN_ROWS_HELD_AT,
+            gtid_state=result.gtids,
         )
         holding = False  # the open transaction handed out rows that writers hold
         for tx in txs:
@@ -497,6 +499,7 @@ def extract_interval(
                 results = [f.result() for f in futures]
         stopped_at = results[-1].stopped_at
         interval_end = Position.parse(stopped_at) if stopped_at else end
+        reached = _gtid_reached(interval, results, stopped_at is not None)
         keys = sorted({key for r in results for key in r.tables})
         created = {name: at for r in results for name, at in r.created.items()}
         if loaded_at:  # tables are loaded before their changes are applied
@@ -531,6 +534,7 @@ def extract_interval(
     if interval.state != MATERIALISED:  # extracting a materialised interval again changes nothing there
         interval.state = EXTRACTED
     interval.extracted_end = str(interval_end) if stopped_at else None
+    interval.extracted_end_gtid = reached if stopped_at else None
     interval.manifest = key
     interval.manifest_sha256 = sha256_hex(manifest_bytes)
     interval.created_tables = sorted(f"{schema}.{table}" for schema, table in created)
@@ -553,6 +557,28 @@ def extract_interval(
         ],
         manifest=key,
     )
+
+
+def _gtid_reached(interval: Interval, results: list[RangeResult], stopped: bool) -> str | None:
+    """The GTID position the stream's own GTID events lead to from the interval's start (MariaDB;
+    None when its start's is unknown or MySQL's). Read through to the end, it must be the one the
+    server reported there when the interval was planned: else the log changed in between.
+
+    Raises:
+        HistoryError: the stream does not lead to the position recorded at the interval's end.
+    """
+    begin = interval.start_gtid
+    if begin is None or ":" in begin or (interval.end_gtid and ":" in interval.end_gtid):
+        return None
+    reached = history.advance(begin, [gtid for r in results for gtid in r.gtids.values()])
+    if not stopped and interval.end_gtid is not None and not history.same_gtid(reached, interval.end_gtid):
+        raise HistoryError(
+            f"interval {interval.id}: the binlog read from {interval.start} to {interval.end} leads to GTID "
+            f"position {reached or '(empty)'}, but the server had {interval.end_gtid or '(empty)'} at "
+            f"{interval.end} when the interval was planned: the log changed in between (reset, restored, "
+            f"or another server behind the address). Nothing was staged and the checkpoint stays. {history.REMEDY}"
+        )
+    return reached
 
 
 def _check_loaded(
@@ -766,26 +792,33 @@ def run_extract(
     """
     store = open_store(cfg.staging)
     ledger = Ledger(store, cfg.source.name)
-    conn = connect(credentials(cfg.source))
+    creds = credentials(cfg.source)
+    conn = connect(creds)
     try:
         settings = check_binlog_settings(conn)
+        source = history.SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
         # A recorded interval keeps its own end; a new one ends at the server's position.
         if interval_id is None:
             interval = ledger.plan(
-                end or current_position(conn),
-                start=start,
-                max_changes=max_changes,
-                check=lambda a, b: start_problem(conn, a, b),
+                end or current_position(conn), start=start, max_changes=max_changes, source=source
             )
+        else:
+            interval = ledger.get(interval_id)
+            if interval is None:
+                raise ExtractError(f"source {cfg.source.name} has no interval {interval_id}")
+            if interval.state == ABANDONED:
+                raise ExtractError(f"interval {interval_id} was abandoned: {interval.abandoned_reason}")
+            interval.extracted_end = None  # a bounded interval stops at the same place again
+            # The server may have been replaced since the interval was planned.
+            problem = source.problem(
+                Position.parse(interval.start), interval.start_mark(), f"interval {interval_id}'s start"
+            )
+            if problem:
+                raise HistoryError(
+                    f"{problem}. Nothing was extracted and the checkpoint stays. {history.REMEDY}"
+                )
     finally:
         conn.close()
-    if interval_id is not None:
-        interval = ledger.get(interval_id)
-        if interval is None:
-            raise ExtractError(f"source {cfg.source.name} has no interval {interval_id}")
-        if interval.state == ABANDONED:
-            raise ExtractError(f"interval {interval_id} was abandoned: {interval.abandoned_reason}")
-        interval.extracted_end = None  # a bounded interval stops at the same place again
     if interval is None:
         return None
     info: dict[str, str] = {k: settings[k] for k in ("server_id", "server_uuid", "version") if k in settings}

@@ -13,12 +13,12 @@ materialised, and the log it covered is planned again).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loader import records
-from loader.errors import LedgerError, LoaderError
+from loader.errors import HistoryError, LedgerError, LoaderError
+from loader.history import REMEDY, Mark
 from loader.positions import Position
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec
@@ -37,18 +37,37 @@ PLANNED, EXTRACTED, MATERIALISED, ABANDONED = "planned", "extracted", "materiali
 # leaves it, so extract sees a change made between intervals); absent is unknown.
 # Version 6 added the ``abandoned`` state with an interval's ``abandoned_reason``/``_at``, and a
 # load's ``every_table``; absent is none and False.
-LEDGER_VERSION = 6
+# Version 7 added the source's identity and GTID state with every position: an interval's
+# ``server``, ``start_gtid``, ``end_gtid``, ``extracted_end_gtid``; a load's ``server`` and
+# ``p0_gtid``; the checkpoint's ``server`` and ``gtid``. Absent is unknown (never a refusal).
+# It also added ``epoch`` to intervals, loads and the checkpoint: which binlog history their
+# positions belong to (a re-load of every table from another history starts the next); absent 0.
+LEDGER_VERSION = 7
 UPGRADES: dict[int, records.Upgrade] = {
     1: lambda fields: fields,
     2: lambda fields: fields,
     3: lambda fields: fields,
     4: lambda fields: fields,
     5: lambda fields: fields,
+    6: lambda fields: fields,
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
-# Why the server's log cannot be read from a start up to an end, or None (``source.start_problem``).
-StartCheck = Callable[[Position, Position], "str | None"]
+
+
+class SourceView(Protocol):
+    """What planning asks the source (``history.SourceHistory`` on a live server)."""
+
+    server: str
+
+    def start_problem(self, start: Position, end: Position) -> str | None:
+        """Why the server's log cannot be read from ``start`` up to ``end``, or None."""
+
+    def problem(self, at: Position, recorded: Mark, what: str) -> str | None:
+        """Why the server no longer holds the history ``recorded`` at ``at``, or None."""
+
+    def gtid_at(self, at: Position) -> str | None:
+        """The server's GTID state at ``at``, or None when it cannot tell."""
 
 
 @dataclass
@@ -78,11 +97,23 @@ class Interval:
     layouts: list[list[Any]] | None = None
     abandoned_reason: str | None = None  # why an operator (or a re-load) gave it up
     abandoned_at: str | None = None
+    server: str | None = None  # the source server it was planned on (``history.Mark``)
+    start_gtid: str | None = None  # the GTID state at its start, at its end, and where it stopped
+    end_gtid: str | None = None
+    extracted_end_gtid: str | None = None
+    epoch: int = 0  # the binlog history its positions belong to
 
     @property
     def effective_end(self) -> Position:
         """Where the next interval starts."""
         return Position.parse(self.extracted_end or self.end)
+
+    def start_mark(self) -> Mark:
+        return Mark(self.server, self.start_gtid)
+
+    def end_mark(self) -> Mark:
+        """The mark at ``effective_end``."""
+        return Mark(self.server, self.extracted_end_gtid if self.extracted_end else self.end_gtid)
 
     def to_json(self) -> bytes:
         return records.encode(asdict(self), LEDGER_VERSION)
@@ -95,6 +126,12 @@ class Checkpoint:
     position: str
     interval: str
     commit_ts: int | None = None  # of the last materialised change, microseconds UTC
+    server: str | None = None  # the source server and its GTID state at ``position``
+    gtid: str | None = None
+    epoch: int = 0  # the binlog history ``position`` belongs to
+
+    def mark(self) -> Mark:
+        return Mark(self.server, self.gtid)
 
 
 @dataclass
@@ -113,6 +150,9 @@ class Load:
     # [schema, table, [[column, type], ...]] of each table copied; None: unknown (older records).
     layouts: list[list[Any]] | None = None
     every_table: bool = False  # every table the config selected (no table list was given)
+    server: str | None = None  # the source server and its GTID state at P0
+    p0_gtid: str | None = None
+    epoch: int = 0  # the binlog history P0 belongs to: the checkpoint's, or the next one
 
     def table_names(self) -> list[tuple[str, str]]:
         """Each table as (schema, table); records before version 4 have only the text."""
@@ -176,6 +216,11 @@ class Ledger:
     def save(self, interval: Interval) -> None:
         self.store.put(self._interval_key(interval.id), interval.to_json())
 
+    def epoch(self) -> int:
+        """The binlog history the checkpoint belongs to; positions of others do not compare."""
+        cp = self.checkpoint()
+        return cp.epoch if cp else 0
+
     def loads(self) -> list[Load]:
         """Every initial load, oldest first."""
         return sorted(self._records(Load, "loads"), key=lambda load: load.id)
@@ -187,8 +232,9 @@ class Ledger:
         extract passes them over (a change the loader stopped at is behind the table then).
         """
         out: dict[tuple[str, str], Position] = {}
+        epoch = self.epoch()
         for load in self.loads():
-            if load.state == "complete":
+            if load.state == "complete" and load.epoch == epoch:
                 p0 = Position.parse(load.p0)
                 for name in load.table_names():
                     out[name] = max(p0, out.get(name, p0))
@@ -214,14 +260,29 @@ class Ledger:
         live = [i for i in intervals if i.state != ABANDONED]
         if live and live[-1].state == PLANNED:
             return Position.parse(live[-1].start)
-        cp = self.checkpoint()
-        if cp is None and not live:
+        read_to = self._read_to(intervals)
+        if read_to is None:
             raise LedgerError(
                 f"source {self.source} has no checkpoint: run the initial load first (or give a start position)"
             )
-        ends = [live[-1].effective_end] if live else []
-        # A re-load of every table moves the checkpoint past the intervals it superseded.
-        return max([*ends, *([Position.parse(cp.position)] if cp else [])])
+        return read_to[0]
+
+    def _read_to(self, intervals: list[Interval]) -> tuple[Position, Mark, str] | None:
+        """Where the log has been read to (the last interval's end, or the checkpoint when it is
+        further: a re-load of every table moves it past the intervals it superseded), with the
+        mark recorded there and what the position is; None before anything was read."""
+        cp = self.checkpoint()
+        epoch = cp.epoch if cp else 0
+        live = [i for i in intervals if i.state not in (ABANDONED, PLANNED) and i.epoch == epoch]
+        if cp is None and not live:
+            return None
+        ends = (
+            [(live[-1].effective_end, live[-1].end_mark(), f"the end of interval {live[-1].id}")]
+            if live
+            else []
+        )
+        at_cp = [(Position.parse(cp.position), cp.mark(), "the checkpoint")] if cp else []
+        return max([*at_cp, *ends], key=lambda e: e[0])  # the checkpoint, when they are one
 
     def gap_before(self, start: Position, allow_gap: bool = False) -> Position | None:
         """Where the log has been read to, when ``start`` lies past it (changes in between would
@@ -302,13 +363,16 @@ class Ledger:
         Returns the intervals abandoned."""
         cp = self.checkpoint()
         p0 = Position.parse(load.p0)
-        if not (load.first or load.every_table) or (cp and Position.parse(cp.position) >= p0):
+        if not (load.first or load.every_table):
+            return []
+        # A load from another history supersedes whatever the positions say.
+        if cp and cp.epoch == load.epoch and Position.parse(cp.position) >= p0:
             return []
         waiting = [i for i in self.intervals() if i.state not in (MATERIALISED, ABANDONED)]
         reason = f"superseded by the re-load {load.id} of every table at {p0}"
         # Abandoned first: a crash before the checkpoint moves leaves nothing to replay twice.
         abandoned = self._abandon(waiting, reason, waiting[0].id) if waiting else []
-        self.set_checkpoint(Checkpoint(load.p0, load.id, commit_ts))
+        self.set_checkpoint(Checkpoint(load.p0, load.id, commit_ts, load.server, load.p0_gtid, load.epoch))
         return abandoned
 
     def record_error(self, interval_id: str, error: str) -> None:
@@ -330,7 +394,7 @@ class Ledger:
         max_changes: int | None = None,
         run_id: str | None = None,
         allow_gap: bool = False,
-        check: StartCheck | None = None,
+        source: SourceView | None = None,
         dry_run: bool = False,
     ) -> Interval | None:
         """The interval to extract next: an unfinished one again, or a new one up to ``end``.
@@ -345,8 +409,8 @@ class Ledger:
                 (a cleared and rerun task gets the same boundaries).
             allow_gap: let ``start`` lie past where the log has been read; the skipped range is
                 recorded on the interval.
-            check: why the server cannot be read from a start up to an end, or None
-                (``source.start_problem``); asked before anything is recorded.
+            source: the server, asked before anything is recorded whether it still holds the
+                history read so far and can be read from the start, and for the marks to record.
             dry_run: return the interval that would be planned, recording nothing.
 
         Returns:
@@ -354,7 +418,8 @@ class Ledger:
 
         Raises:
             LedgerError: ``start`` lies past where the log has been read and ``allow_gap`` is
-                not given, or ``check`` found the start unreadable.
+                not given, or the server cannot be read from the start.
+            HistoryError: the server no longer holds the history read so far.
         """
         intervals = self.intervals()
         if run_id is not None:
@@ -364,7 +429,9 @@ class Ledger:
         live = [i for i in intervals if i.state != ABANDONED]
         if start is None and live and live[-1].state == PLANNED:
             planned = live[-1]  # a rerun reuses the recorded boundaries
-            problem = check(Position.parse(planned.start), Position.parse(planned.end)) if check else None
+            begin = Position.parse(planned.start)
+            self._check_history(source, begin, planned.start_mark(), f"interval {planned.id}'s start")
+            problem = source.start_problem(begin, Position.parse(planned.end)) if source else None
             if problem:
                 raise LedgerError(
                     f"interval {planned.id} cannot be extracted: {problem}. Abandon it "
@@ -374,9 +441,12 @@ class Ledger:
                 )
             return planned
         skipped_from = None
+        read_to = self._read_to(intervals)
+        if read_to is not None:
+            self._check_history(source, *read_to)
         if start is None:
             start = self._next_start(intervals)
-            problem = check(start, max(start, end)) if check else None
+            problem = source.start_problem(start, max(start, end)) if source else None
             if problem:
                 raise LedgerError(
                     f"source {self.source}'s changes continue at {start}, but {problem}: the changes "
@@ -384,7 +454,7 @@ class Ledger:
                     "runs then continue from the re-load"
                 )
         else:
-            problem = check(start, end) if check else None
+            problem = source.start_problem(start, end) if source else None
             if problem:
                 raise LedgerError(f"cannot start at {start}: {problem}; give a start the server holds")
             skipped_from = self._gap_before(start, intervals, allow_gap)
@@ -398,12 +468,23 @@ class Ledger:
             max_changes,
             run_id=run_id,
             skipped_from=str(skipped_from) if skipped_from else None,
+            epoch=self.epoch(),
         )
+        if source is not None:
+            interval.server = source.server
+            recorded = read_to[1].gtid if read_to and read_to[0] == start else None  # checked above
+            interval.start_gtid = recorded if recorded is not None else source.gtid_at(start)
+            interval.end_gtid = source.gtid_at(end)
         if dry_run:
             return interval
         if not self.store.create(self._interval_key(interval.id), interval.to_json()):
             raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
         return interval
+
+    def _check_history(self, source: SourceView | None, at: Position, recorded: Mark, what: str) -> None:
+        problem = source.problem(at, recorded, what) if source else None
+        if problem:
+            raise HistoryError(f"{problem}. Nothing was planned and the checkpoint stays. {REMEDY}")
 
 
 def layout_record(schema: str, table: str, columns: list[ColumnSpec]) -> list[Any]:
@@ -419,15 +500,16 @@ def layouts_before(
     interval's end copied what the interval staged). Tables whose last record is from a loader
     that did not record columns are left out: unknown, not guessed from an older record.
     """
-    events: list[tuple[Position, int, list[tuple[str, str]], list[list[Any]] | None]] = []
+    # Later histories come later, whatever their positions.
+    events: list[tuple[int, Position, int, list[tuple[str, str]], list[list[Any]] | None]] = []
     for i in intervals:
         if i.id < interval_id and i.state != PLANNED:
-            events.append((i.effective_end, 0, [], i.layouts))
+            events.append((i.epoch, i.effective_end, 0, [], i.layouts))
     for load in loads:
         if load.state == "complete":
-            events.append((Position.parse(load.p0), 1, load.table_names(), load.layouts))
+            events.append((load.epoch, Position.parse(load.p0), 1, load.table_names(), load.layouts))
     known: dict[tuple[str, str], list[ColumnSpec] | None] = {}
-    for _, is_load, names, recorded in sorted(events, key=lambda e: (e[0], e[1])):
+    for _, _, is_load, names, recorded in sorted(events, key=lambda e: (e[0], e[1], e[2])):
         known.update(dict.fromkeys(names))  # a load's tables are what it copied, or unknown
         if recorded is None:
             if not is_load:

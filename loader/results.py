@@ -14,6 +14,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from loader.history import REMEDY
+
 T = TypeVar("T")
 
 
@@ -335,12 +337,15 @@ class Status:
     source_error: str | None = None
     gaps: list[dict[str, str]] = field(default_factory=list)  # interval, skipped from, to
     lease: str | None = None  # who runs a step on the source now
+    source_server: str | None = None  # the server answering now (``history.SourceHistory.server``)
+    history_problem: str | None = None  # why it no longer holds the checkpoint's history
 
     def text(self) -> str:
         """The status for people."""
         cp = self.checkpoint
+        where = self.source_position or "unreachable: " + (self.source_error or "")
         lines = [
-            f"source {self.source}: at {self.source_position or 'unreachable: ' + (self.source_error or '')}",
+            f"source {self.source}: at {where}" + (f" ({self.source_server})" if self.source_server else ""),
             f"checkpoint: {cp['position'] + ' (' + cp['interval'] + ')' if cp else 'none (run the initial load)'}",
             "lag: "
             + (
@@ -350,6 +355,13 @@ class Status:
             ),
             "intervals: " + ", ".join(f"{n} {state}" for state, n in self.intervals.items()),
         ]
+        if cp and cp.get("gtid") is not None:
+            lines.append(
+                f"history: GTID {cp['gtid'] or '(empty)'} at the checkpoint, written by {cp.get('server')}"
+                + (f" (history {cp['epoch']})" if cp.get("epoch") else "")
+            )
+        if self.history_problem:
+            lines.append(f"STOPPED: {self.history_problem}. Runs refuse to read on. {REMEDY}")
         lines.append(f"running now: {self.lease}" if self.lease else "running now: nothing")
         if self.last_error:
             e = self.last_error

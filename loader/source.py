@@ -97,7 +97,13 @@ def connect(creds: Credentials, database: str | None = None, **extra: Any) -> py
 
 
 def current_position(conn: pymysql.connections.Connection) -> Position:
-    """The server's current binlog position (end of the last written event).
+    """The server's current binlog position (end of the last written event)."""
+    return binlog_status(conn)[0]
+
+
+def binlog_status(conn: pymysql.connections.Connection) -> tuple[Position, str | None]:
+    """The server's current binlog position and, from the same answer, MySQL's executed GTID set
+    (None from MariaDB, which does not report it there).
 
     MySQL 8.4+ only knows ``SHOW BINARY LOG STATUS``; MariaDB and older MySQL only
     ``SHOW MASTER STATUS``.
@@ -111,7 +117,7 @@ def current_position(conn: pymysql.connections.Connection) -> Position:
             row = cur.fetchone()
             if not row:
                 raise SourceError("the source has no binary log: start it with log_bin enabled")
-            return Position(str(row[0]), int(row[1]))
+            return Position(str(row[0]), int(row[1])), str(row[4]) if len(row) > 4 else None
     raise SourceError("the source answers neither SHOW BINARY LOG STATUS nor SHOW MASTER STATUS")
 
 

@@ -36,6 +36,7 @@ from loader.errors import (
     describe,
 )
 from loader.extract import run_extract
+from loader.history import SourceHistory
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, PLANNED, Interval, Ledger, Load
 from loader.naming import warehouse_tables
 from loader.positions import Position
@@ -62,7 +63,6 @@ from loader.source import (
     connect,
     credentials,
     current_position,
-    start_problem,
 )
 from loader.staging.manifest import Manifest
 from loader.staging.stores import open_store
@@ -126,10 +126,12 @@ def plan(
     ledger = Ledger.of(cfg)
     if (start_lognum is None) != (start_logpos is None):
         raise ConfigError("a backfill needs both start_lognum and start_logpos")
-    conn = connect(credentials(cfg.source))
+    creds = credentials(cfg.source)
+    conn = connect(creds)
     try:
         check_binlog_settings(conn)
         now = current_position(conn)
+        source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
         if start_lognum is not None and start_logpos is not None:
             start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
         if start is not None and end is not None and start > end:
@@ -147,7 +149,7 @@ def plan(
                 max_changes=max_changes,
                 run_id=run_id,
                 allow_gap=allow_gap,
-                check=lambda a, b: start_problem(conn, a, b),
+                source=source,
                 dry_run=dry_run,
             )
     finally:
@@ -456,16 +458,22 @@ def next_start(cfg: Config) -> Position:
 def status(cfg: Config) -> Status:
     """Where the source is, what is loaded, how far behind, and what failed last."""
     ledger = Ledger.of(cfg)
-    position = source_error = None
+    position = source_error = history_problem = server = None
+    checkpoint = ledger.checkpoint()
     try:
-        conn = connect(credentials(cfg.source))
+        creds = credentials(cfg.source)
+        conn = connect(creds)
         try:
             position = str(current_position(conn))
+            source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+            server = source.server
+            if checkpoint is not None:
+                at = Position.parse(checkpoint.position)
+                history_problem = source.problem(at, checkpoint.mark(), "the checkpoint")
         finally:
             conn.close()
     except LoaderError as exc:
         source_error = str(exc)
-    checkpoint = ledger.checkpoint()
     lag = last_change = None
     if checkpoint is not None and checkpoint.commit_ts:
         lag = round(time.time() - checkpoint.commit_ts / 1_000_000, 1)
@@ -482,6 +490,8 @@ def status(cfg: Config) -> Status:
         source=cfg.source.name,
         source_position=position,
         source_error=source_error,
+        source_server=server,
+        history_problem=history_problem,
         checkpoint=asdict(checkpoint) if checkpoint else None,
         lag_seconds=lag,
         last_change_at=last_change,

@@ -303,6 +303,16 @@ def loaded(mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any) -
     return load
 
 
+def run_loader(
+    mariadb: MariaDB, toml: Path, *args: str, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``loader *args --config toml`` as a user runs it; ``env`` sets (or with None unsets) variables."""
+    merged = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password, **(env or {})}
+    environ = {k: v for k, v in merged.items() if v is not None}
+    command = [str(Path(sys.executable).with_name("loader")), *args, "--config", str(toml)]
+    return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=120)
+
+
 def delta(spark: Any, cfg: Config) -> None:
     """One delta run in process: extract what is new, materialise it."""
     from loader.extract import run_extract

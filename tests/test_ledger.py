@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from loader.config import load_config
-from loader.errors import LedgerError
+from loader.errors import HistoryError, LedgerError
+from loader.history import Mark
 from loader.ledger import (
     ABANDONED,
     ERROR_TIME_FORMAT,
@@ -300,33 +301,56 @@ def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and
     assert layouts_before(intervals[:1], [load("binlog.000001:150", None)], layout.interval_id(2)) == {}
 
 
+class Server:
+    """The questions planning asks a server (``ledger.SourceView``), answered from what a test
+    sets: the files it purged and the GTID state at each position. The live answers are tested
+    in tests/test_history.py."""
+
+    def __init__(self, server: str = "server_id=1 gtid_domain_id=0") -> None:
+        self.server = server
+        self.purged: set[str] = set()
+        self.gtids: dict[str, str] = {}
+
+    def start_problem(self, start: Position, end: Position) -> str | None:
+        return f"binlog file {start.file} is gone" if start.file in self.purged else None
+
+    def problem(self, at: Position, recorded: Mark, what: str) -> str | None:
+        now = self.gtids.get(str(at))
+        if recorded.gtid is None or now == recorded.gtid:
+            return None
+        return f"at {what} {at} the ledger recorded GTID {recorded.gtid}, the server has {now}"
+
+    def gtid_at(self, at: Position) -> str | None:
+        return self.gtids.get(str(at))
+
+
 def test_a_start_the_check_refuses_records_nothing_and_names_the_way_out(ledger: Ledger) -> None:
     ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
-    purged = {"binlog.000001"}
-
-    def check(start: Position, end: Position) -> str | None:
-        return f"binlog file {start.file} is gone" if start.file in purged else None
+    server = Server()
+    purged = server.purged
+    purged.add("binlog.000001")
+    check = server
 
     with pytest.raises(LedgerError, match=r"changes continue at binlog.000001:4, but binlog file .* is gone"):
-        ledger.plan(P("binlog.000002:900"), check=check)
+        ledger.plan(P("binlog.000002:900"), source=check)
     with pytest.raises(
         LedgerError, match=r"cannot start at binlog.000001:50: binlog file binlog.000001 is gone"
     ):
-        ledger.plan(P("binlog.000002:900"), start=P("binlog.000001:50"), check=check)
+        ledger.plan(P("binlog.000002:900"), start=P("binlog.000001:50"), source=check)
     assert ledger.intervals() == []
 
     # A dry run returns what would be planned, and records nothing.
     purged.clear()
-    dry = ledger.plan(P("binlog.000002:900"), check=check, dry_run=True)
+    dry = ledger.plan(P("binlog.000002:900"), source=check, dry_run=True)
     assert dry is not None and (dry.start, dry.end) == ("binlog.000001:4", "binlog.000002:900")
     assert ledger.intervals() == []
 
     # A planned interval whose log went away is named, with the way out.
-    planned = ledger.plan(P("binlog.000002:900"), check=check)
+    planned = ledger.plan(P("binlog.000002:900"), source=check)
     assert planned is not None
     purged.add("binlog.000001")
     with pytest.raises(LedgerError) as stuck:
-        ledger.plan(P("binlog.000003:4"), check=check)
+        ledger.plan(P("binlog.000003:4"), source=check)
     assert str(stuck.value).startswith(
         f"interval {planned.id} cannot be extracted: binlog file binlog.000001"
     )
@@ -379,3 +403,80 @@ def test_a_reload_of_every_table_past_the_checkpoint_supersedes_what_waits(ledge
     assert ledger.checkpoint() == Checkpoint("binlog.000001:300", "load-c", 1)
     assert ledger.next_start() == P("binlog.000001:300")
     assert ledger.supersede(every, 1) == []  # once: the checkpoint is there now
+
+
+def test_every_position_planned_carries_the_server_and_its_gtid_state(ledger: Ledger) -> None:
+    server = Server()
+    server.gtids = {"binlog.000001:4": "0-1-7", "binlog.000001:900": "0-1-9", "binlog.000002:300": "0-1-12"}
+    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial", server=server.server, gtid="0-1-7"))
+    first = ledger.plan(P("binlog.000001:900"), source=server)
+    assert first is not None
+    assert (first.server, first.start_gtid, first.end_gtid) == (server.server, "0-1-7", "0-1-9")
+    first.state = EXTRACTED
+    ledger.save(first)
+    second = ledger.plan(P("binlog.000002:300"), source=server)
+    assert second is not None and (second.start_gtid, second.end_gtid) == ("0-1-9", "0-1-12")
+    assert ledger.get(second.id) == second
+
+
+def test_a_server_without_the_history_read_so_far_is_refused_before_anything_is_recorded(
+    ledger: Ledger,
+) -> None:
+    server = Server()
+    server.gtids = {"binlog.000001:4": "0-1-7"}
+    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial", server=server.server, gtid="0-1-7"))
+    done = ledger.plan(P("binlog.000001:900"), source=server)
+    assert done is not None
+    done.state, done.end_gtid = EXTRACTED, "0-1-9"
+    ledger.save(done)
+
+    # The server was reset: what it has at the end read so far is not what was read there.
+    server.gtids = {"binlog.000001:900": "0-1-2"}
+    for start in (None, P("binlog.000001:4")):  # continuing, and a backfill
+        with pytest.raises(HistoryError) as refused:
+            ledger.plan(P("binlog.000001:5000"), start=start, source=server)
+        assert str(refused.value).startswith(
+            f"at the end of interval {done.id} binlog.000001:900 the ledger recorded GTID 0-1-9, the server has 0-1-2"
+        )
+        assert "Nothing was planned and the checkpoint stays" in str(refused.value)
+        assert "re-load every table (loader initial-load)" in str(refused.value)
+    assert [i.id for i in ledger.intervals()] == [done.id]
+
+    # A planned interval is checked at its own start before it is extracted again.
+    server.gtids = {"binlog.000001:900": "0-1-9", "binlog.000002:4": "0-1-10"}
+    planned = ledger.plan(P("binlog.000002:4"), source=server)
+    assert planned is not None and planned.start_gtid == "0-1-9"
+    server.gtids = {}
+    with pytest.raises(HistoryError, match=f"at interval {planned.id}'s start binlog.000001:900"):
+        ledger.plan(P("binlog.000003:4"), source=server)
+
+    # Marks from loaders that did not record them are unknown, never a refusal.
+    planned.start_gtid = None
+    ledger.save(planned)
+    assert ledger.plan(P("binlog.000003:4"), source=server) == planned
+
+
+def test_a_reload_from_another_history_supersedes_the_one_before_whatever_its_positions(
+    ledger: Ledger,
+) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000007:500", "initial", gtid="0-1-90"))
+    old_load = Load("load-1", "binlog.000002:4", ["s.t"], state="complete", names=[["s", "t"]])
+    ledger.save_load(old_load)
+    waiting = extracted(ledger, "binlog.000008:100")
+    assert ledger.loaded_at() == {("s", "t"): P("binlog.000002:4")}
+
+    # RESET MASTER: the new history's positions are all before the old ones.
+    reload = Load(
+        "load-2", "binlog.000001:400", ["s.t"], names=[["s", "t"]], first=False, every_table=True, epoch=1
+    )
+    ledger.save_load(reload)
+    assert [i.id for i in ledger.supersede(reload, 1_700_000_000_000_000)] == [waiting]
+    reload.state = "complete"
+    ledger.save_load(reload)
+    checkpoint = ledger.checkpoint()
+    assert checkpoint is not None and (checkpoint.position, checkpoint.epoch) == ("binlog.000001:400", 1)
+    # The old history's load and intervals no longer count: a table's copy is the new load's.
+    assert ledger.loaded_at() == {("s", "t"): P("binlog.000001:400")}
+    assert ledger.next_start() == P("binlog.000001:400")
+    interval = ledger.plan(P("binlog.000001:900"))
+    assert interval is not None and (interval.start, interval.epoch) == ("binlog.000001:400", 1)

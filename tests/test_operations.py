@@ -33,20 +33,11 @@ from tests.conftest import (
     delta,
     fresh_schema,
     quiet,
+    run_loader,
     schema_config,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _loader(
-    mariadb: MariaDB, toml: Path, *args: str, env: dict[str, str | None] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``loader *args --config toml`` as a user runs it; ``env`` sets (or with None unsets) variables."""
-    merged = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password, **(env or {})}
-    environ = {k: v for k, v in merged.items() if v is not None}
-    command = [str(Path(sys.executable).with_name("loader")), *args, "--config", str(toml)]
-    return subprocess.run(command, capture_output=True, text=True, env=environ, timeout=120)
 
 
 def _last_line(run: subprocess.CompletedProcess[str]) -> str:
@@ -81,11 +72,11 @@ def test_a_start_the_server_cannot_read_is_refused_and_a_stuck_interval_is_aband
         ),
     ]:
         for dry in ([], ["--dry-run"]):
-            refused = _loader(mariadb, toml, "run-once", *args, *dry)
+            refused = run_loader(mariadb, toml, "run-once", *args, *dry)
             assert refused.returncode == 1, refused.stdout + refused.stderr
             assert reason in _last_line(refused), _last_line(refused)
     # An end before the start is refused as such, not planned as a backwards range.
-    backwards = _loader(mariadb, toml, "extract", "--from", str(now), "--to", str(cp))
+    backwards = run_loader(mariadb, toml, "extract", "--from", str(now), "--to", str(cp))
     assert backwards.returncode == 1 and _last_line(backwards).endswith(
         f"the interval asked for ends at {cp}, before its start {now}: an interval cannot run "
         "backwards; give an end after the start"
@@ -104,14 +95,14 @@ def test_a_start_the_server_cannot_read_is_refused_and_a_stuck_interval_is_aband
     )
     assert f"loader interval abandon {stuck.id} --reason" in message
 
-    abandoned = _loader(mariadb, toml, "interval", "abandon", stuck.id, "--reason", "start typed by hand")
+    abandoned = run_loader(mariadb, toml, "interval", "abandon", stuck.id, "--reason", "start typed by hand")
     assert abandoned.returncode == 0, abandoned.stdout + abandoned.stderr
     assert f"abandoned 1 interval: {stuck.id}" in abandoned.stdout
     assert f"the next run plans again from {checkpoint.position}" in abandoned.stdout
-    again = _loader(mariadb, toml, "interval", "abandon", stuck.id, "--reason", "twice")
+    again = run_loader(mariadb, toml, "interval", "abandon", stuck.id, "--reason", "twice")
     assert again.returncode == 1 and "was abandoned already: start typed by hand" in _last_line(again)
 
-    listed = json.loads(_loader(mariadb, toml, "intervals", "--output", "json").stdout)
+    listed = json.loads(run_loader(mariadb, toml, "intervals", "--output", "json").stdout)
     assert [(i["id"], i["state"], i["abandoned_reason"]) for i in listed["intervals"]] == [
         (stuck.id, ABANDONED, "start typed by hand")
     ]
@@ -123,9 +114,9 @@ def test_a_start_the_server_cannot_read_is_refused_and_a_stuck_interval_is_aband
     assert_equal_to_source(spark, cfg)
     [old, new] = ledger.intervals()
     assert (old.state, new.state, new.start) == (ABANDONED, MATERIALISED, checkpoint.position)
-    text = _loader(mariadb, toml, "intervals").stdout
+    text = run_loader(mariadb, toml, "intervals").stdout
     assert f"{stuck.id}  abandoned" in text and "start typed by hand" in text, text
-    refused_again = _loader(mariadb, toml, "interval", "abandon", new.id, "--reason", "late")
+    refused_again = run_loader(mariadb, toml, "interval", "abandon", new.id, "--reason", "late")
     assert refused_again.returncode == 1 and f"interval {new.id} is materialised" in _last_line(refused_again)
 
 
@@ -227,7 +218,7 @@ def test_a_frozen_or_stopped_server_fails_the_step_as_transient_and_the_rerun_ca
     # A frozen server accepts the connection and answers nothing: the step gives up after the
     # connect timeout (the subprocess's own timeout catches a hang) with exit 3, to be retried.
     with db.frozen():
-        frozen = _loader(db, toml, "extract", env=quick)
+        frozen = run_loader(db, toml, "extract", env=quick)
     assert frozen.returncode == 3, frozen.stdout + frozen.stderr
     assert f"cannot connect to source loader@127.0.0.1:{db.port} within 2 s" in _last_line(frozen)
     # A connection made before the server froze waits for an answer only as long as the read
@@ -243,14 +234,14 @@ def test_a_frozen_or_stopped_server_fails_the_step_as_transient_and_the_rerun_ca
     # A stopped server refuses the connection: transient as well.
     db.stop()
     try:
-        stopped = _loader(db, toml, "extract", env=quick)
+        stopped = run_loader(db, toml, "extract", env=quick)
     finally:
         db.start()
     assert stopped.returncode == 3 and "cannot connect to source" in _last_line(stopped), stopped.stderr
     assert ledger.intervals() == [] and ledger.checkpoint() == checkpoint
 
     # An unset password variable is named, not left to the server's "using password: NO".
-    unset = _loader(db, toml, "check", env={"LOADER_TEST_PASSWORD": None})
+    unset = run_loader(db, toml, "check", env={"LOADER_TEST_PASSWORD": None})
     assert unset.returncode == 1 and "the password variable LOADER_TEST_PASSWORD is not set" in _last_line(
         unset
     )
@@ -346,7 +337,7 @@ def test_a_full_or_read_only_staging_disk_is_one_line_naming_the_file(
         rows = ", ".join(f"({i}, REPEAT('x', 400))" for i in range(2, 1002))  # ~400 KB staged
         mariadb.execute(f"INSERT INTO ops_disk.t VALUES {rows}")
 
-        full = _loader(mariadb, toml, "extract")
+        full = run_loader(mariadb, toml, "extract")
         assert full.returncode == 1, full.stdout + full.stderr
         last = _last_line(full)
         assert last.startswith(f"loader extract: error: cannot write or read {small / 'staging'}/"), last
@@ -354,10 +345,10 @@ def test_a_full_or_read_only_staging_disk_is_one_line_naming_the_file(
         assert Ledger.of(cfg).checkpoint() == checkpoint
 
         subprocess.run(["mount", "-o", "remount,size=16m", str(small)], check=True)
-        assert _loader(mariadb, toml, "extract").returncode == 0
+        assert run_loader(mariadb, toml, "extract").returncode == 0
         subprocess.run(["mount", "-o", "remount,ro", str(small)], check=True)
         mariadb.execute("UPDATE ops_disk.t SET s = 'b' WHERE id = 1")
-        read_only = _loader(mariadb, toml, "extract")
+        read_only = run_loader(mariadb, toml, "extract")
         assert read_only.returncode == 1 and _last_line(read_only).endswith(": Read-only file system")
         assert f"{small / 'staging'}/" in _last_line(read_only) and "Traceback" not in read_only.stderr
 
@@ -415,10 +406,10 @@ def test_one_step_at_a_time_per_source_and_a_killed_holder_does_not_block_for_ev
 
     # While another run holds the source's lease, a run is refused naming it: exit 3, retried.
     with lease.hold(ledger.store, cfg.source.name, "the test's run", 60):
-        busy = _loader(mariadb, toml, "run-once")
+        busy = run_loader(mariadb, toml, "run-once")
         assert busy.returncode == 3, busy.stdout + busy.stderr
         assert f"source {cfg.source.name} is busy: the test's run (pid {os.getpid()} on" in _last_line(busy)
-        assert _loader(mariadb, toml, "run-once", "--dry-run").returncode == 0  # a dry run changes nothing
+        assert run_loader(mariadb, toml, "run-once", "--dry-run").returncode == 0  # a dry run changes nothing
         assert (steps.status(cfg).lease or "").startswith("the test's run (pid")
     assert ledger.intervals() == [] and ledger.checkpoint() == checkpoint
 
@@ -428,14 +419,14 @@ def test_one_step_at_a_time_per_source_and_a_killed_holder_does_not_block_for_ev
         "lease.Lease(LocalStore(sys.argv[1]), sys.argv[2], 'a killed run', 6).acquire(); os._exit(9)"
     )
     subprocess.run([sys.executable, "-c", holder, cfg.staging.uri, cfg.source.name], check=False)
-    blocked = _loader(mariadb, toml, "extract")
+    blocked = run_loader(mariadb, toml, "extract")
     assert (
         blocked.returncode == 3
         and "a killed run" in _last_line(blocked)
         and "expires at" in _last_line(blocked)
     )
     time.sleep(6)
-    assert _loader(mariadb, toml, "extract").returncode == 0
+    assert run_loader(mariadb, toml, "extract").returncode == 0
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
 

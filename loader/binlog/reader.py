@@ -49,6 +49,7 @@ def read_transactions(
     allow_partial_end: bool = False,
     skip_before: Mapping[tuple[str, str], Position] | None = None,
     max_open_changes: None = None,
+    gtid_state: dict[int, str] | None = None,
 ) -> Generator[Transaction, None, None]: ...
 
 
@@ -64,6 +65,7 @@ def read_transactions(
     skip_before: Mapping[tuple[str, str], Position] | None = None,
     *,
     max_open_changes: int,
+    gtid_state: dict[int, str] | None = None,
 ) -> Generator[Transaction | OpenRows, None, None]: ...
 
 
@@ -77,11 +79,13 @@ def read_transactions(
     allow_partial_end: bool = False,
     skip_before: Mapping[tuple[str, str], Position] | None = None,
     max_open_changes: int | None = None,
+    gtid_state: dict[int, str] | None = None,
 ) -> Generator[Transaction | OpenRows, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
 
     ``skip_before`` passes over the rows of tables re-loaded after them, ``max_open_changes``
-    hands out the rows of a large transaction before it commits (see ``TransactionReader``).
+    hands out the rows of a large transaction before it commits, ``gtid_state`` receives the
+    last MariaDB GTID read in each domain (see ``TransactionReader``).
 
     Raises:
         DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
@@ -93,6 +97,7 @@ def read_transactions(
         strict=strict,
         skip_before=skip_before,
         max_open_changes=max_open_changes,
+        gtid_state=gtid_state,
     )
     try:
         yield from reader.read(transport.events(start, end))

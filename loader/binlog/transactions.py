@@ -125,8 +125,12 @@ class TransactionReader:
         strict: bool = True,
         skip_before: Mapping[tuple[str, str], Position] | None = None,
         max_open_changes: int | None = None,
+        gtid_state: dict[int, str] | None = None,
     ) -> None:
         self.parser = BinlogParser()
+        # The last MariaDB GTID read in each domain (every GTID event, committed or not): the
+        # stream's own account of the GTID position it reaches (``history.advance``).
+        self.gtid_state = {} if gtid_state is None else gtid_state
         self.max_open_changes = max_open_changes
         self.table_filter = table_filter
         self.skip_before = skip_before
@@ -185,6 +189,7 @@ class TransactionReader:
             yield from self._drop_open()
             tx = self._start(pos)
             tx.gtid = body.text(h.server_id)
+            self.gtid_state[body.domain_id] = tx.gtid
             tx.standalone = body.standalone
         elif isinstance(body, ev.TransactionPayload):
             yield from self._payload(body, pos, end)

@@ -33,6 +33,7 @@ from typing import Any
 from loader.binlog.schema import InformationSchema
 from loader.config import Config
 from loader.errors import LoadError
+from loader.history import SourceHistory
 from loader.ledger import Ledger, Load, layout_record
 from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position, seqno_of
@@ -296,10 +297,12 @@ class _ProgressWatcher:
 def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = print) -> Load:
     """Check the source and the tables, then record P0 (before any row is read) in the ledger."""
     ledger = Ledger.of(cfg)
-    conn = connect(credentials(cfg.source))
+    creds = credentials(cfg.source)
+    conn = connect(creds)
     try:
         check_binlog_settings(conn)
-        first = ledger.checkpoint() is None
+        checkpoint = ledger.checkpoint()
+        first = checkpoint is None
         if first and only:
             raise LoadError(
                 f"source {cfg.source.name} has not been loaded yet: the first initial load copies every "
@@ -311,6 +314,19 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
                 f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
             )
         p0 = current_position(conn)
+        source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+        mark = source.mark(p0)
+        epoch = ledger.epoch()
+        if checkpoint is not None:
+            problem = source.problem(Position.parse(checkpoint.position), checkpoint.mark(), "the checkpoint")
+            if problem and only:
+                raise LoadError(
+                    f"{problem}. A re-load of some tables cannot join this history to the one loaded "
+                    "so far: re-load every table (loader initial-load without a table list)"
+                )
+            if problem:  # this load starts the next history: it supersedes everything before
+                epoch += 1
+                progress(f"initial load: {problem}; this load of every table starts a new history")
     finally:
         conn.close()
     now = dt.datetime.now(dt.UTC)
@@ -323,6 +339,9 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
         names=[[t.schema, t.table] for t in tables],
         layouts=[],
         every_table=not only,
+        server=mark.server,
+        p0_gtid=mark.gtid,
+        epoch=epoch,
     )
     ledger.save_load(load)
     progress(f"initial load {load.id}: P0 = {p0}, {len(tables)} tables")

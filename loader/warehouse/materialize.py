@@ -226,5 +226,6 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     if current is None or Position.parse(current.position) < last.effective_end:  # never backwards
         previous = current.commit_ts if current else None
         commit_ts = max([*commit_times, *([previous] if previous else [])], default=None)
-        ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id, commit_ts))
+        end = last.end_mark()
+        ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id, commit_ts, end.server, end.gtid))
     return results

@@ -1,0 +1,173 @@
+"""Which binlog history a position belongs to (DESIGN.md section 2).
+
+A position like ``mysql-bin.000042:1234`` names an event only on the server that wrote it, and
+only until its binlog is reset or restored. The ledger keeps a ``Mark`` with every position it
+records: the server that wrote it and the GTID state there. Before a run reads on from a
+recorded position it asks the server for the GTID state at that same position; a different one
+(or none) means the server no longer holds that history, and the run stops before recording
+anything.
+
+MariaDB answers for any position (``BINLOG_GTID_POS``) and its GTID events let extract carry the
+state along the stream (``advance``). MySQL reports its executed GTID set only with its current
+position, so its marks are kept where a run snapshots that position, and its check is the server
+uuid and that the recorded set is still contained in the server's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pymysql
+
+from loader.positions import Position
+from loader.source import binary_logs, binlog_status, start_problem
+
+# What on-call does when the source no longer holds the history read so far.
+REMEDY = (
+    "Point the loader back at the server that holds that history, or re-load every table "
+    "(loader initial-load) to start from this one"
+)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What the ledger keeps with a position: the server that wrote it, the GTID state there.
+    Either may be None: recorded by a loader before version 7, or not known for that position."""
+
+    server: str | None = None  # "server_id=1 gtid_domain_id=0" (MariaDB), "server_uuid=..." (MySQL)
+    gtid: str | None = None  # MariaDB GTID position ("0-1-8,3-2-5"); MySQL executed GTID set
+
+
+# --- MariaDB GTID positions: pure ----------------------------------------------------------
+
+
+def gtid_domains(text: str) -> dict[int, str]:
+    """A MariaDB GTID position (``0-1-8,3-2-5``: the last GTID of each domain) by domain."""
+    out: dict[int, str] = {}
+    for part in text.replace(" ", "").replace("\n", "").split(","):
+        if part:
+            out[int(part.split("-", 1)[0])] = part
+    return out
+
+
+def gtid_text(domains: dict[int, str]) -> str:
+    """The canonical text of a GTID position: one GTID per domain, by domain."""
+    return ",".join(domains[d] for d in sorted(domains))
+
+
+def advance(position: str, gtids: Iterable[str]) -> str:
+    """The GTID position after the MariaDB GTIDs ``gtids`` (``domain-server-seq``, in log order)."""
+    domains = gtid_domains(position)
+    for gtid in gtids:
+        domains[int(gtid.split("-", 1)[0])] = gtid
+    return gtid_text(domains)
+
+
+def behind(current: str, recorded: str) -> bool:
+    """Whether the MariaDB GTID position ``current`` lacks a domain of ``recorded`` or is at an
+    earlier sequence number in one: that server has not (or no longer) written what was read."""
+    now = gtid_domains(current)
+    return any(
+        d not in now or int(now[d].rsplit("-", 1)[1]) < int(gtid.rsplit("-", 1)[1])
+        for d, gtid in gtid_domains(recorded).items()
+    )
+
+
+def same_gtid(a: str, b: str) -> bool:
+    """Whether two GTID texts name the same state (MariaDB positions in any order; MySQL sets
+    compared as the server printed them, less whitespace)."""
+    if "-" in a + b and ":" not in a + b:
+        return gtid_domains(a) == gtid_domains(b)
+    return "".join(a.split()) == "".join(b.split())
+
+
+# --- the source's own account: I/O -----------------------------------------------------------
+
+
+class SourceHistory:
+    """The history the source server holds, asked on an open connection."""
+
+    def __init__(self, conn: pymysql.connections.Connection, name: str, where: str) -> None:
+        self.conn = conn
+        self.name = name  # the source's name in the config
+        self.where = where  # host:port, for messages
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@version, @@server_id")
+            version, server_id = cur.fetchone()
+            self.mariadb = "mariadb" in str(version).lower()
+            if self.mariadb:
+                cur.execute("SELECT @@gtid_domain_id")
+                self.server = f"server_id={server_id} gtid_domain_id={cur.fetchone()[0]}"
+            else:
+                cur.execute("SELECT @@server_uuid")
+                self.server = f"server_uuid={cur.fetchone()[0]}"
+
+    def start_problem(self, start: Position, end: Position) -> str | None:
+        """Why the server's log cannot be read from ``start`` up to ``end`` (``source.start_problem``)."""
+        return start_problem(self.conn, start, end)
+
+    def mark(self, at: Position) -> Mark:
+        """This server and its GTID state at ``at`` (None when it cannot tell)."""
+        return Mark(self.server, self.gtid_at(at))
+
+    def gtid_at(self, at: Position) -> str | None:
+        """The GTID state at ``at``: MariaDB's for any event boundary it holds, MySQL's only at
+        its current position. None: not an event boundary, not held, or not known."""
+        if not self.mariadb:
+            now, executed = binlog_status(self.conn)
+            return executed if now == at else None
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (at.file, at.pos))
+            row = cur.fetchone()
+        return None if row is None or row[0] is None else gtid_text(gtid_domains(str(row[0])))
+
+    def problem(self, at: Position, recorded: Mark, what: str) -> str | None:
+        """Why the server no longer holds the history ``recorded`` at ``at``, or None.
+
+        ``what`` says what the position is ("the checkpoint", "interval 000004's start"). A mark
+        without a GTID (an older loader's) is taken on trust: unknown is never a refusal.
+        """
+        if recorded.gtid is None:
+            return None
+        logs = binary_logs(self.conn)
+        if self.mariadb and at.file in logs:
+            now = self.gtid_at(at)
+            if now is not None and same_gtid(now, recorded.gtid):
+                return None
+            found = f"GTID position {now or '(empty)'}" if now is not None else "no event boundary"
+        elif self.mariadb:
+            # Purged past it, or another history: the same one when the server's oldest file
+            # begins at or after the recorded state (``source.start_problem`` names the purge).
+            oldest = next(iter(logs), None)
+            since = self.gtid_at(Position(oldest, 4)) if oldest else self._current_gtid()
+            if since is not None and not behind(since, recorded.gtid):
+                return None
+            found = (
+                f"no {at.file}, and its oldest binlog begins at GTID position {since or '(empty)'}, before it"
+            )
+        else:
+            if recorded.server == self.server and self._contains(recorded.gtid):
+                return None
+            found = f"executed GTID set {self._current_gtid() or '(empty)'}"
+        cause = (
+            f"another server answers at {self.where} ({self.server}; the ledger's was {recorded.server})"
+            if recorded.server and recorded.server != self.server
+            else "its binlog was reset (RESET MASTER), it was restored from a backup, or another server "
+            f"with the same id answers at {self.where}"
+        )
+        return (
+            f"source {self.name} no longer holds the binlog history the loader has read: at {what} {at} "
+            f"the ledger recorded GTID {recorded.gtid or '(empty)'}, the server has {found} there: {cause}"
+        )
+
+    def _current_gtid(self) -> str:
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT @@gtid_binlog_pos" if self.mariadb else "SELECT @@gtid_executed")
+            return str(cur.fetchone()[0] or "")
+
+    def _contains(self, gtid_set: str) -> bool:
+        """Whether the server has executed every GTID of ``gtid_set`` (MySQL)."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT GTID_SUBSET(%s, @@gtid_executed)", (gtid_set,))
+            return bool(cur.fetchone()[0])

@@ -1,0 +1,233 @@
+"""A position belongs to one binlog history: every recorded position carries the server and the
+GTID state there, and a server that no longer holds the history read so far (reset, restored,
+another server behind the address) is refused before anything is recorded; a re-load of every
+table starts from the new one. On the private MariaDB servers and a local Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loader import history, steps
+from loader.config import Config
+from loader.errors import HistoryError, LoadError
+from loader.extract import run_extract
+from loader.ledger import ABANDONED, PLANNED, Ledger
+from loader.positions import Position
+from loader.staging import layout
+from loader.staging.stores import open_store
+from loader.warehouse.initial_load import run_initial_load
+from tests.conftest import (
+    MariaDB,
+    assert_equal_to_source,
+    delta,
+    fresh_schema,
+    quiet,
+    run_loader,
+    schema_config,
+)
+
+# --- the GTID positions extract carries along the stream (pure) ------------------------------
+
+
+def test_a_gtid_position_advances_by_the_last_gtid_of_each_domain() -> None:
+    assert history.advance("", []) == ""
+    assert history.advance("0-1-8", ["0-1-9", "3-2-1", "0-1-10"]) == "0-1-10,3-2-1"
+    assert history.advance("3-2-1,0-1-8", ["0-5-9"]) == "0-5-9,3-2-1"  # a new primary in domain 0
+    assert history.same_gtid("3-2-1,0-1-8", "0-1-8, 3-2-1")
+    assert not history.same_gtid("0-1-8", "0-1-8,3-2-1")
+    assert history.same_gtid(
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+    )
+
+
+def test_a_gtid_position_is_behind_another_when_a_domain_is_missing_or_earlier() -> None:
+    assert history.behind("", "0-1-8")
+    assert history.behind("0-1-7,3-2-9", "0-1-8")
+    assert history.behind("0-1-9", "0-1-8,3-2-1")
+    assert not history.behind("0-2-9,3-2-1", "0-1-8,3-2-1")  # seq numbers grow along a domain
+    assert not history.behind("0-1-8", "")
+
+
+# --- live ------------------------------------------------------------------------------------
+
+
+def _gtid_at(db: MariaDB, at: str) -> str:
+    position = Position.parse(at)
+    [(gtid,)] = db.rows(f"SELECT BINLOG_GTID_POS('{position.file}', {position.pos})")
+    return history.gtid_text(history.gtid_domains(str(gtid)))
+
+
+def _server(db: MariaDB) -> str:
+    [(server_id, domain)] = db.rows("SELECT @@server_id, @@gtid_domain_id")
+    return f"server_id={server_id} gtid_domain_id={domain}"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_every_recorded_position_carries_its_server_and_the_gtid_state_there(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(mariadb, "hist_marks", "t (id INT PRIMARY KEY, v INT)")
+    mariadb.execute("INSERT INTO hist_marks.t VALUES (1, 1), (2, 2)")
+    cfg = schema_config(mariadb, tmp_path, spark_config, "hist_marks")
+    run_initial_load(spark, cfg, progress=quiet)
+    ledger = Ledger.of(cfg)
+    [load] = ledger.loads()
+    assert (load.server, load.p0_gtid) == (_server(mariadb), _gtid_at(mariadb, load.p0))
+    checkpoint = ledger.checkpoint()
+    assert checkpoint is not None and (checkpoint.server, checkpoint.gtid) == (load.server, load.p0_gtid)
+
+    # Two transactions, the second in another GTID domain: a position holds each domain's last.
+    mariadb.execute(
+        "UPDATE hist_marks.t SET v = 10 WHERE id = 1",
+        "SET SESSION gtid_domain_id = 7",
+        "INSERT INTO hist_marks.t VALUES (3, 3)",
+    )
+    # An interval bounded after one transaction: where it stopped, the stream's own GTID events
+    # give the state, and it is the server's there.
+    run_extract(cfg, max_changes=1, progress=quiet)
+    [first] = ledger.intervals()
+    assert first.extracted_end is not None and first.extracted_end != first.end
+    assert first.start_gtid == load.p0_gtid
+    assert first.extracted_end_gtid == _gtid_at(mariadb, first.extracted_end)
+    delta(spark, cfg)
+    second = ledger.intervals()[-1]
+    assert (second.start, second.start_gtid) == (first.extracted_end, first.extracted_end_gtid)
+    assert second.end_gtid == _gtid_at(mariadb, second.end) and "7-" in second.end_gtid
+    checkpoint = ledger.checkpoint()
+    assert checkpoint is not None and checkpoint.position == second.end
+    assert (checkpoint.server, checkpoint.gtid) == (_server(mariadb), second.end_gtid)
+    said = steps.status(cfg).text()
+    assert f"history: GTID {second.end_gtid} at the checkpoint, written by {_server(mariadb)}" in said
+    assert "STOPPED" not in said
+    assert_equal_to_source(spark, cfg)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_stream_must_lead_to_the_gtid_state_the_server_reported_at_the_end(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(mariadb, "hist_stream", "t (id INT PRIMARY KEY)")
+    cfg = schema_config(mariadb, tmp_path, spark_config, "hist_stream")
+    run_initial_load(spark, cfg, progress=quiet)
+    mariadb.execute("INSERT INTO hist_stream.t VALUES (1)", "INSERT INTO hist_stream.t VALUES (2)")
+    interval_id = steps.plan(cfg).interval
+    assert interval_id is not None
+    ledger = Ledger.of(cfg)
+    interval = ledger.get(interval_id)
+    assert interval is not None and interval.end_gtid
+    # What the server said at the end when the interval was planned is not where the binlog
+    # read now leads (as after a switch of servers between plan and extract).
+    recorded = interval.end_gtid
+    interval.end_gtid = history.advance(recorded, ["0-1-999999"])
+    ledger.save(interval)
+    with pytest.raises(HistoryError) as refused:
+        steps.extract(cfg, interval_id, progress=quiet)
+    assert str(refused.value).startswith(
+        f"interval {interval_id}: the binlog read from {interval.start} to {interval.end} leads to GTID "
+        f"position {recorded}, but the server had {interval.end_gtid} at {interval.end}"
+    )
+    assert "Nothing was staged and the checkpoint stays" in str(refused.value)
+    assert open_store(cfg.staging).get(layout.manifest_key(cfg.source.name, interval_id)) is None
+    after = ledger.get(interval_id)
+    assert after is not None and after.state == PLANNED and after.error and "leads to GTID" in after.error
+
+    after.end_gtid = recorded
+    ledger.save(after)
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_server_whose_binlog_was_reset_is_refused_and_a_reload_starts_a_new_history(
+    disposable_mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    db = disposable_mariadb
+    fresh_schema(db, "hist_reset", "t (id INT PRIMARY KEY, v VARCHAR(20))")
+    db.execute("INSERT INTO hist_reset.t SELECT seq, 'loaded' FROM hist_reset.seq_1_to_20")
+    cfg = schema_config(db, tmp_path, spark_config, "hist_reset")
+    run_initial_load(spark, cfg, progress=quiet)
+    db.execute(
+        "UPDATE hist_reset.t SET v = 'delta 1' WHERE id <= 5", "DELETE FROM hist_reset.t WHERE id = 20"
+    )
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    ledger = Ledger.of(cfg)
+    db.execute("INSERT INTO hist_reset.t VALUES (21, 'planned')")
+    planned = steps.plan(cfg).interval
+    assert planned is not None
+    checkpoint = ledger.checkpoint()
+
+    # The server is rebuilt: its binlog starts again, and is written on past the old positions.
+    db.execute(
+        "RESET MASTER",
+        "INSERT INTO hist_reset.t SELECT seq, 'after reset' FROM hist_reset.seq_100_to_400",
+        "UPDATE hist_reset.t SET v = 'after reset' WHERE id <= 3",
+    )
+    # The planned interval is not extracted from the new binlog.
+    with pytest.raises(HistoryError) as refused:
+        steps.extract(cfg, planned, progress=quiet)
+    said = str(refused.value)
+    assert said.startswith(
+        f"source {cfg.source.name} no longer holds the binlog history the loader has read: at interval "
+        f"{planned}'s start {checkpoint.position if checkpoint else ''} the ledger recorded GTID"
+    ), said
+    assert "its binlog was reset (RESET MASTER)" in said and "Nothing was extracted" in said
+    # Nor is anything planned, from the CLI either: exit 1, the last line says what to do.
+    toml = db.config_file(tmp_path, cfg.source.name, "hist_reset.*")
+    run = run_loader(db, toml, "extract")
+    last = run.stderr.strip().splitlines()[-1]
+    assert run.returncode == 1, run.stderr
+    assert last.startswith("loader extract: error: source demo no longer holds the binlog history"), last
+    assert last.endswith("or re-load every table (loader initial-load) to start from this one"), last
+    assert ledger.checkpoint() == checkpoint
+    assert [i.id for i in ledger.intervals()][-1] == planned
+    status = steps.status(cfg)
+    assert status.history_problem and "STOPPED: source demo no longer holds" in status.text()
+
+    # A re-load of some tables cannot join the two histories; one of every table starts the new one.
+    with pytest.raises(LoadError, match="re-load every table"):
+        run_initial_load(spark, cfg, only=["hist_reset.t"], progress=quiet)
+    run_initial_load(spark, cfg, progress=quiet)
+    after = ledger.checkpoint()
+    assert after is not None and checkpoint is not None
+    assert (after.epoch, after.server) == (1, checkpoint.server) and after.interval != checkpoint.interval
+    superseded = ledger.get(planned)
+    assert superseded is not None and superseded.state == ABANDONED
+    assert steps.status(cfg).history_problem is None
+    db.execute(
+        "UPDATE hist_reset.t SET v = 'new history' WHERE id > 390", "DELETE FROM hist_reset.t WHERE id < 3"
+    )
+    delta(spark, cfg)
+    assert ledger.intervals()[-1].epoch == 1
+    assert_equal_to_source(spark, cfg)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_another_server_behind_the_same_address_is_refused(
+    mariadb: MariaDB, disposable_mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(mariadb, "hist_moved", "t (id INT PRIMARY KEY)")
+    mariadb.execute("INSERT INTO hist_moved.t VALUES (1)")
+    cfg = schema_config(mariadb, tmp_path, spark_config, "hist_moved")
+    run_initial_load(spark, cfg, progress=quiet)
+    mariadb.execute("INSERT INTO hist_moved.t VALUES (2)")
+    delta(spark, cfg)
+    checkpoint = Ledger.of(cfg).checkpoint()
+
+    # The same source name now reaches the other server, which has the same schema and rows.
+    fresh_schema(disposable_mariadb, "hist_moved", "t (id INT PRIMARY KEY)")
+    disposable_mariadb.execute("INSERT INTO hist_moved.t VALUES (1), (2), (3)")
+    moved = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, port=disposable_mariadb.port))
+    with pytest.raises(
+        HistoryError, match="no longer holds the binlog history the loader has read: at the checkpoint"
+    ):
+        delta(spark, moved)
+    assert Ledger.of(moved).checkpoint() == checkpoint
