@@ -26,6 +26,7 @@ ENV_PREFIX = "LOADER__"
 
 TRANSPORTS = ("server", "files")
 SCHEMA_CHANGES = ("evolve", "stop")
+FAILOVER = ("follow", "stop")
 CATALOGS = ("derby", "hive")
 STAGING_SCHEMES = ("file", "s3", "hdfs")
 
@@ -51,6 +52,9 @@ class SourceConfig:
     # A run holds the source's lease while a step changes the ledger or the warehouse; renewed
     # while it works, it expires this long after a killed run stopped renewing it.
     lease_seconds: int = 120
+    # Another server behind the address whose GTID history holds everything read so far (a
+    # promoted replica): "follow" continues on it from the matching position, "stop" refuses.
+    failover: str = "follow"
 
     def password(self) -> str:
         """The password from the environment variable named by ``password_env`` ('' if unset)."""
@@ -295,6 +299,7 @@ def _one_of(value: str, accepted: tuple[str, ...], fq: str, origin: str) -> None
 def _validate(cfg: Config, base: Path, origin: str) -> Config:
     src, stg, wh = cfg.source, cfg.staging, cfg.warehouse
     _one_of(src.transport, TRANSPORTS, "source.transport", origin)
+    _one_of(src.failover, FAILOVER, "source.failover", origin)
     _one_of(cfg.tables.schema_changes, SCHEMA_CHANGES, "tables.schema_changes", origin)
     if src.transport == "files" and not src.binlog_dir:
         raise ConfigError(f"{origin}: source.binlog_dir is required when source.transport = 'files'")

@@ -29,7 +29,7 @@ from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, HistoryError, TableKeyError
-from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record
+from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record, moved_from
 from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
@@ -374,11 +374,13 @@ def _extract_range(
     label: str,
     loaded_at: dict[tuple[str, str], Position] | None = None,
     previous: dict[tuple[str, str], list[ColumnSpec]] | None = None,
+    epoch: int = 0,
 ) -> RangeResult:
     """Decode ``[start, end)`` and write its CSV parts under ``workdir`` (one decoder's share).
 
     A table's events before ``loaded_at`` (its last re-load) are passed over: the copy has them.
     ``previous``: each table's columns before ``start``, which its first rows must continue.
+    ``epoch``: the binlog history the positions belong to (it leads every seqno).
     """
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
     writers: dict[tuple[str, str], TableWriter] = {}
@@ -397,6 +399,7 @@ def _extract_range(
             skip_before=loaded_at,
             max_open_changes=OPEN_ROWS_HELD_AT,
             gtid_state=result.gtids,
+            seqno_epoch=epoch,
         )
         holding = False  # the open transaction handed out rows that writers hold
         for tx in txs:
@@ -460,7 +463,7 @@ def extract_interval(
     """
     started = time.monotonic()
     start, end = Position.parse(interval.start), Position.parse(interval.end)
-    loaded_at = ledger.loaded_at()
+    loaded_at = ledger.loaded_at(interval.epoch)  # loads of an earlier history are all before it
     previous = ledger.layouts_before(interval.id)
     ranges = [(interval.start, interval.end)] if interval.max_changes else _ranges(cfg, start, end, workers)
     with scratch.folder("extract") as tmp:
@@ -475,6 +478,7 @@ def extract_interval(
                     f"interval {interval.id}",
                     loaded_at,
                     previous,
+                    interval.epoch,
                 )
             ]
         else:
@@ -493,6 +497,7 @@ def extract_interval(
                         f"range {i}",
                         loaded_at,
                         previous if i == 0 else None,  # later ranges continue the one before
+                        interval.epoch,
                     )
                     for i, (a, b) in enumerate(ranges)
                 ]
@@ -502,8 +507,9 @@ def extract_interval(
         reached = _gtid_reached(interval, results, stopped_at is not None)
         keys = sorted({key for r in results for key in r.tables})
         created = {name: at for r in results for name, at in r.created.items()}
-        if loaded_at:  # tables are loaded before their changes are applied
-            _check_loaded(keys, results, loaded_at, created, ledger.created_before(interval.id))
+        loaded = set(ledger.loaded_seqnos())
+        if loaded:  # tables are loaded before their changes are applied
+            _check_loaded(keys, results, loaded, created, ledger.created_before(interval.id))
         tables = [
             publish_table(
                 store,
@@ -584,7 +590,7 @@ def _gtid_reached(interval: Interval, results: list[RangeResult], stopped: bool)
 def _check_loaded(
     keys: list[tuple[str, str]],
     results: list[RangeResult],
-    loaded_at: dict[tuple[str, str], Position],
+    loaded: set[tuple[str, str]],
     created: dict[tuple[str, str], str],
     created_before: set[str],
 ) -> None:
@@ -593,7 +599,7 @@ def _check_loaded(
     or came back after a CREATE TABLE IF NOT EXISTS)."""
     for schema, table in keys:
         qualified = f"{schema}.{table}"
-        if (schema, table) in loaded_at or qualified in created_before:
+        if (schema, table) in loaded or qualified in created_before:
             continue
         first = min(
             (
@@ -800,7 +806,11 @@ def run_extract(
         # A recorded interval keeps its own end; a new one ends at the server's position.
         if interval_id is None:
             interval = ledger.plan(
-                end or current_position(conn), start=start, max_changes=max_changes, source=source
+                end or current_position(conn),
+                start=start,
+                max_changes=max_changes,
+                source=source,
+                follow=cfg.source.failover == "follow",
             )
         else:
             interval = ledger.get(interval_id)
@@ -810,8 +820,9 @@ def run_extract(
                 raise ExtractError(f"interval {interval_id} was abandoned: {interval.abandoned_reason}")
             interval.extracted_end = None  # a bounded interval stops at the same place again
             # The server may have been replaced since the interval was planned.
-            problem = source.problem(
-                Position.parse(interval.start), interval.start_mark(), f"interval {interval_id}'s start"
+            what = f"interval {interval_id}'s start"
+            problem = moved_from(
+                source, Position.parse(interval.start), interval.start_mark(), what, cfg.source.name
             )
             if problem:
                 raise HistoryError(

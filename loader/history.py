@@ -15,14 +15,17 @@ uuid and that the recorded set is still contained in the server's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pymysql
+import pymysql.cursors
 
 from loader.positions import Position
 from loader.source import binary_logs, binlog_status, start_problem
 
+_GTID_INFO = re.compile(r"GTID (\d+)-\d+-\d+")
 # What on-call does when the source no longer holds the history read so far.
 REMEDY = (
     "Point the loader back at the server that holds that history, or re-load every table "
@@ -160,6 +163,39 @@ class SourceHistory:
             f"source {self.name} no longer holds the binlog history the loader has read: at {what} {at} "
             f"the ledger recorded GTID {recorded.gtid or '(empty)'}, the server has {found} there: {cause}"
         )
+
+    def follow(self, recorded: Mark) -> Position | None:
+        """Where this server's binlog holds exactly the GTID state ``recorded`` (a promoted replica
+        logs the old primary's transactions under their own GTIDs, at its own positions): the
+        position to continue from, or None when it has no such place (MySQL: not searched).
+
+        The newest binlog file that begins at or before that state is walked (``SHOW BINLOG
+        EVENTS``) to the first transaction after it, and the server confirms the state there.
+        """
+        if not self.mariadb or recorded.gtid is None:
+            return None
+        target = gtid_domains(recorded.gtid)
+        for file in reversed(list(binary_logs(self.conn))):
+            begin = self.gtid_at(Position(file, 4))
+            if begin is not None and not behind(recorded.gtid, begin):
+                break
+        else:
+            return None
+        state, found, last_end = gtid_domains(begin), None, 4
+        with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
+            cur.execute("SHOW BINLOG EVENTS IN %s", (file,))
+            for _, pos, kind, _, end_pos, info in cur:
+                if kind == "Gtid" and (m := _GTID_INFO.search(str(info))):
+                    if state == target:
+                        found = Position(file, int(pos))
+                        break
+                    state[int(m.group(1))] = m.group(0).removeprefix("GTID ")
+                last_end = int(end_pos)
+            else:
+                if state == target:
+                    found = Position(file, last_end)
+        confirmed = self.gtid_at(found) if found is not None else None
+        return found if confirmed is not None and same_gtid(confirmed, recorded.gtid) else None
 
     def _current_gtid(self) -> str:
         with self.conn.cursor() as cur:

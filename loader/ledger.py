@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from loader import records
 from loader.errors import HistoryError, LedgerError, LoaderError
 from loader.history import REMEDY, Mark
-from loader.positions import Position
+from loader.positions import Position, seqno_of
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import Store, open_store
@@ -53,6 +53,7 @@ UPGRADES: dict[int, records.Upgrade] = {
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
+NOT_FOLLOWED = ' (source.failover = "stop": a server whose GTID history holds what was read is not followed)'
 
 
 class SourceView(Protocol):
@@ -68,6 +69,9 @@ class SourceView(Protocol):
 
     def gtid_at(self, at: Position) -> str | None:
         """The server's GTID state at ``at``, or None when it cannot tell."""
+
+    def follow(self, recorded: Mark) -> Position | None:
+        """Where the server's binlog holds the GTID state ``recorded``, or None."""
 
 
 @dataclass
@@ -102,6 +106,9 @@ class Interval:
     end_gtid: str | None = None
     extracted_end_gtid: str | None = None
     epoch: int = 0  # the binlog history its positions belong to
+    # Where the log was left on the server read before, when this interval followed another
+    # server that holds that history (a failover): "FILE:POS of SERVER (GTID ...)".
+    followed_from: str | None = None
 
     @property
     def effective_end(self) -> Position:
@@ -225,19 +232,32 @@ class Ledger:
         """Every initial load, oldest first."""
         return sorted(self._records(Load, "loads"), key=lambda load: load.id)
 
-    def loaded_at(self) -> dict[tuple[str, str], Position]:
-        """Where each table's latest complete load copied it (its P0), by (schema, table).
+    def loaded_at(self, epoch: int | None = None) -> dict[tuple[str, str], Position]:
+        """Where each table's latest complete load in binlog history ``epoch`` (by default the
+        checkpoint's) copied it (its P0), by (schema, table).
 
         Changes to a table before its P0 are already in the copy: a re-load makes them stale, so
         extract passes them over (a change the loader stopped at is behind the table then).
         """
         out: dict[tuple[str, str], Position] = {}
-        epoch = self.epoch()
+        epoch = self.epoch() if epoch is None else epoch
         for load in self.loads():
             if load.state == "complete" and load.epoch == epoch:
                 p0 = Position.parse(load.p0)
                 for name in load.table_names():
                     out[name] = max(p0, out.get(name, p0))
+        return out
+
+    def loaded_seqnos(self) -> dict[tuple[str, str], int]:
+        """The seqno of each loaded table's latest complete load, whatever its history: its changes
+        up to there are in the copy."""
+        out: dict[tuple[str, str], int] = {}
+        for load in self.loads():
+            if load.state == "complete":
+                p0 = Position.parse(load.p0)
+                seqno = seqno_of(p0.file, p0.pos, load.epoch)
+                for name in load.table_names():
+                    out[name] = max(seqno, out.get(name, seqno))
         return out
 
     def layouts_before(self, interval_id: str) -> dict[tuple[str, str], list[ColumnSpec]]:
@@ -267,21 +287,29 @@ class Ledger:
             )
         return read_to[0]
 
-    def _read_to(self, intervals: list[Interval]) -> tuple[Position, Mark, str] | None:
-        """Where the log has been read to (the last interval's end, or the checkpoint when it is
-        further: a re-load of every table moves it past the intervals it superseded), with the
-        mark recorded there and what the position is; None before anything was read."""
+    def _epoch(self, intervals: list[Interval]) -> int:
+        """The binlog history read now: the checkpoint's, or a later one an interval followed."""
         cp = self.checkpoint()
-        epoch = cp.epoch if cp else 0
+        return max([cp.epoch if cp else 0, *(i.epoch for i in intervals if i.state != ABANDONED)])
+
+    def _read_to(self, intervals: list[Interval]) -> tuple[Position, Mark, str] | None:
+        """Where the log of the history read now has been read to (the last interval's end, or the
+        checkpoint when it is further: a re-load of every table moves it past the intervals it
+        superseded), with the mark recorded there and what the position is; None before
+        anything was read."""
+        cp = self.checkpoint()
+        epoch = self._epoch(intervals)
         live = [i for i in intervals if i.state not in (ABANDONED, PLANNED) and i.epoch == epoch]
-        if cp is None and not live:
-            return None
         ends = (
             [(live[-1].effective_end, live[-1].end_mark(), f"the end of interval {live[-1].id}")]
             if live
             else []
         )
-        at_cp = [(Position.parse(cp.position), cp.mark(), "the checkpoint")] if cp else []
+        at_cp = (
+            [(Position.parse(cp.position), cp.mark(), "the checkpoint")] if cp and cp.epoch == epoch else []
+        )
+        if not ends and not at_cp:
+            return None
         return max([*at_cp, *ends], key=lambda e: e[0])  # the checkpoint, when they are one
 
     def gap_before(self, start: Position, allow_gap: bool = False) -> Position | None:
@@ -396,6 +424,7 @@ class Ledger:
         allow_gap: bool = False,
         source: SourceView | None = None,
         dry_run: bool = False,
+        follow: bool = False,
     ) -> Interval | None:
         """The interval to extract next: an unfinished one again, or a new one up to ``end``.
 
@@ -412,6 +441,9 @@ class Ledger:
             source: the server, asked before anything is recorded whether it still holds the
                 history read so far and can be read from the start, and for the marks to record.
             dry_run: return the interval that would be planned, recording nothing.
+            follow: when the server is another one whose GTID history holds everything read so
+                far (a promoted replica), continue on it from the matching position, in the next
+                binlog history (``followed_from`` says where the log was left); else refuse it.
 
         Returns:
             None when there is nothing to extract.
@@ -427,24 +459,40 @@ class Ledger:
             if mine:
                 return mine[-1]
         live = [i for i in intervals if i.state != ABANDONED]
+        left: list[Interval] = []  # a planned interval whose start went with the old server
         if start is None and live and live[-1].state == PLANNED:
             planned = live[-1]  # a rerun reuses the recorded boundaries
             begin = Position.parse(planned.start)
-            self._check_history(source, begin, planned.start_mark(), f"interval {planned.id}'s start")
-            problem = source.start_problem(begin, Position.parse(planned.end)) if source else None
-            if problem:
-                raise LedgerError(
-                    f"interval {planned.id} cannot be extracted: {problem}. Abandon it "
-                    f"(loader interval abandon {planned.id} --reason '...') to plan again from where "
-                    "the log was read before it; if the log there is gone too, re-load every table "
-                    "(loader initial-load)"
+            what = f"interval {planned.id}'s start"
+            moved = moved_from(source, begin, planned.start_mark(), what, self.source) if source else None
+            if moved and not follow:
+                raise HistoryError(
+                    f"{moved}. Nothing was planned and the checkpoint stays. {REMEDY}{NOT_FOLLOWED}"
                 )
-            return planned
-        skipped_from = None
+            if moved:
+                left, intervals = [planned], [i for i in intervals if i is not planned]
+            else:
+                problem = source.start_problem(begin, Position.parse(planned.end)) if source else None
+                if problem:
+                    raise LedgerError(
+                        f"interval {planned.id} cannot be extracted: {problem}. Abandon it "
+                        f"(loader interval abandon {planned.id} --reason '...') to plan again from where "
+                        "the log was read before it; if the log there is gone too, re-load every table "
+                        "(loader initial-load)"
+                    )
+                return planned
+        skipped_from = followed_from = None
+        epoch = self._epoch(intervals)
         read_to = self._read_to(intervals)
-        if read_to is not None:
-            self._check_history(source, *read_to)
-        if start is None:
+        moved = moved_from(source, *read_to, self.source) if source and read_to else None
+        if moved and source and read_to:
+            start = self._followed(source, read_to, moved, start, follow, intervals)
+            epoch += 1
+            followed_from = f"{read_to[0]} of {read_to[1].server} (GTID {read_to[1].gtid or '(empty)'})"
+            problem = source.start_problem(start, max(start, end))
+            if problem:
+                raise HistoryError(f"{source.server} holds the history read so far, but {problem}")
+        elif start is None:
             start = self._next_start(intervals)
             problem = source.start_problem(start, max(start, end)) if source else None
             if problem:
@@ -460,7 +508,7 @@ class Ledger:
             skipped_from = self._gap_before(start, intervals, allow_gap)
         if start >= end:
             return None
-        number = int(intervals[-1].id) + 1 if intervals else 1
+        number = int(max(i.id for i in [*intervals, *left])) + 1 if intervals or left else 1
         interval = Interval(
             layout.interval_id(number),
             str(start),
@@ -468,23 +516,82 @@ class Ledger:
             max_changes,
             run_id=run_id,
             skipped_from=str(skipped_from) if skipped_from else None,
-            epoch=self.epoch(),
+            epoch=epoch,
+            followed_from=followed_from,
         )
         if source is not None:
             interval.server = source.server
-            recorded = read_to[1].gtid if read_to and read_to[0] == start else None  # checked above
+            recorded = read_to[1].gtid if read_to and (read_to[0] == start or followed_from) else None
             interval.start_gtid = recorded if recorded is not None else source.gtid_at(start)
             interval.end_gtid = source.gtid_at(end)
         if dry_run:
             return interval
+        if left:
+            self._abandon(left, f"its start is not on {interval.server}, the server followed to", left[0].id)
         if not self.store.create(self._interval_key(interval.id), interval.to_json()):
             raise LedgerError(f"interval {interval.id} of {self.source} was planned by another run meanwhile")
         return interval
 
-    def _check_history(self, source: SourceView | None, at: Position, recorded: Mark, what: str) -> None:
-        problem = source.problem(at, recorded, what) if source else None
-        if problem:
-            raise HistoryError(f"{problem}. Nothing was planned and the checkpoint stays. {REMEDY}")
+    def _followed(
+        self,
+        source: SourceView,
+        read_to: tuple[Position, Mark, str],
+        moved: str,
+        start: Position | None,
+        follow: bool,
+        intervals: list[Interval],
+    ) -> Position:
+        """Where to continue on a server that is not the one the log was read from: the position
+        where its GTID history reaches what was read (a promoted replica), when following is
+        allowed and safe.
+
+        Raises:
+            HistoryError: following is off, the server does not hold that history, a backfill
+                start was given (its position would be the old server's), or a re-load of some
+                tables lies past where the log was read (its P0 names the old server's log).
+        """
+        refused = f"{moved}. Nothing was planned and the checkpoint stays"
+        if not follow:
+            raise HistoryError(f"{refused}. {REMEDY}{NOT_FOLLOWED}")
+        if start is not None:
+            raise HistoryError(
+                f"{refused}. A backfill start names a position of the server the log was read from: run "
+                "without one first, which continues on this server when its GTID history holds what was read"
+            )
+        ahead = [
+            f"{load.id} at {load.p0}"
+            for load in self.loads()
+            if load.state == "complete"
+            and load.epoch == self._epoch(intervals)
+            and Position.parse(load.p0) > read_to[0]
+        ]
+        if ahead:
+            raise HistoryError(
+                f"{refused}: the re-load {ahead[-1]} lies past where the log was read, so this server's "
+                f"position for it is unknown. {REMEDY}"
+            )
+        # The same GTID state at the same position: the new server's binlog continues there.
+        same_place = source.problem(*read_to) is None
+        found = read_to[0] if same_place else source.follow(read_to[1])
+        if found is None:
+            raise HistoryError(
+                f"{refused}: its GTID history does not reach the state read so far ({read_to[1].gtid}) at "
+                f"any position of its binlog. {REMEDY}"
+            )
+        return found
+
+
+def moved_from(source: SourceView, at: Position, recorded: Mark, what: str, name: str) -> str | None:
+    """Why the log cannot simply be read on at ``at`` from ``source``: it no longer holds the
+    history recorded there, or it is another server than the one that wrote it; None when it
+    is the same server with the same history."""
+    problem = source.problem(at, recorded, what)
+    if problem is None and recorded.server is not None and recorded.server != source.server:
+        return (
+            f"source {name} is another server ({source.server}) than the one the log was read from at "
+            f"{what} {at} ({recorded.server}), though it holds the same GTID state there"
+        )
+    return problem
 
 
 def layout_record(schema: str, table: str, columns: list[ColumnSpec]) -> list[Any]:

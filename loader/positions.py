@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from loader.errors import ConfigError
+from loader.errors import ConfigError, LedgerError
 
 _SUFFIX = re.compile(r"\.(\d+)$")
 _TEXT = re.compile(r"^(?P<file>[^:\s]+):(?P<pos>\d+)$")
 SEQNO_FILE_SHIFT = 32
+SEQNO_EPOCH_SHIFT = 52  # binlog file numbers below 2**20 leave 11 bits below the sign bit
+MAX_EPOCH = (1 << (63 - SEQNO_EPOCH_SHIFT)) - 1
 
 
 @dataclass(frozen=True, slots=True, order=False)
@@ -73,6 +75,14 @@ def lognum_of(file: str) -> int:
     return int(m.group(1))
 
 
-def seqno_of(file: str, commit_end_pos: int) -> int:
-    """seqno = lognum * 2**32 + end position of the commit event (DESIGN.md section 2)."""
-    return (lognum_of(file) << SEQNO_FILE_SHIFT) + commit_end_pos
+def seqno_of(file: str, commit_end_pos: int, epoch: int = 0) -> int:
+    """seqno = epoch * 2**52 + lognum * 2**32 + end position of the commit event (DESIGN.md
+    section 2). ``epoch`` numbers the binlog histories the ledger has read (``ledger.Interval``):
+    a later history's changes order after every change of an earlier one, whatever its positions."""
+    lognum = lognum_of(file)
+    if epoch and not (0 < epoch <= MAX_EPOCH and lognum < 1 << (SEQNO_EPOCH_SHIFT - SEQNO_FILE_SHIFT)):
+        raise LedgerError(
+            f"binlog history {epoch} at {file}:{commit_end_pos} does not fit a seqno (at most {MAX_EPOCH} "
+            f"histories and binlog file numbers below {1 << (SEQNO_EPOCH_SHIFT - SEQNO_FILE_SHIFT)})"
+        )
+    return (epoch << SEQNO_EPOCH_SHIFT) + (lognum << SEQNO_FILE_SHIFT) + commit_end_pos

@@ -83,6 +83,8 @@ class IntervalRecord:
     abandoned_at: str | None = None
     skipped_from: str | None = None
     run_id: str | None = None
+    followed_from: str | None = None  # it continued on another server: where the log was left
+    server: str | None = None  # the server it was planned on
 
     @staticmethod
     def text(records: list[IntervalRecord], total: int) -> str:
@@ -94,6 +96,10 @@ class IntervalRecord:
             lines.append(f"  {r.id}  {r.state:<12}  [{r.start}, {r.end}){changes}")
             if r.skipped_from:
                 lines.append(f"      gap allowed: [{r.skipped_from}, {r.start}) skipped")
+            if r.followed_from:
+                lines.append(
+                    f"      followed {r.server} from {r.start}; the log was left at {r.followed_from}"
+                )
             if r.abandoned_reason:
                 lines.append(f"      abandoned at {r.abandoned_at}: {r.abandoned_reason}")
             elif r.error:
@@ -339,6 +345,7 @@ class Status:
     lease: str | None = None  # who runs a step on the source now
     source_server: str | None = None  # the server answering now (``history.SourceHistory.server``)
     history_problem: str | None = None  # why it no longer holds the checkpoint's history
+    followed: str | None = None  # the last switch to another server that held the history
 
     def text(self) -> str:
         """The status for people."""
@@ -360,6 +367,8 @@ class Status:
                 f"history: GTID {cp['gtid'] or '(empty)'} at the checkpoint, written by {cp.get('server')}"
                 + (f" (history {cp['epoch']})" if cp.get("epoch") else "")
             )
+        if self.followed:
+            lines.append(f"followed: {self.followed}")
         if self.history_problem:
             lines.append(f"STOPPED: {self.history_problem}. Runs refuse to read on. {REMEDY}")
         lines.append(f"running now: {self.lease}" if self.lease else "running now: nothing")

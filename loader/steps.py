@@ -151,6 +151,7 @@ def plan(
                 allow_gap=allow_gap,
                 source=source,
                 dry_run=dry_run,
+                follow=cfg.source.failover == "follow",
             )
     finally:
         conn.close()
@@ -429,6 +430,8 @@ def _record(interval: Interval) -> IntervalRecord:
         interval.abandoned_at,
         interval.skipped_from,
         interval.run_id,
+        interval.followed_from,
+        interval.server,
     )
 
 
@@ -486,12 +489,17 @@ def status(cfg: Config) -> Status:
             counts[interval.state] = counts.get(interval.state, 0) + 1
     failed = ledger.last_error()
     loads = ledger.loads()
+    switches = [i for i in ledger.intervals() if i.followed_from and i.state != ABANDONED]
     return Status(
         source=cfg.source.name,
         source_position=position,
         source_error=source_error,
         source_server=server,
         history_problem=history_problem,
+        followed=f"interval {switches[-1].id} continues on {switches[-1].server} from {switches[-1].start}; "
+        f"the log was left at {switches[-1].followed_from}"
+        if switches
+        else None,
         checkpoint=asdict(checkpoint) if checkpoint else None,
         lag_seconds=lag,
         last_change_at=last_change,

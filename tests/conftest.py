@@ -56,6 +56,7 @@ class MariaDB:
     port: int
     datadir: Path
     password: str
+    args: str = ""  # more server options (mariadb.sh's MARIADB_ARGS)
 
     @property
     def binlog_dir(self) -> Path:
@@ -78,7 +79,7 @@ class MariaDB:
 
     def start(self) -> None:
         """Start it again on its port, with its data."""
-        env = {**os.environ, "LOADER_SOURCE_PASSWORD": self.password}
+        env = {**os.environ, "LOADER_SOURCE_PASSWORD": self.password, "MARIADB_ARGS": self.args}
         subprocess.run(
             [str(MARIADB_SH), "start", str(self.datadir), str(self.port)],
             check=True,
@@ -173,19 +174,52 @@ def disposable_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mar
     yield from _private_mariadb(tmp_path_factory, "disposable-mariadb")
 
 
-def _private_mariadb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MariaDB]:
+@contextlib.contextmanager
+def _server(tmp_path_factory: pytest.TempPathFactory, name: str, args: str = "") -> Iterator[MariaDB]:
     if not (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()):
         pytest.fail("mariadbd is not installed: run `make test`, which installs it (infra/install-deps.sh)")
-    datadir = tmp_path_factory.mktemp(name)
-    port = free_port()
-    env = {**os.environ, "LOADER_SOURCE_PASSWORD": PASSWORD}
-    subprocess.run(
-        [str(MARIADB_SH), "start", str(datadir), str(port)], check=True, env=env, capture_output=True
-    )
+    db = MariaDB("127.0.0.1", free_port(), tmp_path_factory.mktemp(name), PASSWORD, args)
+    db.start()
     try:
-        yield MariaDB("127.0.0.1", port, datadir, PASSWORD)
+        yield db
     finally:
-        subprocess.run([str(MARIADB_SH), "stop", str(datadir)], check=False, capture_output=True)
+        subprocess.run([str(MARIADB_SH), "stop", str(db.datadir)], check=False, capture_output=True)
+
+
+def _private_mariadb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MariaDB]:
+    with _server(tmp_path_factory, name) as db:
+        yield db
+
+
+@pytest.fixture
+def replicated_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MariaDB, MariaDB]]:
+    """A primary and its replica (server_id 2, GTID replication, the replicated changes in its
+    own binlog from its third file on), both private and running; the replica's binlog holds
+    only what it replicated."""
+    with (
+        _server(tmp_path_factory, "primary") as primary,
+        _server(tmp_path_factory, "replica", "--server-id=2") as replica,
+    ):
+        replica.execute(
+            "RESET MASTER",
+            # Its own file numbers, as a replica built apart from its primary has: the same
+            # transactions lie at other positions than on the primary.
+            "FLUSH BINARY LOGS",
+            "FLUSH BINARY LOGS",
+            f"CHANGE MASTER TO MASTER_HOST='{primary.host}', MASTER_PORT={primary.port}, MASTER_USER='loader',"
+            f" MASTER_PASSWORD='{primary.password}', MASTER_USE_GTID=slave_pos",
+            "START SLAVE",
+        )
+        yield primary, replica
+
+
+def caught_up(primary: MariaDB, replica: MariaDB, timeout: int = 60) -> None:
+    """Wait until the replica has applied everything the primary has written."""
+    [(gtid,)] = primary.rows("SELECT @@gtid_binlog_pos")
+    [(waited,)] = replica.rows(f"SELECT MASTER_GTID_WAIT('{gtid}', {timeout})")
+    assert waited == 0, (
+        f"the replica did not reach {gtid} within {timeout} s: {replica.rows('SHOW SLAVE STATUS')}"
+    )
 
 
 @pytest.fixture(scope="session")

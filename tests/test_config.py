@@ -63,6 +63,10 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
             "tables.schema_changes = 'review' is not accepted; accepted values: evolve, stop",
         ),
         ({"LOADER__STAGING__URI": "gs://b/p"}, "accepted values: file, s3, hdfs"),
+        (
+            {"LOADER__SOURCE__FAILOVER": "always"},
+            "source.failover = 'always' is not accepted; accepted values: follow, stop",
+        ),
         ({"LOADER__SOURCE__PORT": "many"}, "source.port must be an integer"),
         ({"LOADER__SOURCE__COLOUR": "red"}, "accepted fields: name, transport, host"),
         ({"LOADER__SOURCE__TRANSPORT": "files"}, "source.binlog_dir is required"),

@@ -1,11 +1,14 @@
 """A position belongs to one binlog history: every recorded position carries the server and the
 GTID state there, and a server that no longer holds the history read so far (reset, restored,
 another server behind the address) is refused before anything is recorded; a re-load of every
-table starts from the new one. On the private MariaDB servers and a local Spark."""
+table starts from the new one, and a promoted replica that holds it is followed by GTID. On
+private MariaDB servers and a local Spark."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from loader.warehouse.initial_load import run_initial_load
 from tests.conftest import (
     MariaDB,
     assert_equal_to_source,
+    caught_up,
     delta,
     fresh_schema,
     quiet,
@@ -231,3 +235,80 @@ def test_another_server_behind_the_same_address_is_refused(
     ):
         delta(spark, moved)
     assert Ledger.of(moved).checkpoint() == checkpoint
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_promoted_replica_is_followed_by_gtid_and_the_warehouse_stays_equal(
+    replicated_mariadb: tuple[MariaDB, MariaDB], tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    primary, replica = replicated_mariadb
+    fresh_schema(primary, "hist_failover", "t (id INT PRIMARY KEY, v INT, s VARCHAR(40))")
+    primary.execute("INSERT INTO hist_failover.t SELECT seq, seq, 'loaded' FROM hist_failover.seq_1_to_50")
+    cfg = schema_config(primary, tmp_path, spark_config, "hist_failover")
+    run_initial_load(spark, cfg, progress=quiet)
+
+    # A writer on the primary while delta runs go on.
+    stop = threading.Event()
+
+    def write() -> None:
+        conn = primary.connect()
+        n = 1000
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                n += 1
+                cur.execute(f"INSERT INTO hist_failover.t VALUES ({n}, {n}, 'primary')")
+                cur.execute(f"UPDATE hist_failover.t SET v = v + 1 WHERE id = {n % 50 + 1}")
+                if n % 7 == 0:
+                    cur.execute(f"DELETE FROM hist_failover.t WHERE id = {n - 3}")
+                time.sleep(0.01)
+        conn.close()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        for _ in range(2):
+            delta(spark, cfg)
+    finally:
+        stop.set()
+        writer.join()
+    # Changes the loader has not read yet reach the replica, then the primary is gone.
+    primary.execute("UPDATE hist_failover.t SET s = 'last on the primary' WHERE id <= 10")
+    caught_up(primary, replica)
+    ledger = Ledger.of(cfg)
+    checkpoint = ledger.checkpoint()
+    assert checkpoint is not None and checkpoint.server == "server_id=1 gtid_domain_id=0"
+    primary.stop()
+    replica.execute("STOP SLAVE", "RESET SLAVE ALL")
+    replica.execute("UPDATE hist_failover.t SET s = 'promoted' WHERE id BETWEEN 5 AND 15")
+
+    # The same source, at the promoted replica's address: followed where its GTIDs reach the checkpoint's.
+    promoted = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, port=replica.port))
+    refusing = dataclasses.replace(promoted, source=dataclasses.replace(promoted.source, failover="stop"))
+    with pytest.raises(HistoryError, match=r'\(source.failover = "stop": a server whose GTID history'):
+        delta(spark, refusing)
+    assert ledger.checkpoint() == checkpoint
+    delta(spark, promoted)
+    followed = next(i for i in ledger.intervals() if i.followed_from)
+    assert followed.followed_from == f"{checkpoint.position} of {checkpoint.server} (GTID {checkpoint.gtid})"
+    assert followed.start.startswith("mysql-bin.000003:")  # the replica's own position for it
+    assert (followed.epoch, followed.server, followed.start_gtid) == (
+        1,
+        "server_id=2 gtid_domain_id=0",
+        checkpoint.gtid,
+    )
+    [(at_start,)] = replica.rows(
+        f"SELECT BINLOG_GTID_POS('{Position.parse(followed.start).file}', {Position.parse(followed.start).pos})"
+    )
+    assert history.same_gtid(str(at_start), checkpoint.gtid or "")
+    assert_equal_to_source(spark, promoted)
+    said = steps.status(promoted).text()
+    assert f"followed: interval {followed.id} continues on server_id=2" in said, said
+
+    replica.execute(
+        "DELETE FROM hist_failover.t WHERE id BETWEEN 20 AND 25",
+        "INSERT INTO hist_failover.t VALUES (9999, 1, 'new primary')",
+    )
+    delta(spark, promoted)
+    assert ledger.intervals()[-1].epoch == 1
+    assert_equal_to_source(spark, promoted)

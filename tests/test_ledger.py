@@ -26,7 +26,7 @@ from loader.ledger import (
     layout_record,
     layouts_before,
 )
-from loader.positions import Position
+from loader.positions import Position, seqno_of
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import LocalStore
@@ -323,6 +323,9 @@ class Server:
     def gtid_at(self, at: Position) -> str | None:
         return self.gtids.get(str(at))
 
+    def follow(self, recorded: Mark) -> Position | None:
+        return next((P(at) for at, gtid in self.gtids.items() if gtid == recorded.gtid), None)
+
 
 def test_a_start_the_check_refuses_records_nothing_and_names_the_way_out(ledger: Ledger) -> None:
     ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
@@ -480,3 +483,74 @@ def test_a_reload_from_another_history_supersedes_the_one_before_whatever_its_po
     assert ledger.next_start() == P("binlog.000001:400")
     interval = ledger.plan(P("binlog.000001:900"))
     assert interval is not None and (interval.start, interval.epoch) == ("binlog.000001:400", 1)
+
+
+def test_a_server_holding_the_history_read_so_far_is_followed_from_where_its_gtids_match(
+    ledger: Ledger,
+) -> None:
+    old = Server()
+    old.gtids = {"binlog.000007:500": "0-1-90"}
+    ledger.set_checkpoint(Checkpoint("binlog.000007:500", "initial", server=old.server, gtid="0-1-90"))
+    left = ledger.plan(P("binlog.000007:900"), source=old)  # planned, not extracted, then the failover
+    assert left is not None
+    ledger.save_load(Load("load-1", "binlog.000002:4", ["s.t"], state="complete", names=[["s", "t"]]))
+
+    # The promoted replica logged the same transactions at its own positions.
+    new = Server("server_id=2 gtid_domain_id=0")
+    new.gtids = {"binlog.000001:300": "0-1-90", "binlog.000001:800": "0-1-95"}
+    with pytest.raises(HistoryError, match=r'the server has None\. .* \(source.failover = "stop": a server'):
+        ledger.plan(P("binlog.000001:800"), source=new)
+    with pytest.raises(
+        HistoryError, match="A backfill start names a position of the server the log was read from"
+    ):
+        ledger.plan(P("binlog.000001:800"), start=P("binlog.000001:300"), source=new, follow=True)
+    dry = ledger.plan(P("binlog.000001:800"), source=new, follow=True, dry_run=True)
+    assert dry is not None and ledger.get(left.id) == left  # a dry run changes nothing
+    followed = ledger.plan(P("binlog.000001:800"), source=new, follow=True)
+    assert followed is not None
+    assert (followed.start, followed.end, followed.epoch) == ("binlog.000001:300", "binlog.000001:800", 1)
+    assert (followed.server, followed.start_gtid, followed.end_gtid) == (new.server, "0-1-90", "0-1-95")
+    assert followed.followed_from == f"binlog.000007:500 of {old.server} (GTID 0-1-90)"
+    abandoned = ledger.get(left.id)
+    assert abandoned is not None and abandoned.state == ABANDONED
+    assert abandoned.abandoned_reason == f"its start is not on {new.server}, the server followed to"
+
+    # The new history's positions continue from its own; its changes order after every older one.
+    followed.state = EXTRACTED
+    ledger.save(followed)
+    assert ledger.next_start() == P("binlog.000001:800")
+    assert ledger.plan(P("binlog.000001:800"), source=new, follow=True) is None
+    assert ledger.loaded_seqnos()[("s", "t")] < seqno_of("binlog.000001", 300, 1)
+
+
+def test_a_server_that_does_not_reach_the_history_read_so_far_is_not_followed(ledger: Ledger) -> None:
+    ledger.set_checkpoint(Checkpoint("binlog.000007:500", "initial", gtid="0-1-90"))
+    stranger = Server("server_id=3 gtid_domain_id=0")
+    stranger.gtids = {"binlog.000001:300": "0-3-12"}
+    with pytest.raises(
+        HistoryError, match=r"its GTID history does not reach the state read so far \(0-1-90\)"
+    ):
+        ledger.plan(P("binlog.000001:800"), source=stranger, follow=True)
+    # A re-load of some tables past where the log was read has a P0 of the old server's log.
+    ledger.save_load(Load("load-9", "binlog.000008:4", ["s.t"], state="complete", names=[["s", "t"]]))
+    stranger.gtids["binlog.000001:200"] = "0-1-90"
+    with pytest.raises(
+        HistoryError, match=r"the re-load load-9 at binlog\.000008:4 lies past where the log was read"
+    ):
+        ledger.plan(P("binlog.000001:800"), source=stranger, follow=True)
+    assert ledger.intervals() == []
+
+
+def test_another_server_with_the_same_gtid_state_at_the_same_position_is_a_switch_too(ledger: Ledger) -> None:
+    old = Server()
+    old.gtids = {"binlog.000002:500": "0-1-90"}
+    ledger.set_checkpoint(Checkpoint("binlog.000002:500", "initial", server=old.server, gtid="0-1-90"))
+    copy = Server("server_id=2 gtid_domain_id=0")  # its binlog is laid out as the old one's
+    copy.gtids = dict(old.gtids)
+    with pytest.raises(
+        HistoryError, match=r"is another server \(server_id=2 gtid_domain_id=0\) than the one"
+    ):
+        ledger.plan(P("binlog.000002:900"), source=copy)
+    followed = ledger.plan(P("binlog.000002:900"), source=copy, follow=True)
+    assert followed is not None and (followed.start, followed.epoch) == ("binlog.000002:500", 1)
+    assert followed.followed_from == f"binlog.000002:500 of {old.server} (GTID 0-1-90)"

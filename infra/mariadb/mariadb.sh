@@ -10,7 +10,7 @@
 # binlog.cnf beside this script, the same file users copy to their own server.
 # The 'loader' account gets the grants in grants.sql with password $LOADER_SOURCE_PASSWORD
 # (default 'loader'); an 'app' account with all privileges and the same password does the
-# demo's and the tests' writes.
+# demo's and the tests' writes. $MARIADB_ARGS adds server options (a replica's --server-id=2).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -57,7 +57,7 @@ start)
     "$mariadbd" --defaults-file="$here/binlog.cnf" --datadir="$dir/data" --user="$user" \
         --port="$port" --bind-address=127.0.0.1 --socket="$sock" --pid-file="$pidfile" \
         --log-bin="$dir/binlog/mysql-bin" --log-error="$dir/error.log" \
-        --innodb-buffer-pool-size=256M --skip-name-resolve >/dev/null 2>&1 &
+        --innodb-buffer-pool-size=256M --skip-name-resolve ${MARIADB_ARGS:-} >/dev/null 2>&1 &
     for _ in $(seq 1 300); do
         if "$client" --no-defaults --socket="$sock" -uroot -e "SELECT 1" >/dev/null 2>&1; then break; fi
         if ! kill -0 $! 2>/dev/null; then

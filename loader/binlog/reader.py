@@ -50,6 +50,7 @@ def read_transactions(
     skip_before: Mapping[tuple[str, str], Position] | None = None,
     max_open_changes: None = None,
     gtid_state: dict[int, str] | None = None,
+    seqno_epoch: int = 0,
 ) -> Generator[Transaction, None, None]: ...
 
 
@@ -66,6 +67,7 @@ def read_transactions(
     *,
     max_open_changes: int,
     gtid_state: dict[int, str] | None = None,
+    seqno_epoch: int = 0,
 ) -> Generator[Transaction | OpenRows, None, None]: ...
 
 
@@ -80,12 +82,14 @@ def read_transactions(
     skip_before: Mapping[tuple[str, str], Position] | None = None,
     max_open_changes: int | None = None,
     gtid_state: dict[int, str] | None = None,
+    seqno_epoch: int = 0,
 ) -> Generator[Transaction | OpenRows, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
 
     ``skip_before`` passes over the rows of tables re-loaded after them, ``max_open_changes``
     hands out the rows of a large transaction before it commits, ``gtid_state`` receives the
-    last MariaDB GTID read in each domain (see ``TransactionReader``).
+    last MariaDB GTID read in each domain, ``seqno_epoch`` is the history the positions belong to
+    (see ``TransactionReader``).
 
     Raises:
         DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
@@ -98,6 +102,7 @@ def read_transactions(
         skip_before=skip_before,
         max_open_changes=max_open_changes,
         gtid_state=gtid_state,
+        seqno_epoch=seqno_epoch,
     )
     try:
         yield from reader.read(transport.events(start, end))

@@ -126,8 +126,10 @@ class TransactionReader:
         skip_before: Mapping[tuple[str, str], Position] | None = None,
         max_open_changes: int | None = None,
         gtid_state: dict[int, str] | None = None,
+        seqno_epoch: int = 0,
     ) -> None:
         self.parser = BinlogParser()
+        self.seqno_epoch = seqno_epoch  # the binlog history the positions belong to (``seqno_of``)
         # The last MariaDB GTID read in each domain (every GTID event, committed or not): the
         # stream's own account of the GTID position it reaches (``history.advance``).
         self.gtid_state = {} if gtid_state is None else gtid_state
@@ -300,7 +302,7 @@ class TransactionReader:
         yield Transaction(
             start=tx.start,
             end=end,
-            seqno=seqno_of(end.file, end.pos),
+            seqno=seqno_of(end.file, end.pos, self.seqno_epoch),
             commit_ts=tx.commit_ts or timestamp * 1_000_000,
             gtid=tx.gtid,
             batches=tx.batches,

@@ -229,7 +229,7 @@ def copy_table(
     select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
     typed = frame.selectExpr(*select).selectExpr(
         "*",
-        f"CAST({seqno_of(p0.file, p0.pos)} AS BIGINT) AS _seqno",
+        f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS _seqno",
         f"TIMESTAMP '{load.started_at}' AS _commit_ts",
         f"{part} AS {PART}",
     )

@@ -124,10 +124,10 @@ def materialize_table(
     store: Store,
     entries: list[TableEntry],
     run_id: str,
-    loaded_at: Position | None = None,
+    min_seqno: int | None = None,
 ) -> TableResult:
     """Apply one table's staged changes from several intervals in one pass (those from
-    ``loaded_at`` on: the table's last re-load holds the older ones)."""
+    ``min_seqno`` on, the seqno of its last re-load: the copy holds the older ones)."""
     started = time.monotonic()
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
@@ -138,7 +138,6 @@ def materialize_table(
     )
     warehouse_types = ensure_table(spark, cfg, schema, table, columns, cause=cause)
     part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
-    min_seqno = seqno_of(loaded_at.file, loaded_at.pos) if loaded_at else None
     changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
     per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
@@ -192,12 +191,15 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
         verified_manifest(store, i.id, i.manifest or "", i.manifest_sha256, i.changes) for i in intervals
     ]
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
-    loaded_at = ledger.loaded_at()
+    loaded = ledger.loaded_seqnos()
     by_table: dict[tuple[str, str], list[TableEntry]] = {}
-    for m in manifests:
+    for interval, m in zip(intervals, manifests, strict=True):
+        ends_at = Position.parse(m.end)
         for t in m.tables:
-            since = loaded_at.get((t.schema, t.table))
-            if since is None or Position.parse(m.end) > since:  # else all in the re-load already
+            since = loaded.get((t.schema, t.table))
+            if (
+                since is None or seqno_of(ends_at.file, ends_at.pos, interval.epoch) > since
+            ):  # else all in the re-load
                 by_table.setdefault((t.schema, t.table), []).append(t)
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
     span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
@@ -212,9 +214,7 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     results = []
     for (schema, table), entries in sorted(by_table.items()):
         try:
-            results.append(
-                materialize_table(spark, cfg, store, entries, run_id, loaded_at.get((schema, table)))
-            )
+            results.append(materialize_table(spark, cfg, store, entries, run_id, loaded.get((schema, table))))
         except MaterializeError as exc:
             raise MaterializeError(f"interval {span}: {exc}") from None
     for interval in intervals:
