@@ -22,18 +22,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from loader import crashpoints, history, scratch, statements
+from loader import crashpoints, gtids, history, scratch, statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, HistoryError, TableKeyError
+from loader.gtids import GtidSet
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record, moved_from
 from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
-from loader.source import check_binlog_settings, connect, credentials, current_position
+from loader.source import check_binlog_settings, connect, credentials
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
@@ -322,6 +323,7 @@ class RangeResult:
     # selected tables a CREATE TABLE made, and where: all their rows follow it
     created: dict[tuple[str, str], str] = field(default_factory=dict)
     gtids: dict[int, str] = field(default_factory=dict)  # the last MariaDB GTID read per domain
+    mysql_gtids: GtidSet = field(default_factory=GtidSet)  # every MySQL GTID read
 
 
 def publish_table(
@@ -399,6 +401,7 @@ def _extract_range(
             skip_before=loaded_at,
             max_open_changes=OPEN_ROWS_HELD_AT,
             gtid_state=result.gtids,
+            mysql_gtids=result.mysql_gtids,
             seqno_epoch=epoch,
         )
         holding = False  # the open transaction handed out rows that writers hold
@@ -566,21 +569,23 @@ def extract_interval(
 
 
 def _gtid_reached(interval: Interval, results: list[RangeResult], stopped: bool) -> str | None:
-    """The GTID position the stream's own GTID events lead to from the interval's start (MariaDB;
-    None when its start's is unknown or MySQL's). Read through to the end, it must be the one the
-    server reported there when the interval was planned: else the log changed in between.
+    """The GTID state the stream's own GTID events lead to from the interval's start (None when
+    its start's is unknown). Read through to the end, it must be the one the server reported
+    there when the interval was planned: else the log changed in between.
 
     Raises:
-        HistoryError: the stream does not lead to the position recorded at the interval's end.
+        HistoryError: the stream does not lead to the state recorded at the interval's end.
     """
-    begin = interval.start_gtid
-    if begin is None or ":" in begin or (interval.end_gtid and ":" in interval.end_gtid):
+    if interval.start_gtid is None:
         return None
-    reached = history.advance(begin, [gtid for r in results for gtid in r.gtids.values()])
-    if not stopped and interval.end_gtid is not None and not history.same_gtid(reached, interval.end_gtid):
+    mysql = GtidSet()
+    for r in results:
+        mysql.update(r.mysql_gtids)
+    reached = gtids.reached(interval.start_gtid, [g for r in results for g in r.gtids.values()], mysql)
+    if not stopped and interval.end_gtid is not None and not gtids.same_gtid(reached, interval.end_gtid):
         raise HistoryError(
             f"interval {interval.id}: the binlog read from {interval.start} to {interval.end} leads to GTID "
-            f"position {reached or '(empty)'}, but the server had {interval.end_gtid or '(empty)'} at "
+            f"state {reached or '(empty)'}, but the server had {interval.end_gtid or '(empty)'} at "
             f"{interval.end} when the interval was planned: the log changed in between (reset, restored, "
             f"or another server behind the address). Nothing was staged and the checkpoint stays. {history.REMEDY}"
         )
@@ -806,7 +811,7 @@ def run_extract(
         # A recorded interval keeps its own end; a new one ends at the server's position.
         if interval_id is None:
             interval = ledger.plan(
-                end or current_position(conn),
+                end or source.current(),
                 start=start,
                 max_changes=max_changes,
                 source=source,

@@ -8,24 +8,29 @@ recorded position it asks the server for the GTID state at that same position; a
 anything.
 
 MariaDB answers for any position (``BINLOG_GTID_POS``) and its GTID events let extract carry the
-state along the stream (``advance``). MySQL reports its executed GTID set only with its current
-position, so its marks are kept where a run snapshots that position, and its check is the server
-uuid and that the recorded set is still contained in the server's.
+state along the stream (``gtids.advance``). MySQL reports its executed GTID set only with its
+current position (``current``), so its marks are kept where a run snapshots that position, extract
+joins the stream's GTIDs to them (``gtids.reached``), and its check is the server uuid and that
+the recorded set is still contained in the server's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import pymysql
 import pymysql.cursors
 
+from loader import gtids
+from loader.gtids import GtidSet, behind, gtid_domains, gtid_text, same_gtid
 from loader.positions import Position
 from loader.source import binary_logs, binlog_status, start_problem
 
 _GTID_INFO = re.compile(r"GTID (\d+)-\d+-\d+")
+_MYSQL_GTID_INFO = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")
 # What on-call does when the source no longer holds the history read so far.
 REMEDY = (
     "Point the loader back at the server that holds that history, or re-load every table "
@@ -42,50 +47,20 @@ class Mark:
     gtid: str | None = None  # MariaDB GTID position ("0-1-8,3-2-5"); MySQL executed GTID set
 
 
-# --- MariaDB GTID positions: pure ----------------------------------------------------------
-
-
-def gtid_domains(text: str) -> dict[int, str]:
-    """A MariaDB GTID position (``0-1-8,3-2-5``: the last GTID of each domain) by domain."""
-    out: dict[int, str] = {}
-    for part in text.replace(" ", "").replace("\n", "").split(","):
-        if part:
-            out[int(part.split("-", 1)[0])] = part
-    return out
-
-
-def gtid_text(domains: dict[int, str]) -> str:
-    """The canonical text of a GTID position: one GTID per domain, by domain."""
-    return ",".join(domains[d] for d in sorted(domains))
-
-
-def advance(position: str, gtids: Iterable[str]) -> str:
-    """The GTID position after the MariaDB GTIDs ``gtids`` (``domain-server-seq``, in log order)."""
-    domains = gtid_domains(position)
-    for gtid in gtids:
-        domains[int(gtid.split("-", 1)[0])] = gtid
-    return gtid_text(domains)
-
-
-def behind(current: str, recorded: str) -> bool:
-    """Whether the MariaDB GTID position ``current`` lacks a domain of ``recorded`` or is at an
-    earlier sequence number in one: that server has not (or no longer) written what was read."""
-    now = gtid_domains(current)
-    return any(
-        d not in now or int(now[d].rsplit("-", 1)[1]) < int(gtid.rsplit("-", 1)[1])
-        for d, gtid in gtid_domains(recorded).items()
-    )
-
-
-def same_gtid(a: str, b: str) -> bool:
-    """Whether two GTID texts name the same state (MariaDB positions in any order; MySQL sets
-    compared as the server printed them, less whitespace)."""
-    if "-" in a + b and ":" not in a + b:
-        return gtid_domains(a) == gtid_domains(b)
-    return "".join(a.split()) == "".join(b.split())
-
-
 # --- the source's own account: I/O -----------------------------------------------------------
+
+
+def gtid_of_event(kind: str, info: str) -> str | None:
+    """The GTID an event starts, from its row of ``SHOW BINLOG EVENTS``: MariaDB's ``Gtid``
+    (``BEGIN GTID 0-1-5``), MySQL's ``Gtid`` and tagged ones (``SET @@SESSION.GTID_NEXT=
+    'uuid:5'``); None for any other event and MySQL's anonymous ones."""
+    if "gtid" not in kind.lower() or kind == "Previous_gtids":
+        return None
+    if (m := _MYSQL_GTID_INFO.search(info)) is not None:
+        return None if m.group(1).upper() == "ANONYMOUS" else m.group(1)
+    if kind == "Gtid" and (m := _GTID_INFO.search(info)) is not None:
+        return m.group(0).removeprefix("GTID ")
+    return None
 
 
 class SourceHistory:
@@ -95,6 +70,7 @@ class SourceHistory:
         self.conn = conn
         self.name = name  # the source's name in the config
         self.where = where  # host:port, for messages
+        self._now: tuple[Position, str | None] | None = None  # the last ``current`` answer
         with conn.cursor() as cur:
             cur.execute("SELECT @@version, @@server_id")
             version, server_id = cur.fetchone()
@@ -110,6 +86,12 @@ class SourceHistory:
         """Why the server's log cannot be read from ``start`` up to ``end`` (``source.start_problem``)."""
         return start_problem(self.conn, start, end)
 
+    def current(self) -> Position:
+        """The server's current binlog position. MySQL reports its executed GTID set only in
+        the same answer, so it is kept: ``gtid_at`` this position knows it afterwards."""
+        self._now = binlog_status(self.conn)
+        return self._now[0]
+
     def mark(self, at: Position) -> Mark:
         """This server and its GTID state at ``at`` (None when it cannot tell)."""
         return Mark(self.server, self.gtid_at(at))
@@ -118,8 +100,8 @@ class SourceHistory:
         """The GTID state at ``at``: MariaDB's for any event boundary it holds, MySQL's only at
         its current position. None: not an event boundary, not held, or not known."""
         if not self.mariadb:
-            now, executed = binlog_status(self.conn)
-            return executed if now == at else None
+            now, executed = self._now if self._now and self._now[0] == at else binlog_status(self.conn)
+            return GtidSet.parse(executed).text() if now == at and executed is not None else None
         with self.conn.cursor() as cur:
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (at.file, at.pos))
             row = cur.fetchone()
@@ -167,35 +149,46 @@ class SourceHistory:
     def follow(self, recorded: Mark) -> Position | None:
         """Where this server's binlog holds exactly the GTID state ``recorded`` (a promoted replica
         logs the old primary's transactions under their own GTIDs, at its own positions): the
-        position to continue from, or None when it has no such place (MySQL: not searched).
+        position to continue from, or None when it has no such place.
 
         The newest binlog file that begins at or before that state is walked (``SHOW BINLOG
-        EVENTS``) to the first transaction after it, and the server confirms the state there.
+        EVENTS``) to the first transaction after it; MariaDB confirms the state there.
         """
-        if not self.mariadb or recorded.gtid is None:
+        if recorded.gtid is None:
             return None
-        target = gtid_domains(recorded.gtid)
         for file in reversed(list(binary_logs(self.conn))):
-            begin = self.gtid_at(Position(file, 4))
-            if begin is not None and not behind(recorded.gtid, begin):
+            begin = self._file_begins(file)
+            if begin is not None and gtids.contains(recorded.gtid, begin):
                 break
         else:
             return None
-        state, found, last_end = gtid_domains(begin), None, 4
+        with contextlib.closing(self._gtid_events(file)) as events:
+            offset = gtids.place_of(recorded.gtid, begin, events)
+        if offset is None:
+            return None
+        found = Position(file, offset)
+        if not self.mariadb:
+            return found
+        confirmed = self.gtid_at(found)
+        return found if confirmed is not None and same_gtid(confirmed, recorded.gtid) else None
+
+    def _file_begins(self, file: str) -> str | None:
+        """The GTID state where the binlog file ``file`` begins (MySQL: its Previous_gtids)."""
+        if self.mariadb:
+            return self.gtid_at(Position(file, 4))
+        with self.conn.cursor() as cur:
+            cur.execute("SHOW BINLOG EVENTS IN %s LIMIT 4", (file,))
+            for _, _, kind, _, _, info in cur.fetchall():
+                if kind == "Previous_gtids":
+                    return GtidSet.parse(str(info or "")).text()
+        return None
+
+    def _gtid_events(self, file: str) -> Generator[tuple[int, int, str | None], None, None]:
+        """The events of ``file`` as (offset, end offset, the GTID it starts or None)."""
         with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
             cur.execute("SHOW BINLOG EVENTS IN %s", (file,))
             for _, pos, kind, _, end_pos, info in cur:
-                if kind == "Gtid" and (m := _GTID_INFO.search(str(info))):
-                    if state == target:
-                        found = Position(file, int(pos))
-                        break
-                    state[int(m.group(1))] = m.group(0).removeprefix("GTID ")
-                last_end = int(end_pos)
-            else:
-                if state == target:
-                    found = Position(file, last_end)
-        confirmed = self.gtid_at(found) if found is not None else None
-        return found if confirmed is not None and same_gtid(confirmed, recorded.gtid) else None
+                yield int(pos), int(end_pos), gtid_of_event(str(kind), str(info or ""))
 
     def _current_gtid(self) -> str:
         with self.conn.cursor() as cur:

@@ -62,7 +62,6 @@ from loader.source import (
     check_binlog_settings,
     connect,
     credentials,
-    current_position,
 )
 from loader.staging.manifest import Manifest
 from loader.staging.stores import open_store
@@ -130,8 +129,8 @@ def plan(
     conn = connect(creds)
     try:
         check_binlog_settings(conn)
-        now = current_position(conn)
         source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+        now = source.current()
         if start_lognum is not None and start_logpos is not None:
             start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
         if start is not None and end is not None and start > end:
@@ -467,8 +466,8 @@ def status(cfg: Config) -> Status:
         creds = credentials(cfg.source)
         conn = connect(creds)
         try:
-            position = str(current_position(conn))
             source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+            position = str(source.current())
             server = source.server
             if checkpoint is not None:
                 at = Position.parse(checkpoint.position)

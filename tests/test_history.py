@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from loader import history, steps
+from loader import gtids, steps
 from loader.config import Config
 from loader.errors import HistoryError, LoadError
 from loader.extract import run_extract
@@ -34,35 +34,13 @@ from tests.conftest import (
     schema_config,
 )
 
-# --- the GTID positions extract carries along the stream (pure) ------------------------------
-
-
-def test_a_gtid_position_advances_by_the_last_gtid_of_each_domain() -> None:
-    assert history.advance("", []) == ""
-    assert history.advance("0-1-8", ["0-1-9", "3-2-1", "0-1-10"]) == "0-1-10,3-2-1"
-    assert history.advance("3-2-1,0-1-8", ["0-5-9"]) == "0-5-9,3-2-1"  # a new primary in domain 0
-    assert history.same_gtid("3-2-1,0-1-8", "0-1-8, 3-2-1")
-    assert not history.same_gtid("0-1-8", "0-1-8,3-2-1")
-    assert history.same_gtid(
-        "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
-    )
-
-
-def test_a_gtid_position_is_behind_another_when_a_domain_is_missing_or_earlier() -> None:
-    assert history.behind("", "0-1-8")
-    assert history.behind("0-1-7,3-2-9", "0-1-8")
-    assert history.behind("0-1-9", "0-1-8,3-2-1")
-    assert not history.behind("0-2-9,3-2-1", "0-1-8,3-2-1")  # seq numbers grow along a domain
-    assert not history.behind("0-1-8", "")
-
-
 # --- live ------------------------------------------------------------------------------------
 
 
 def _gtid_at(db: MariaDB, at: str) -> str:
     position = Position.parse(at)
     [(gtid,)] = db.rows(f"SELECT BINLOG_GTID_POS('{position.file}', {position.pos})")
-    return history.gtid_text(history.gtid_domains(str(gtid)))
+    return gtids.gtid_text(gtids.gtid_domains(str(gtid)))
 
 
 def _server(db: MariaDB) -> str:
@@ -128,13 +106,13 @@ def test_the_stream_must_lead_to_the_gtid_state_the_server_reported_at_the_end(
     # What the server said at the end when the interval was planned is not where the binlog
     # read now leads (as after a switch of servers between plan and extract).
     recorded = interval.end_gtid
-    interval.end_gtid = history.advance(recorded, ["0-1-999999"])
+    interval.end_gtid = gtids.advance(recorded, ["0-1-999999"])
     ledger.save(interval)
     with pytest.raises(HistoryError) as refused:
         steps.extract(cfg, interval_id, progress=quiet)
     assert str(refused.value).startswith(
-        f"interval {interval_id}: the binlog read from {interval.start} to {interval.end} leads to GTID "
-        f"position {recorded}, but the server had {interval.end_gtid} at {interval.end}"
+        f"interval {interval_id}: the binlog read from {interval.start} to {interval.end} leads to GTID state "
+        f"{recorded}, but the server had {interval.end_gtid} at {interval.end}"
     )
     assert "Nothing was staged and the checkpoint stays" in str(refused.value)
     assert open_store(cfg.staging).get(layout.manifest_key(cfg.source.name, interval_id)) is None
@@ -300,7 +278,7 @@ def test_a_promoted_replica_is_followed_by_gtid_and_the_warehouse_stays_equal(
     [(at_start,)] = replica.rows(
         f"SELECT BINLOG_GTID_POS('{Position.parse(followed.start).file}', {Position.parse(followed.start).pos})"
     )
-    assert history.same_gtid(str(at_start), checkpoint.gtid or "")
+    assert gtids.same_gtid(str(at_start), checkpoint.gtid or "")
     assert_equal_to_source(spark, promoted)
     said = steps.status(promoted).text()
     assert f"followed: interval {followed.id} continues on server_id=2" in said, said

@@ -150,6 +150,13 @@ class Gtid:
 
 
 @dataclass(frozen=True, slots=True)
+class PreviousGtids:
+    """MySQL: the GTID set executed before this binlog file (its second event)."""
+
+    gtids: str  # as the server prints it (``gtids.GtidSet.text``)
+
+
+@dataclass(frozen=True, slots=True)
 class MariaGtid:
     """MariaDB GTID: starts a transaction (or a standalone statement)."""
 
@@ -210,6 +217,7 @@ Body = (
     | Rows
     | Gtid
     | MariaGtid
+    | PreviousGtids
     | TransactionPayload
     | Incident
     | Heartbeat

@@ -32,6 +32,7 @@ from loader.binlog.constants import (
 from loader.binlog.values import lenenc
 from loader.binlog.values.strings import string_meta
 from loader.errors import BodyError, DecodeError
+from loader.gtids import GtidSet
 
 _HEADER = struct.Struct("<IBIIIH")
 _U16 = struct.Struct("<H")
@@ -697,10 +698,32 @@ def _skip(reason: str) -> Decoder:
 
 
 def _previous_gtids(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
-    # Only its shape is checked: a truncated one means the file is damaged.
+    """The encoded GTID set (``Gtid_set::encode``): 8 bytes of source count, then per source its
+    uuid, its interval count and the intervals as [first, end). The 8.4+ tagged format marks
+    itself with 1 in the first and last byte of the count (the count in between) and gives each
+    source a tag, a serialization-library string after its uuid."""
     if len(body) < 8:
         raise BodyError("previous GTIDs event truncated")
-    return ev.Skipped("previous GTIDs")
+    tagged = body[0] == 1 and body[7] == 1
+    count = int.from_bytes(body[1:7], "little") if tagged else _U64.unpack_from(body, 0)[0]
+    out = GtidSet()
+    pos = 8
+    for _ in range(count):
+        raw, pos = _take(body, pos, 16, "previous GTIDs uuid")
+        tag = ""
+        if tagged:
+            n, pos = _varlen(body, pos)
+            raw_tag, pos = _take(body, pos, n, "previous GTIDs tag")
+            tag = raw_tag.decode("ascii", "replace").lower()
+        n_ranges = int.from_bytes(_take(body, pos, 8, "previous GTIDs range count")[0], "little")
+        pos += 8
+        for _ in range(n_ranges):
+            span, pos = _take(body, pos, 16, "previous GTIDs range")
+            first, end = struct.unpack("<qq", span)
+            if first < 1 or end <= first:
+                raise BodyError(f"previous GTIDs range [{first}, {end}) is not a transaction range")
+            out.add_range(_format_uuid(raw), tag, first, end - 1)
+    return ev.PreviousGtids(out.text())
 
 
 _DECODERS: dict[int, Decoder] = {

@@ -14,6 +14,7 @@ from loader.binlog.transactions import OpenRows, TableFilter, Transaction, Trans
 from loader.binlog.transport import Transport
 from loader.config import SourceConfig
 from loader.errors import DecodeError
+from loader.gtids import GtidSet
 from loader.positions import Position
 from loader.source import Credentials, connect, credentials
 
@@ -51,6 +52,7 @@ def read_transactions(
     max_open_changes: None = None,
     gtid_state: dict[int, str] | None = None,
     seqno_epoch: int = 0,
+    mysql_gtids: GtidSet | None = None,
 ) -> Generator[Transaction, None, None]: ...
 
 
@@ -68,6 +70,7 @@ def read_transactions(
     max_open_changes: int,
     gtid_state: dict[int, str] | None = None,
     seqno_epoch: int = 0,
+    mysql_gtids: GtidSet | None = None,
 ) -> Generator[Transaction | OpenRows, None, None]: ...
 
 
@@ -83,12 +86,13 @@ def read_transactions(
     max_open_changes: int | None = None,
     gtid_state: dict[int, str] | None = None,
     seqno_epoch: int = 0,
+    mysql_gtids: GtidSet | None = None,
 ) -> Generator[Transaction | OpenRows, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
 
     ``skip_before`` passes over the rows of tables re-loaded after them, ``max_open_changes``
     hands out the rows of a large transaction before it commits, ``gtid_state`` receives the
-    last MariaDB GTID read in each domain, ``seqno_epoch`` is the history the positions belong to
+    last MariaDB GTID read in each domain and ``mysql_gtids`` every MySQL one, ``seqno_epoch`` is the history the positions belong to
     (see ``TransactionReader``).
 
     Raises:
@@ -103,6 +107,7 @@ def read_transactions(
         max_open_changes=max_open_changes,
         gtid_state=gtid_state,
         seqno_epoch=seqno_epoch,
+        mysql_gtids=mysql_gtids,
     )
     try:
         yield from reader.read(transport.events(start, end))

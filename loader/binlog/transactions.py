@@ -20,6 +20,7 @@ from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
 from loader.binlog.transport import RawEvent
 from loader.errors import DecodeError, IncidentError
+from loader.gtids import GtidSet
 from loader.positions import Position, seqno_of
 
 TableFilter = Callable[[str, str], bool]
@@ -127,12 +128,15 @@ class TransactionReader:
         max_open_changes: int | None = None,
         gtid_state: dict[int, str] | None = None,
         seqno_epoch: int = 0,
+        mysql_gtids: GtidSet | None = None,
     ) -> None:
         self.parser = BinlogParser()
         self.seqno_epoch = seqno_epoch  # the binlog history the positions belong to (``seqno_of``)
         # The last MariaDB GTID read in each domain (every GTID event, committed or not): the
-        # stream's own account of the GTID position it reaches (``history.advance``).
+        # stream's own account of the GTID position it reaches (``gtids.advance``).
         self.gtid_state = {} if gtid_state is None else gtid_state
+        # MySQL's: every GTID read (``gtids.reached``).
+        self.mysql_gtids = GtidSet() if mysql_gtids is None else mysql_gtids
         self.max_open_changes = max_open_changes
         self.table_filter = table_filter
         self.skip_before = skip_before
@@ -186,6 +190,8 @@ class TransactionReader:
         elif isinstance(body, ev.Gtid):
             yield from self._drop_open()
             self._start(pos).gtid = body.text()
+            if not body.anonymous:
+                self.mysql_gtids.add_range(body.sid, body.tag, body.gno, body.gno)
             self._open_tx().commit_ts = body.original_commit_ts
         elif isinstance(body, ev.MariaGtid):
             yield from self._drop_open()

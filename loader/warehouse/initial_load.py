@@ -44,7 +44,6 @@ from loader.source import (
     check_binlog_settings,
     connect,
     credentials,
-    current_position,
 )
 from loader.staging.manifest import ColumnSpec
 from loader.tables import TableSelector, key_columns
@@ -313,8 +312,8 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
             raise LoadError(
                 f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
             )
-        p0 = current_position(conn)
         source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+        p0 = source.current()
         mark = source.mark(p0)
         epoch = ledger.epoch()
         if checkpoint is not None:
