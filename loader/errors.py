@@ -84,6 +84,11 @@ class JsonbError(ValueError):
     """The binary JSON is malformed; becomes a ``DecodeError`` like ``BodyError``."""
 
 
+class GtidError(ValueError):
+    """A GTID text that is not a MariaDB GTID position or a MySQL GTID set; the caller names
+    the server or ledger record it came from."""
+
+
 # --- terminal: staging and the ledger -----------------------------------------------------
 
 

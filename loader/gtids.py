@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-
-class GtidError(ValueError):
-    """A GTID text that is not a MariaDB GTID position or a MySQL GTID set."""
-
+from loader.errors import GtidError
 
 # --- MariaDB GTID positions ---------------------------------------------------------------
 

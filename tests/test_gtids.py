@@ -12,9 +12,9 @@ from loader.binlog import events as ev
 from loader.binlog.files import BinlogFiles
 from loader.binlog.parser import BinlogParser
 from loader.binlog.transactions import TransactionReader
-from loader.errors import HistoryError
+from loader.errors import GtidError, HistoryError
 from loader.extract import RangeResult, _gtid_reached
-from loader.gtids import GtidError, GtidSet
+from loader.gtids import GtidSet
 from loader.history import gtid_of_event
 from loader.ledger import Interval
 from loader.positions import Position
