@@ -6,6 +6,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= .demo
+# The pinned JVM jars (infra/jars), fetched once by make setup.
+JARS_CACHE ?= .cache/jars
 DEMO_PORT ?= 33061
 # The demo server's password for the 'loader' account; loader.example.toml reads it from here.
 export LOADER_SOURCE_PASSWORD ?= loader
@@ -38,8 +40,9 @@ $(UI_STAMP): tests/ui/package-lock.json
 	@touch $(UI_STAMP)
 
 .PHONY: setup
-setup: $(STAMP) ## create the virtual environment and install missing Debian packages
+setup: $(STAMP) ## create the virtual environment, install missing Debian packages, fetch the pinned jars
 	@infra/install-deps.sh
+	@infra/jars/fetch.sh $(JARS_CACHE)
 	@$(MAKE) --no-print-directory $(UI_STAMP)
 
 .PHONY: demo

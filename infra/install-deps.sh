@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the loader runs with, when any is missing:
 #   mariadb-server, mariadb-client  the private MariaDB of the demo and the tests
-#   libmariadb-java                 the JDBC driver Spark's initial load reads the source with
+#   maven                           fetches the pinned JVM jars once (infra/jars/fetch.sh)
 #   chromium, nodejs, npm           the UI test's headless browser and its driver (playwright-core)
 # As root it installs them with apt-get; otherwise it prints the exact command and fails.
 # Quiet and fast when everything is there already.
@@ -11,7 +11,7 @@ missing=()
 have() { command -v "$1" >/dev/null 2>&1 || [[ -x "/usr/sbin/$1" ]]; }
 have mariadbd || missing+=(mariadb-server)
 have mariadb || missing+=(mariadb-client)
-[[ -f /usr/share/java/mariadb-java-client.jar ]] || missing+=(libmariadb-java)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)

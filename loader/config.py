@@ -29,6 +29,8 @@ SCHEMA_CHANGES = ("evolve", "stop")
 FAILOVER = ("follow", "stop")
 CATALOGS = ("derby", "hive")
 STAGING_SCHEMES = ("file", "s3", "hdfs")
+# Where make setup puts the pinned jars Spark runs with (infra/jars/fetch.sh).
+DEFAULT_JARS = Path(__file__).resolve().parent.parent / ".cache" / "jars" / "spark"
 
 
 @dataclass(frozen=True)
@@ -123,8 +125,9 @@ class WarehouseConfig:
 class LoadConfig:
     """How the initial load reads the source: Spark over JDBC, in key ranges."""
 
-    # The JDBC driver jar Spark loads (Debian's libmariadb-java; works with MySQL servers too).
-    jdbc_jar: str = "/usr/share/java/mariadb-java-client.jar"
+    # A JDBC driver jar besides the pinned ones ([spark] jars has MariaDB's, which reads MySQL
+    # servers too); empty for none.
+    jdbc_jar: str = ""
     jdbc_driver: str = "org.mariadb.jdbc.Driver"
     # Default: jdbc:mysql://<source.host>:<source.port>/?permitMysqlScheme&useServerPrepStmts=true
     # (Spark's MySQL dialect, the binary protocol)
@@ -141,6 +144,10 @@ class SparkConfig:
 
     master: str = "local[2]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    # The jars every job runs with: a folder (each *.jar in it) or jar files, comma-separated.
+    # Empty: the folder make setup fills with the pinned set (infra/jars), .cache/jars/spark
+    # beside the loader package.
+    jars: str = ""
 
 
 @dataclass(frozen=True)
@@ -357,9 +364,13 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         local = stg.uri[len("file://") :] if stg.uri.startswith("file://") else stg.uri
         staging_uri = "file://" + str((base / local).resolve())
     binlog_dir = str((base / src.binlog_dir).resolve()) if src.binlog_dir else ""
+    jars = [str((base / j.strip()).resolve()) for j in cfg.spark.jars.split(",") if j.strip()]
+    jdbc_jar = str((base / cfg.load.jdbc_jar).resolve()) if cfg.load.jdbc_jar else ""
     return dataclasses.replace(
         cfg,
         source=dataclasses.replace(src, binlog_dir=binlog_dir),
         staging=dataclasses.replace(stg, uri=staging_uri),
         warehouse=dataclasses.replace(wh, dir=str((base / wh.dir).resolve())),
+        load=dataclasses.replace(cfg.load, jdbc_jar=jdbc_jar),
+        spark=dataclasses.replace(cfg.spark, jars=",".join(jars) or str(DEFAULT_JARS)),
     )

@@ -120,10 +120,12 @@ class MariaDB:
         finally:
             conn.close()
 
-    def config_file(self, tmp: Path, name: str, include: str, warehouse: str = "", more: str = "") -> Path:
+    def config_file(
+        self, tmp: Path, name: str, include: str, warehouse: str = "", more: str = "", staging: str = ""
+    ) -> Path:
         """``tmp/loader.toml`` for this server's tables ``include`` (a pattern), as the ``loader``
         user, staging and warehouse (database ``<name>_wh``) under ``tmp``; ``warehouse`` adds
-        lines to that section, ``more`` adds sections."""
+        lines to that section, ``staging`` replaces that one's, ``more`` adds sections."""
         path = tmp / "loader.toml"
         path.write_text(
             f"""[source]
@@ -135,7 +137,7 @@ password_env = "LOADER_TEST_PASSWORD"
 [tables]
 include = ["{include}"]
 [staging]
-uri = "{tmp / "staging"}"
+{staging or f'uri = "{tmp / "staging"}"'}
 [warehouse]
 database = "{name}_wh"
 dir = "{tmp / "warehouse"}"
@@ -247,6 +249,29 @@ def spark(spark_config: Config) -> Iterator[object]:
         yield session
     finally:
         session.stop()
+
+
+@dataclass(frozen=True)
+class HdfsCluster:
+    """A running MiniDFSCluster: ``hdfs://`` for Spark, WebHDFS for the extractor's writes."""
+
+    uri: str
+    webhdfs_url: str
+
+
+@pytest.fixture(scope="session")
+def hdfs_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsCluster]:
+    """A real HDFS (namenode + datanode, WebHDFS on) on free loopback ports, for the session."""
+    folder = tmp_path_factory.mktemp("minidfs")
+    script = ROOT / "infra" / "hdfs" / "minidfs.sh"
+    started = subprocess.run([str(script), "start", str(folder)], capture_output=True, text=True, timeout=120)
+    if started.returncode != 0:
+        raise RuntimeError(f"minidfs.sh start failed: {started.stderr.strip()}")
+    found = dict(line.split("=", 1) for line in started.stdout.split())
+    try:
+        yield HdfsCluster(found["HDFS_URI"], found["WEBHDFS_URL"])
+    finally:
+        subprocess.run([str(script), "stop", str(folder)], timeout=60, check=False)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""pyspark and pyspark-client share one folder: Python's and the JVM's Spark must be one version."""
+"""One Spark: pyspark and pyspark-client share a folder, and the pinned jars follow its versions."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pyspark
@@ -39,3 +40,52 @@ def test_spark_session_uses_the_temporary_warehouse(spark: object, spark_config:
     assert (wh / "tables" / "smoke.db" / "t").is_dir()
     assert (wh / "metastore" / "metastore_db").is_dir()
     assert not Path("metastore_db").exists()
+
+
+def _pom(part: str) -> ET.Element:
+    return ET.parse(Path(__file__).parents[1] / "infra" / "jars" / part / "pom.xml").getroot()
+
+
+def _pinned(part: str) -> dict[str, str]:
+    """artifactId -> version of one pom's dependencies, properties substituted."""
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    root = _pom(part)
+    props = {p.tag.split("}")[1]: p.text or "" for p in root.iterfind("m:properties/*", ns)}
+    pinned = {}
+    for dep in root.iterfind("m:dependencies/m:dependency", ns):
+        version = dep.findtext("m:version", "", ns)
+        pinned[dep.findtext("m:artifactId", "", ns)] = re.sub(r"\$\{(.+?)\}", lambda m: props[m[1]], version)
+    return pinned
+
+
+def _bundled(prefix: str) -> str:
+    """The version of one of pyspark's own jars, e.g. hadoop-client-api -> 3.4.2."""
+    jars = Path(pyspark.__file__).parent / "jars"
+    found = [j.name for j in jars.glob(f"{prefix}-[0-9]*.jar")]
+    assert len(found) == 1, found
+    return found[0][len(prefix) + 1 : -len(".jar")]
+
+
+def test_pinned_jars_follow_the_spark_they_run_in() -> None:
+    spark = _pinned("spark")
+    hadoop = _bundled("hadoop-client-api")
+    scala = _bundled("scala-library").rsplit(".", 1)[0]
+    spark_line = pyspark.__version__.rsplit(".", 1)[0]
+    # s3a must be the Hadoop that Spark carries, or its classes do not link.
+    assert spark["hadoop-aws"] == hadoop
+    assert _pinned("hdfs")["hadoop-hdfs"] == hadoop
+    # The table format's runtime is built per Spark line and Scala version.
+    assert f"iceberg-spark-runtime-{spark_line}_{scala}" in spark
+
+
+def test_spark_runs_with_the_pinned_jars(spark: object) -> None:
+    # The session the jobs use loads each part from the fetched jars: s3a, JDBC, Iceberg.
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    loader = jvm.Thread.currentThread().getContextClassLoader()
+    for name in (
+        "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "software.amazon.awssdk.services.s3.S3Client",
+        "org.mariadb.jdbc.Driver",
+        "org.apache.iceberg.spark.SparkCatalog",
+    ):
+        assert jvm.Class.forName(name, True, loader).getName() == name

@@ -79,15 +79,10 @@ class PartitionCatalog:
 
     def _storage(self, storage: Any, location: str) -> Any:
         uri = self._jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.stringToURI(location)
-        return storage.copy(
-            self._jvm.scala.Option.apply(uri),
-            storage.inputFormat(),
-            storage.outputFormat(),
-            storage.serde(),
-            storage.compressed(),
-            storage.properties(),
-            storage.serdeName(),
-        )
+        # The same storage with another location. Its other fields are copied by position, as
+        # their number changes between Spark lines (4.2 added serdeName).
+        others = [storage.productElement(i) for i in range(1, storage.productArity())]
+        return storage.copy(self._jvm.scala.Option.apply(uri), *others)
 
     def _scala_map(self, java_map: Any) -> Any:
         return self._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(java_map)

@@ -11,8 +11,10 @@ import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from loader.config import Config
+from loader.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,10 +54,55 @@ def spark_conf(cfg: Config) -> dict[str, str]:
         conf["spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes"] = "false"
     else:
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
-    if cfg.load.jdbc_jar and Path(cfg.load.jdbc_jar).is_file():
-        conf["spark.jars"] = cfg.load.jdbc_jar  # the initial load's JDBC driver
+    conf["spark.jars"] = ",".join(spark_jars(cfg))
+    if cfg.staging.scheme == "s3" and cfg.staging.s3_endpoint_url:
+        conf.update(s3a_endpoint_conf(cfg.staging.uri, cfg.staging.s3_endpoint_url))
     conf.update(cfg.spark.conf)
     return conf
+
+
+def s3a_endpoint_conf(uri: str, endpoint_url: str) -> dict[str, str]:
+    """s3a settings that send one bucket's reads to an S3-compatible endpoint (MinIO, Ceph, moto).
+
+    Per bucket, so that other buckets (a warehouse on AWS) keep their own settings; path-style,
+    as such endpoints serve one host name for every bucket. Credentials come from s3a's usual
+    chain (the AWS_* environment variables, then the machine's role).
+    """
+    bucket = urlsplit(uri).netloc
+    prefix = f"spark.hadoop.fs.s3a.bucket.{bucket}"
+    return {
+        f"{prefix}.endpoint": endpoint_url,
+        f"{prefix}.path.style.access": "true",
+        f"{prefix}.connection.ssl.enabled": str(endpoint_url.startswith("https:")).lower(),
+    }
+
+
+def spark_jars(cfg: Config) -> list[str]:
+    """The jar files every job runs with: ``[spark] jars`` (folders listed) and the extra JDBC jar.
+
+    Raises:
+        ConfigError: a path that does not exist, or no jar at all (set-up has not fetched them).
+    """
+    jars: list[str] = []
+    for entry in [*cfg.spark.jars.split(","), cfg.load.jdbc_jar]:
+        if not entry:
+            continue
+        path = Path(entry)
+        if path.is_dir():
+            jars += sorted(str(j) for j in path.glob("*.jar"))
+        elif path.is_file():
+            jars.append(str(path))
+        else:
+            raise ConfigError(
+                f"the jar {path} does not exist: Spark's jars are fetched once by make setup "
+                "(infra/jars/fetch.sh); set [spark] jars to the folder they are in"
+            )
+    if not jars:
+        raise ConfigError(
+            f"no jar in {cfg.spark.jars}: Spark's jars are fetched once by make setup "
+            "(infra/jars/fetch.sh); set [spark] jars to the folder they are in"
+        )
+    return jars
 
 
 def build_session(cfg: Config, app_name: str = "loader") -> SparkSession:

@@ -1,5 +1,5 @@
 """The staging stores: the same behaviour from a local directory, S3 (moto's server over HTTP)
-and HDFS (WebHDFS over HTTP)."""
+and HDFS (a MiniDFSCluster, written through WebHDFS)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 from loader.config import StagingConfig
 from loader.errors import StoreError
 from loader.staging.stores import Store, open_store
-from tests.webhdfs import WebHdfs
 
 
 @pytest.fixture(params=["file", "s3", "hdfs"])
@@ -24,11 +23,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         bucket = request.getfixturevalue("s3_bucket")
         yield open_store(StagingConfig(uri=f"s3://{bucket}/stage", s3_endpoint_url=endpoint))
     else:
-        server = WebHdfs(tmp_path / "hdfs")
-        try:
-            yield open_store(StagingConfig(uri="hdfs://namenode:8020/stage", webhdfs_url=server.url))
-        finally:
-            server.close()
+        hdfs = request.getfixturevalue("hdfs_cluster")
+        # One cluster serves the session: each test stages under its own folder.
+        yield open_store(StagingConfig(uri=f"{hdfs.uri}/{tmp_path.name}/stage", webhdfs_url=hdfs.webhdfs_url))
 
 
 @pytest.mark.integration

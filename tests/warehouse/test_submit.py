@@ -25,9 +25,12 @@ from loader.warehouse.submit import (
 PYTHON = "/opt/env/bin/python3"
 
 
-def _config(tmp_path: Path, jar: Path | None = None) -> Config:
+def _config(tmp_path: Path, jar: Path | None = None, jars: str | None = None) -> Config:
     path = tmp_path / "loader.toml"
-    lines = ['[spark]\nmaster = "local[3]"\n[spark.conf]\n"spark.executor.memory" = "3g"\n']
+    lines = ['[spark]\nmaster = "local[3]"\n']
+    if jars is not None:
+        lines.append(f'jars = "{jars}"\n')
+    lines.append('[spark.conf]\n"spark.executor.memory" = "3g"\n')
     if jar is not None:
         lines.append(f'[load]\njdbc_jar = "{jar}"\n')
     path.write_text("".join(lines))
@@ -81,14 +84,31 @@ def test_the_environment_puts_the_launchers_tools_first_and_names_the_outcome_fi
     assert "LOADER__SOURCE__HOST" not in job.env  # the job looks the source up itself
 
 
-def test_the_jdbc_driver_goes_with_jars_not_with_a_setting(tmp_path: Path) -> None:
-    jar = tmp_path / "mariadb-java-client.jar"
-    jar.write_bytes(b"")
-    job = _job(_config(tmp_path, jar), tmp_path)
-    assert job.jars == [str(jar)]
+def test_the_pinned_jars_and_another_driver_go_with_jars_not_with_a_setting(tmp_path: Path) -> None:
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    for name in ("iceberg.jar", "hadoop-aws.jar", "README.txt"):
+        (folder / name).write_bytes(b"")
+    driver = tmp_path / "other-driver.jar"
+    driver.write_bytes(b"")
+    job = _job(_config(tmp_path, driver, jars="jars"), tmp_path)  # relative to the config's folder
+    assert job.jars == [str(folder / "hadoop-aws.jar"), str(folder / "iceberg.jar"), str(driver)]
     assert "spark.jars" not in job.conf
     command = job.command()
-    assert command[command.index("--jars") + 1] == str(jar)
+    assert command[command.index("--jars") + 1] == ",".join(job.jars)
+
+
+def test_by_default_jobs_run_with_the_jars_set_up_fetched(tmp_path: Path) -> None:
+    job = _job(_config(tmp_path), tmp_path)
+    names = {Path(j).name.rsplit("-", 1)[0] for j in job.jars}
+    assert {"hadoop-aws", "mariadb-java-client", "iceberg-spark-runtime-4.1_2.13"} <= names
+
+
+@pytest.mark.parametrize("jars", ["not-fetched", "empty"])
+def test_jars_that_are_not_there_say_how_to_fetch_them(tmp_path: Path, jars: str) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"fetched once by make setup \(infra/jars/fetch.sh\)"):
+        _job(_config(tmp_path, jars=jars), tmp_path)
 
 
 def test_resolved_credentials_reach_the_job_and_the_password_stays_off_the_command_line(
