@@ -28,7 +28,8 @@ TRANSPORTS = ("server", "files")
 SCHEMA_CHANGES = ("evolve", "stop")
 FAILOVER = ("follow", "stop")
 CATALOGS = ("derby", "hive")
-STAGING_SCHEMES = ("file", "s3", "hdfs")
+# What staging.uri and warehouse.dir may name.
+STORAGE_SCHEMES = ("file", "s3", "hdfs")
 # Where make setup puts the pinned jars Spark runs with (infra/jars/fetch.sh).
 DEFAULT_JARS = Path(__file__).resolve().parent.parent / ".cache" / "jars" / "spark"
 
@@ -99,7 +100,13 @@ class WarehouseConfig:
     database: str = "warehouse"
     catalog: str = "derby"
     metastore_uri: str = ""
+    # Where the tables' files go: a local path, file://, hdfs://namenode:8020/path or
+    # s3://bucket/prefix (read and written by Spark through s3a).
     dir: str = "warehouse"
+    # The embedded Derby catalog's folder, always local; empty: <dir>/metastore for a local dir.
+    metastore_dir: str = ""
+    # An S3-compatible endpoint for an s3:// dir (MinIO, Ceph); empty for AWS.
+    s3_endpoint_url: str = ""
     # Integer primary keys: this many consecutive key values per partition.
     partition_rows: int = 1_000_000
     # Other keys: this many hash buckets.
@@ -112,6 +119,17 @@ class WarehouseConfig:
     # above: e.g. smaller ranges for a table whose changes crowd its newest keys.
     partition_rows_by_table: Mapping[str, int] = field(default_factory=dict)
     buckets_by_table: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def scheme(self) -> str:
+        """``file``, ``hdfs`` or ``s3``."""
+        return self.dir.split("://", 1)[0] if "://" in self.dir else "file"
+
+    def spark_dir(self) -> str:
+        """The warehouse folder as Spark names it (``s3://`` is read through ``s3a://``)."""
+        if self.scheme == "file":
+            return Path(self.dir.removeprefix("file://")).as_uri()
+        return "s3a://" + self.dir[len("s3://") :] if self.scheme == "s3" else self.dir.rstrip("/")
 
     def partitioning(self, schema: str, table: str) -> tuple[int, int]:
         """``(partition_rows, buckets)`` for one table."""
@@ -146,7 +164,8 @@ class SparkConfig:
     conf: Mapping[str, str] = field(default_factory=dict)
     # The jars every job runs with: a folder (each *.jar in it) or jar files, comma-separated.
     # Empty: the folder make setup fills with the pinned set (infra/jars), .cache/jars/spark
-    # beside the loader package.
+    # beside the loader package, when there is one; an installed package without the checkout
+    # runs without them until a job needs them (S3 storage, a JDBC read), which then says so.
     jars: str = ""
 
 
@@ -320,7 +339,7 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         )
     if not src.name or "/" in src.name or src.name.startswith("."):
         raise ConfigError(f"{origin}: source.name {src.name!r} must be a non-empty name without '/'")
-    _one_of(stg.scheme, STAGING_SCHEMES, "staging.uri scheme", origin)
+    _one_of(stg.scheme, STORAGE_SCHEMES, "staging.uri scheme", origin)
     if stg.scheme == "hdfs" and not stg.webhdfs_url:
         raise ConfigError(
             f"{origin}: staging.webhdfs_url (http://namenode:9870) is required for an hdfs:// staging.uri"
@@ -331,6 +350,12 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     if wh.catalog == "hive" and not wh.metastore_uri:
         raise ConfigError(
             f"{origin}: warehouse.metastore_uri (thrift://host:9083) is required when catalog = 'hive'"
+        )
+    _one_of(wh.scheme, STORAGE_SCHEMES, "warehouse.dir scheme", origin)
+    if wh.scheme != "file" and wh.catalog == "derby" and not wh.metastore_dir:
+        raise ConfigError(
+            f"{origin}: warehouse.dir {wh.dir} is not local: the embedded Derby catalog needs a local "
+            "warehouse.metastore_dir (or catalog = 'hive' with a metastore_uri)"
         )
     per_table = (*wh.partition_rows_by_table.values(), *wh.buckets_by_table.values())
     if (
@@ -366,11 +391,13 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     binlog_dir = str((base / src.binlog_dir).resolve()) if src.binlog_dir else ""
     jars = [str((base / j.strip()).resolve()) for j in cfg.spark.jars.split(",") if j.strip()]
     jdbc_jar = str((base / cfg.load.jdbc_jar).resolve()) if cfg.load.jdbc_jar else ""
+    wh_dir = str((base / wh.dir.removeprefix("file://")).resolve()) if wh.scheme == "file" else wh.dir
+    metastore_dir = str((base / (wh.metastore_dir or Path(wh_dir, "metastore"))).resolve())
     return dataclasses.replace(
         cfg,
         source=dataclasses.replace(src, binlog_dir=binlog_dir),
         staging=dataclasses.replace(stg, uri=staging_uri),
-        warehouse=dataclasses.replace(wh, dir=str((base / wh.dir).resolve())),
+        warehouse=dataclasses.replace(wh, dir=wh_dir, metastore_dir=metastore_dir),
         load=dataclasses.replace(cfg.load, jdbc_jar=jdbc_jar),
-        spark=dataclasses.replace(cfg.spark, jars=",".join(jars) or str(DEFAULT_JARS)),
+        spark=dataclasses.replace(cfg.spark, jars=",".join(jars)),
     )

@@ -32,7 +32,14 @@ from loader import crashpoints, results, steps
 from loader.config import Config, load_config
 from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, describe, exit_code
 from loader.tables import table_list
-from loader.warehouse.submit import JOBS, PROGRESS_PREFIX, RESULT_ENV, error_outcome, write_outcome
+from loader.warehouse.submit import (
+    JOBS,
+    PROGRESS_PREFIX,
+    RESULT_ENV,
+    SOURCE_JOBS,
+    error_outcome,
+    write_outcome,
+)
 
 
 def _progress(message: str) -> None:
@@ -102,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         cfg = load_config(args.config)
-        spark = build_session(cfg, app_name=f"loader-{args.job}-{cfg.source.name}")
+        spark = build_session(
+            cfg, app_name=f"loader-{args.job}-{cfg.source.name}", jdbc=args.job in SOURCE_JOBS
+        )
         spark.sparkContext.setLogLevel("WARN")
         with crashpoints.step(args.job):
             summary = RUNNERS[args.job](spark, cfg, args)

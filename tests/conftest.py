@@ -125,8 +125,10 @@ class MariaDB:
     ) -> Path:
         """``tmp/loader.toml`` for this server's tables ``include`` (a pattern), as the ``loader``
         user, staging and warehouse (database ``<name>_wh``) under ``tmp``; ``warehouse`` adds
-        lines to that section, ``staging`` replaces that one's, ``more`` adds sections."""
+        lines to that section (its ``dir`` replaces the one under ``tmp``), ``staging`` replaces
+        that section's, ``more`` adds sections."""
         path = tmp / "loader.toml"
+        wh_dir = "" if re.search(r"^dir\s*=", warehouse, re.M) else f'dir = "{tmp / "warehouse"}"'
         path.write_text(
             f"""[source]
 name = "{name}"
@@ -140,7 +142,7 @@ include = ["{include}"]
 {staging or f'uri = "{tmp / "staging"}"'}
 [warehouse]
 database = "{name}_wh"
-dir = "{tmp / "warehouse"}"
+{wh_dir}
 {warehouse}
 {more}"""
         )

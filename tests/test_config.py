@@ -107,3 +107,56 @@ def test_unknown_section_and_bad_toml_are_reported(tmp_path: Path) -> None:
         load_config(bad, env={})
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.toml", env={})
+
+
+def test_the_warehouse_may_live_on_hdfs_or_s3_with_its_catalog_on_local_disk() -> None:
+    local = load_config(EXAMPLE, env={"LOADER__WAREHOUSE__DIR": "file://wh"})
+    assert local.warehouse.dir == str(ROOT / "wh")
+    assert local.warehouse.metastore_dir == str(ROOT / "wh" / "metastore")
+    assert local.warehouse.spark_dir() == (ROOT / "wh").as_uri()
+    for uri, spark_dir in (
+        ("hdfs://nn:8020/wh/", "hdfs://nn:8020/wh"),
+        ("s3://bucket/wh", "s3a://bucket/wh"),
+    ):
+        cfg = load_config(
+            EXAMPLE, env={"LOADER__WAREHOUSE__DIR": uri, "LOADER__WAREHOUSE__METASTORE_DIR": "ms"}
+        )
+        assert cfg.warehouse.spark_dir() == spark_dir
+        assert cfg.warehouse.metastore_dir == str(ROOT / "ms")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            {"LOADER__WAREHOUSE__DIR": "s3://b/wh"},
+            "the embedded Derby catalog needs a local warehouse.metastore_dir",
+        ),
+        ({"LOADER__WAREHOUSE__DIR": "gs://b/wh"}, "warehouse.dir scheme = 'gs' is not accepted"),
+    ],
+)
+def test_a_warehouse_that_cannot_work_is_refused(override: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(EXAMPLE, env=override)
+
+
+def test_without_the_fetched_jars_only_jobs_that_need_them_are_refused(tmp_path: Path) -> None:
+    # As a loader installed from its wheel, away from the checkout make setup fetched into.
+    from loader.warehouse import session
+
+    env = {"LOADER__SPARK__JARS": str(tmp_path / "none")}
+    with pytest.raises(ConfigError, match=r"the jar .*none does not exist: .*make setup"):
+        session.spark_jars(load_config(EXAMPLE, env=env))
+
+    empty = tmp_path / "jars"
+    empty.mkdir()
+    env = {"LOADER__SPARK__JARS": str(empty)}
+    assert session.spark_jars(load_config(EXAMPLE, env=env)) == []
+    with pytest.raises(ConfigError, match="reading the source over JDBC needs the pinned ones"):
+        session.spark_jars(load_config(EXAMPLE, env=env), jdbc=True)
+    s3 = {**env, "LOADER__STAGING__URI": "s3://bucket/staging"}
+    with pytest.raises(ConfigError, match=r"S3 storage \(s3a\) needs the pinned ones"):
+        session.spark_jars(load_config(EXAMPLE, env=s3))
+
+    (empty / "driver.jar").write_bytes(b"")
+    assert session.spark_jars(load_config(EXAMPLE, env=env), jdbc=True) == [str(empty / "driver.jar")]

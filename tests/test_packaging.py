@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loader.config import DEFAULT_JARS
 from loader.ledger import Checkpoint, Ledger
 from loader.staging.stores import LocalStore
 from tests.conftest import ROOT, MariaDB
@@ -129,8 +130,14 @@ def test_an_installed_loader_extracts_and_materialises(
         )
 
     assert run("extract").returncode == 0
+    # Away from the checkout there are no fetched jars: local storage needs none of them...
     materialized = run("materialize")
     assert materialized.returncode == 0, materialized.stderr
+    # ...a JDBC read does, and says where they come from; pointed at them, it runs.
+    refused = run("compare")
+    assert refused.returncode == 1
+    assert "reading the source over JDBC needs the pinned ones" in refused.stderr.splitlines()[-1]
+    env["LOADER__SPARK__JARS"] = str(DEFAULT_JARS)
     compared = run("compare")
     assert compared.returncode == 0, compared.stdout + compared.stderr
     assert "source 2 rows, warehouse 2 rows, equal" in compared.stdout

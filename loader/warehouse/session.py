@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from loader.config import Config
+from loader.config import DEFAULT_JARS, Config
 from loader.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -25,12 +25,12 @@ QUIET_CONF = {
 }
 
 
-def spark_conf(cfg: Config) -> dict[str, str]:
-    """Every Spark setting the loader's jobs run with, from the config."""
+def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
+    """Every Spark setting the loader's jobs run with, from the config (``jdbc``: it reads the source)."""
     wh = cfg.warehouse
     conf = {
         **QUIET_CONF,
-        "spark.sql.warehouse.dir": Path(wh.dir, "tables").as_uri(),
+        "spark.sql.warehouse.dir": f"{wh.spark_dir()}/tables",
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.session.timeZone": "UTC",
@@ -41,9 +41,14 @@ def spark_conf(cfg: Config) -> dict[str, str]:
         # them (and the binlog has none), so the initial load reads them as plain strings.
         "spark.sql.legacy.charVarcharAsString": "true",
     }
+    if cfg.spark.master.startswith("local"):
+        # Tasks that prefer a datanode's host (files on HDFS) wait for an executor there, and
+        # local mode offers its one executor again only when a task ends: the last such tasks
+        # of a stage would wait forever. In one process every task is as local as it gets.
+        conf["spark.locality.wait"] = "0s"
     if wh.catalog == "derby":
         # Without these, Derby's metastore_db and derby.log land in the current folder.
-        derby_home = Path(wh.dir, "metastore")
+        derby_home = Path(wh.metastore_dir)
         conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
             f"jdbc:derby:;databaseName={derby_home / 'metastore_db'};create=true"
         )
@@ -54,9 +59,11 @@ def spark_conf(cfg: Config) -> dict[str, str]:
         conf["spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes"] = "false"
     else:
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
-    conf["spark.jars"] = ",".join(spark_jars(cfg))
+    conf["spark.jars"] = ",".join(spark_jars(cfg, jdbc))
     if cfg.staging.scheme == "s3" and cfg.staging.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(cfg.staging.uri, cfg.staging.s3_endpoint_url))
+    if wh.scheme == "s3" and wh.s3_endpoint_url:
+        conf.update(s3a_endpoint_conf(wh.dir, wh.s3_endpoint_url))
     conf.update(cfg.spark.conf)
     return conf
 
@@ -77,14 +84,21 @@ def s3a_endpoint_conf(uri: str, endpoint_url: str) -> dict[str, str]:
     }
 
 
-def spark_jars(cfg: Config) -> list[str]:
-    """The jar files every job runs with: ``[spark] jars`` (folders listed) and the extra JDBC jar.
+def spark_jars(cfg: Config, jdbc: bool = False) -> list[str]:
+    """The jar files a job runs with: ``[spark] jars`` (folders listed) and the extra JDBC jar.
+
+    Unset, ``[spark] jars`` is the folder make setup fills, when there is one: a loader
+    installed without its checkout materialises local storage with Spark's own jars, and is
+    told what to set as soon as a job needs the pinned ones (S3 through s3a, a JDBC read).
 
     Raises:
-        ConfigError: a path that does not exist, or no jar at all (set-up has not fetched them).
+        ConfigError: a path that does not exist, or no jar where the job needs them.
     """
+    entries = cfg.spark.jars.split(",") if cfg.spark.jars else []
+    if not entries and DEFAULT_JARS.is_dir():
+        entries = [str(DEFAULT_JARS)]
     jars: list[str] = []
-    for entry in [*cfg.spark.jars.split(","), cfg.load.jdbc_jar]:
+    for entry in [*entries, cfg.load.jdbc_jar]:
         if not entry:
             continue
         path = Path(entry)
@@ -97,24 +111,35 @@ def spark_jars(cfg: Config) -> list[str]:
                 f"the jar {path} does not exist: Spark's jars are fetched once by make setup "
                 "(infra/jars/fetch.sh); set [spark] jars to the folder they are in"
             )
-    if not jars:
+    needs = [
+        why
+        for why, needed in (
+            ("S3 storage (s3a)", "s3" in (cfg.staging.scheme, cfg.warehouse.scheme)),
+            ("reading the source over JDBC", jdbc),
+        )
+        if needed
+    ]
+    if not jars and needs:
+        where = cfg.spark.jars or DEFAULT_JARS
         raise ConfigError(
-            f"no jar in {cfg.spark.jars}: Spark's jars are fetched once by make setup "
-            "(infra/jars/fetch.sh); set [spark] jars to the folder they are in"
+            f"no jar in {where}, and {' and '.join(needs)} needs the pinned ones: they are "
+            "fetched once by make setup (infra/jars/fetch.sh); set [spark] jars to the folder "
+            "they are in"
         )
     return jars
 
 
-def build_session(cfg: Config, app_name: str = "loader") -> SparkSession:
-    """Start (or reuse) the Spark session for this config."""
+def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> SparkSession:
+    """Start (or reuse) the Spark session for this config (``jdbc``: the job reads the source)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python functions (the checksum's) run in workers of this interpreter, which has the
     # loader's dependencies, unless spark-submit or the environment chose another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    Path(cfg.warehouse.dir, "metastore").mkdir(parents=True, exist_ok=True)
+    if cfg.warehouse.catalog == "derby":
+        Path(cfg.warehouse.metastore_dir).mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
-    for key, value in spark_conf(cfg).items():
+    for key, value in spark_conf(cfg, jdbc).items():
         builder = builder.config(key, value)
     return builder.enableHiveSupport().getOrCreate()

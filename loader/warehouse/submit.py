@@ -84,7 +84,7 @@ def build_spark_job(
         raise ValueError(f"no Spark job {name!r} (jobs: {', '.join(JOBS)})")
     if not cfg.path:
         raise ConfigError(f"loader {name} needs --config (or LOADER_CONFIG): the Spark job reads it too")
-    conf = spark_conf(cfg)
+    conf = spark_conf(cfg, jdbc=name in SOURCE_JOBS)
     jars = [j for j in conf.pop("spark.jars", "").split(",") if j]
     conf["spark.pyspark.python"] = python
     conf["spark.pyspark.driver.python"] = python

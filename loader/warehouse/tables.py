@@ -275,11 +275,21 @@ def delete_old_versions(
     for status in fs.listStatus(root):
         folder = status.getPath()
         path = _without_scheme(str(folder.toString())) + "/"
-        if status.getModificationTime() > cutoff_ms or any(loc.startswith(path) for loc in live):
+        if any(loc.startswith(path) for loc in live) or _written_ms(fs, folder) > cutoff_ms:
             continue
         fs.delete(folder, True)
         deleted.append(str(folder.toString()))
     return deleted
+
+
+def _written_ms(fs: Any, folder: Any) -> int:
+    """When a version folder was written: its newest file's time (an object store such as s3a
+    gives a folder the time of the listing, not of the write)."""
+    files = fs.listFiles(folder, True)
+    newest = 0
+    while files.hasNext():
+        newest = max(newest, files.next().getModificationTime())
+    return newest
 
 
 def _without_scheme(uri: str) -> str:

@@ -104,11 +104,18 @@ def test_by_default_jobs_run_with_the_jars_set_up_fetched(tmp_path: Path) -> Non
     assert {"hadoop-aws", "mariadb-java-client", "iceberg-spark-runtime-4.1_2.13"} <= names
 
 
-@pytest.mark.parametrize("jars", ["not-fetched", "empty"])
-def test_jars_that_are_not_there_say_how_to_fetch_them(tmp_path: Path, jars: str) -> None:
-    (tmp_path / "empty").mkdir()
+@pytest.mark.parametrize("name", ["materialize", "initial-load"])
+def test_jars_that_are_not_there_say_how_to_fetch_them(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigError, match=r"fetched once by make setup \(infra/jars/fetch.sh\)"):
-        _job(_config(tmp_path, jars=jars), tmp_path)
+        _job(_config(tmp_path, jars="not-fetched"), tmp_path, name=name)
+
+
+def test_without_jars_only_a_job_that_reads_the_source_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    cfg = _config(tmp_path, jars="empty")
+    assert _job(cfg, tmp_path).jars == []  # local storage: Spark's own jars do
+    with pytest.raises(ConfigError, match="reading the source over JDBC needs the pinned ones"):
+        _job(cfg, tmp_path, name="initial-load")
 
 
 def test_resolved_credentials_reach_the_job_and_the_password_stays_off_the_command_line(
