@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 BINLOG_TESTDATA = SHARED / "testdata" / "binlogs"
 MARIADB_SH = ROOT / "infra" / "mariadb" / "mariadb.sh"
+BIN = Path(sys.executable).parent  # the environment's own commands: airflow, loader, spark-submit
 PASSWORD = "loader-test"
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -261,19 +263,63 @@ class HdfsCluster:
     webhdfs_url: str
 
 
+@contextlib.contextmanager
+def infra_service(
+    script: str, folder: Path, timeout: float, env: dict[str, str] | None = None
+) -> Iterator[dict[str, str]]:
+    """Start one of infra/'s services in `folder` (`SCRIPT start DIR`) and stop it on leaving;
+    yields the NAME=VALUE lines it prints (its addresses)."""
+    path = ROOT / "infra" / script
+    started = subprocess.run(
+        [str(path), "start", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHON": sys.executable, **(env or {})},
+    )
+    if started.returncode != 0:
+        raise RuntimeError(f"{script} start failed: {started.stderr.strip()}")
+    try:
+        yield dict(line.split("=", 1) for line in started.stdout.split())
+    finally:
+        subprocess.run([str(path), "stop", str(folder)], timeout=60, check=False)
+
+
 @pytest.fixture(scope="session")
 def hdfs_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsCluster]:
     """A real HDFS (namenode + datanode, WebHDFS on) on free loopback ports, for the session."""
-    folder = tmp_path_factory.mktemp("minidfs")
-    script = ROOT / "infra" / "hdfs" / "minidfs.sh"
-    started = subprocess.run([str(script), "start", str(folder)], capture_output=True, text=True, timeout=120)
-    if started.returncode != 0:
-        raise RuntimeError(f"minidfs.sh start failed: {started.stderr.strip()}")
-    found = dict(line.split("=", 1) for line in started.stdout.split())
-    try:
+    with infra_service("hdfs/minidfs.sh", tmp_path_factory.mktemp("minidfs"), 120) as found:
         yield HdfsCluster(found["HDFS_URI"], found["WEBHDFS_URL"])
-    finally:
-        subprocess.run([str(script), "stop", str(folder)], timeout=60, check=False)
+
+
+@dataclass(frozen=True)
+class SparkCluster:
+    """A running Spark standalone master and its workers."""
+
+    master: str  # spark://127.0.0.1:PORT
+    ui: str  # the master's status page; /json/ lists workers and applications
+    folder: Path  # logs/ and work/N/<app>/<executor>/ of worker N
+
+    def status(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.ui}/json/", timeout=10) as reply:
+            return json.load(reply)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A Spark standalone cluster on loopback, for the session: a master and two workers of one
+    core each (infra/spark/standalone.sh), from the Spark pyspark installed."""
+    folder = tmp_path_factory.mktemp("spark-cluster")
+    workers = {"WORKERS": "2", "WORKER_MEMORY": "1g"}
+    with infra_service("spark/standalone.sh", folder, 180, workers) as found:
+        yield SparkCluster(found["SPARK_MASTER"], found["SPARK_MASTER_UI"], folder)
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Hive metastore service (infra/hive/metastore.sh) for the session; its thrift:// URI."""
+    with infra_service("hive/metastore.sh", tmp_path_factory.mktemp("metastore"), 120) as found:
+        yield found["METASTORE_URI"]
 
 
 @pytest.fixture(scope="session")
@@ -393,3 +439,49 @@ def assert_equal_to_source(spark: Any, cfg: Config, range_rows: int = 4) -> None
             f"{checked.table}: {checked.problem or ''} source {checked.source_rows} rows, warehouse "
             f"{checked.warehouse_rows} rows, differing ranges {checked.differing}"
         )
+
+
+# --- Airflow ------------------------------------------------------------------------------------
+
+
+def airflow_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of Airflow commands in their own AIRFLOW_HOME with the project's DAGs,
+    without the caller's Airflow and loader settings; ``extra`` on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "LOADER_CONFIG", "LOADER__"))}
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated AIRFLOW_HOME (SQLite) for one test module."""
+    home = tmp_path_factory.mktemp("airflow")
+    done = subprocess.run(
+        [str(BIN / "airflow"), "db", "migrate"], env=airflow_env(home), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return home
+
+
+def dags_test(env: dict[str, str], dag_id: str, logical_date: str, conf: dict[str, Any] | None = None) -> str:
+    """``airflow dags test`` (``dag.test()``): one run in process; returns its whole output."""
+    command = [str(BIN / "airflow"), "dags", "test", dag_id, logical_date]
+    if conf:
+        command += ["--conf", json.dumps(conf)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    return done.stdout + done.stderr
+
+
+def run_state(output: str) -> str:
+    """The state ``dags_test``'s run finished in."""
+    line = next((x for x in output.splitlines() if "DagRun Finished" in x), "")
+    return line.split("state=", 1)[1].split(",", 1)[0] if "state=" in line else "unknown"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,36 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import MariaDB
-
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-
-
-def _airflow_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "LOADER_CONFIG", "LOADER__"))}
-    env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            "SPARK_LOCAL_IP": "127.0.0.1",
-        }
-    )
-    env.update(extra or {})
-    return env
-
-
-@pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("airflow")
-    done = subprocess.run(
-        [str(BIN / "airflow"), "db", "migrate"], env=_airflow_env(home), capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return home
-
+from tests.conftest import BIN, ROOT, MariaDB, airflow_env, dags_test, run_state
 
 PARSE_CHECK = """
 import json, sys
@@ -100,7 +70,7 @@ print("RESULT " + json.dumps(out, default=str))
 def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", PARSE_CHECK, str(ROOT / "dags")],
-        env=_airflow_env(airflow_home),
+        env=airflow_env(airflow_home),
         capture_output=True,
         text=True,
         timeout=300,
@@ -187,27 +157,12 @@ def _warehouse(env: dict[str, str]) -> dict[str, list[list[Any]]]:
     return json.loads(line[len("ROWS ") :])  # type: ignore[no-any-return]
 
 
-def _dags_test(
-    env: dict[str, str], dag_id: str, logical_date: str, conf: dict[str, Any] | None = None
-) -> str:
-    command = [str(BIN / "airflow"), "dags", "test", dag_id, logical_date]
-    if conf:
-        command += ["--conf", json.dumps(conf)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
-    return done.stdout + done.stderr
-
-
 def _status(env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
         [str(BIN / "loader"), "status", "--output", "json"], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]
-
-
-def _run_state(output: str) -> str:
-    line = next((x for x in output.splitlines() if "DagRun Finished" in x), "")
-    return line.split("state=", 1)[1].split(",", 1)[0] if "state=" in line else "unknown"
 
 
 class Writer(threading.Thread):
@@ -275,7 +230,7 @@ parallelism = 2
 conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 """
     )
-    env = _airflow_env(
+    env = airflow_env(
         airflow_home,
         {
             "LOADER_CONFIG": str(config),
@@ -284,23 +239,23 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
         },
     )
     # A delta before any initial load fails at once, saying what to do.
-    early = _dags_test(env, "loader_continuous_delta", "2026-02-01T00:00:00+00:00")
-    assert _run_state(early) == "failed" and "run the initial load first" in early
+    early = dags_test(env, "loader_continuous_delta", "2026-02-01T00:00:00+00:00")
+    assert run_state(early) == "failed" and "run the initial load first" in early
 
     writer = Writer(mariadb, 1)
     writer.start()
     try:
-        loaded = _dags_test(env, "loader_initial_load", "2026-02-01T00:00:00+00:00")
+        loaded = dags_test(env, "loader_initial_load", "2026-02-01T00:00:00+00:00")
     finally:
         writer.stop.set()
         writer.join()
-    assert _run_state(loaded) == "success", loaded[-3000:]
+    assert run_state(loaded) == "success", loaded[-3000:]
     outputs = [loaded]
 
     for day in (2, 3):
-        delta = _dags_test(env, "loader_continuous_delta", f"2026-02-0{day}T00:00:00+00:00")
+        delta = dags_test(env, "loader_continuous_delta", f"2026-02-0{day}T00:00:00+00:00")
         outputs.append(delta)
-        assert _run_state(delta) == "success", delta[-3000:]
+        assert run_state(delta) == "success", delta[-3000:]
         assert _warehouse(env) == _source(mariadb)
         writer = Writer(mariadb, day)
         writer.start()
@@ -309,12 +264,12 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 
     # A run whose materialisation dies half way (after one partition swap) fails without
     # retries; its tasks cleared and run again in the same run, it finishes the same interval.
-    crash = _dags_test(
+    crash = dags_test(
         {**env, "LOADER_CRASH_AT": "materialize: after catalog swap:1"},
         "loader_continuous_delta",
         "2026-02-04",
     )
-    assert _run_state(crash) == "failed" and "the materialize job failed" in crash
+    assert run_state(crash) == "failed" and "the materialize job failed" in crash
     assert "Marking task as UP_FOR_RETRY" not in crash
     status = _status(env)
     assert status["intervals"]["failed"] == 1 and "materialize" in status["last_error"]["error"]
@@ -348,14 +303,14 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     p0 = status["last_load"]["p0"]
     lognum, logpos = int(p0.split(":")[0].rsplit(".", 1)[1]), int(p0.split(":")[1])
     mariadb.execute("UPDATE af.orders SET total = 0 WHERE id < 50")
-    backfill = _dags_test(
+    backfill = dags_test(
         env,
         "loader_continuous_delta",
         "2026-02-05",
         {"start_lognum": lognum, "start_logpos": logpos, "checksum": True},
     )
     outputs.append(backfill)
-    assert _run_state(backfill) == "success", backfill[-3000:]
+    assert run_state(backfill) == "success", backfill[-3000:]
     assert f"[{p0}," in backfill
     # The run's checksum compared every table at the source's snapshot: all equal.
     assert re.search(r"checksum at \S+: 3 tables, 3 equal", backfill), backfill[-3000:]
@@ -392,9 +347,9 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     ledger = Ledger.of(cfg)
     ledger.set_checkpoint(Checkpoint(str(start), "test"))
     mariadb.execute("INSERT INTO afd.t VALUES (1), (2)")
-    env = _airflow_env(airflow_home, {"LOADER_CONFIG": str(config), "LOADER_TEST_PASSWORD": mariadb.password})
-    out = _dags_test(env, "loader_continuous_delta", "2026-03-01", {"dry_run": True})
-    assert _run_state(out) == "success", out[-3000:]
+    env = airflow_env(airflow_home, {"LOADER_CONFIG": str(config), "LOADER_TEST_PASSWORD": mariadb.password})
+    out = dags_test(env, "loader_continuous_delta", "2026-03-01", {"dry_run": True})
+    assert run_state(out) == "success", out[-3000:]
     assert f"dry run: would extract [{start}," in out
     assert ledger.intervals() == []  # nothing planned, nothing written
     cli = subprocess.run(
@@ -444,13 +399,13 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     )
     # The delta DAG's checksum (asked for in the run's form) fails the run, without retries.
     spark_conn = json.dumps({"conn_type": "spark", "host": "local[2]"})
-    out = _dags_test(
+    out = dags_test(
         {**env, "AIRFLOW_CONN_SPARK_DEFAULT": spark_conn},
         "loader_continuous_delta",
         "2026-03-02",
         {"checksum": True},
     )
-    assert _run_state(out) == "failed", out[-3000:]
+    assert run_state(out) == "failed", out[-3000:]
     assert "checksum: 1 of 1 tables differ from the source at" in out, out[-8000:]
     assert "Marking task as UP_FOR_RETRY" not in out
 
@@ -463,12 +418,12 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
         layout.interval_id(int(ledger.intervals()[-1].id) + 1), f"{at.file}:{at.pos + 1}", str(now)
     )
     ledger.save(stuck)
-    out = _dags_test(env, "loader_continuous_delta", "2026-03-03")
-    assert _run_state(out) == "failed" and f"interval {stuck.id} cannot be extracted" in out, out[-3000:]
+    out = dags_test(env, "loader_continuous_delta", "2026-03-03")
+    assert run_state(out) == "failed" and f"interval {stuck.id} cannot be extracted" in out, out[-3000:]
     assert f"loader interval abandon {stuck.id}" in out
     form = {"abandon_interval": stuck.id, "abandon_reason": "start typed by hand"}
-    out = _dags_test(env, "loader_continuous_delta", "2026-03-04", form)
-    assert _run_state(out) == "success", out[-3000:]
+    out = dags_test(env, "loader_continuous_delta", "2026-03-04", form)
+    assert run_state(out) == "success", out[-3000:]
     assert f"abandoned interval {stuck.id}: start typed by hand" in out
     assert ledger.get(stuck.id).state == "abandoned"  # type: ignore[union-attr]
     last = ledger.intervals()[-1]

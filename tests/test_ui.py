@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MariaDB, free_port
-from tests.test_dags import BIN, ROOT, _airflow_env
+from tests.conftest import BIN, ROOT, MariaDB, airflow_env, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -82,7 +81,7 @@ def test_the_trigger_form_shows_the_params_and_a_backfill_run_succeeds(
     url = f"http://127.0.0.1:{port}"
     home = tmp_path / "airflow"
     home.mkdir()
-    env = _airflow_env(
+    env = airflow_env(
         home,
         {
             "LOADER_CONFIG": str(config),
