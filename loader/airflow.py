@@ -197,6 +197,7 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
         """A ``steps.Launcher`` that runs a loader job through this operator's spark-submit."""
 
         def launch(job: SparkJob) -> str | None:
+            self.refuse_another_master(job.master)
             self.application = job.application
             self.application_args = job.args
             self.conf = job.conf
@@ -209,6 +210,17 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
             return None
 
         return launch
+
+    def refuse_another_master(self, master: str) -> None:
+        """The job's driver starts its session on ``[spark] master``, whatever spark-submit was
+        given: a Spark connection naming another master would split one job between two."""
+        submits_to = self._get_hook()._connection["master"]
+        if submits_to != master:
+            raise AirflowFailException(
+                f"the Spark connection {self._conn_id!r} submits to {submits_to} but the loader's "
+                f"[spark] master is {master}: set both to the same master (for a local one: "
+                'AIRFLOW_CONN_SPARK_DEFAULT=\'{"conn_type": "spark", "host": "local[2]"}\')'
+            )
 
     def execute(self, context: Any) -> None:
         cfg = config()

@@ -107,6 +107,8 @@ class WarehouseConfig:
     metastore_dir: str = ""
     # An S3-compatible endpoint for an s3:// dir (MinIO, Ceph); empty for AWS.
     s3_endpoint_url: str = ""
+    # An Airflow AWS connection whose keys Spark uses for an s3:// dir; empty: the AWS chain.
+    aws_conn_id: str = ""
     # Integer primary keys: this many consecutive key values per partition.
     partition_rows: int = 1_000_000
     # Other keys: this many hash buckets.

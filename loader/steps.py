@@ -25,6 +25,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar, cast
 
 from loader import crashpoints, lease, scratch
+from loader.aws import keys_env
 from loader.config import Config
 from loader.errors import (
     REPORTED,
@@ -68,6 +69,7 @@ from loader.staging.stores import open_store
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
+from loader.warehouse.session import s3_connections
 from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, error_outcome, read_outcome
 
 Progress = Callable[[str], None]
@@ -272,6 +274,9 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             environ=os.environ,
             source=source,
         )
+        # The keys of the Airflow connections the job's S3 storage names: only the launcher
+        # can look them up.
+        job.env.update(keys_env(conn_id for _, conn_id, _ in s3_connections(cfg)))
         token = lease.token_held(cfg.source.name)
         if token:  # the job joins this run's lease
             job.env[lease.LEASE_ENV] = token

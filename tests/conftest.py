@@ -322,20 +322,16 @@ def hive_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield found["METASTORE_URI"]
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3 server over real HTTP on a free loopback port; returns its endpoint URL."""
+@contextlib.contextmanager
+def moto_server(env: dict[str, str] | None = None) -> Iterator[str]:
+    """moto's S3 (and IAM) server over real HTTP on a free loopback port; yields its endpoint URL."""
     port = free_port()
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-    )
     moto = Path(sys.executable).with_name("moto_server")
     proc = subprocess.Popen(
-        [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -352,6 +348,20 @@ def s3_endpoint() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server for the session (any keys accepted); returns its endpoint URL."""
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture
@@ -459,6 +469,27 @@ def airflow_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, st
     )
     env.update(extra or {})
     return env
+
+
+def loader_dag_env(
+    home: Path, config: Path, mariadb: MariaDB, master: str = "local[2]", extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """``airflow_env`` for the loader's DAGs: the config, the source's Airflow connection
+    (``loader_source``) and the Spark connection submitting to ``master``; ``extra`` on top."""
+    if master.startswith("spark://"):
+        host, port = master.rsplit(":", 1)
+        spark: dict[str, Any] = {"conn_type": "spark", "host": host, "port": int(port)}
+    else:
+        spark = {"conn_type": "spark", "host": master}
+    return airflow_env(
+        home,
+        {
+            "LOADER_CONFIG": str(config),
+            "AIRFLOW_CONN_LOADER_SOURCE": f"mysql://loader:{mariadb.password}@{mariadb.host}:{mariadb.port}",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
+            **(extra or {}),
+        },
+    )
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,16 @@ The loader runs as a user runs it: its commands, Spark jobs through spark-submit
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from loader.config import StagingConfig, load_config
 from loader.staging.stores import Store, open_store
-from tests.conftest import HdfsCluster, MariaDB, run_loader
+from tests.conftest import HdfsCluster, MariaDB, dags_test, loader_dag_env, moto_server, run_loader, run_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -80,3 +83,90 @@ def test_staging_and_warehouse_on_cluster_storage_equal_the_source(
     (line,) = [x for x in checked.stdout.splitlines() if x.startswith(f"{schema}.t → ")]
     assert line.startswith(f"{schema}.t → {schema}_wh.{schema}__t: source 36 rows, warehouse 36 rows,")
     assert line.endswith(", equal"), checked.stdout
+
+
+@pytest.fixture(scope="module")
+def s3_with_keys() -> Iterator[tuple[str, str, str, str]]:
+    """An S3 server that checks keys (moto with IAM enforced) and a bucket only one user's keys
+    reach: ``(endpoint, bucket, access key id, secret key)``."""
+    import boto3
+
+    # The first three requests (the user, its policy and its keys) need no keys; then every
+    # request must be signed by a known user.
+    with moto_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as url:
+        anyone = {"endpoint_url": url, "region_name": "us-east-1"}
+        iam = boto3.client("iam", aws_access_key_id="x", aws_secret_access_key="x", **anyone)
+        iam.create_user(UserName="loader")
+        allow = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="loader", PolicyName="all", PolicyDocument=json.dumps(allow))
+        key = iam.create_access_key(UserName="loader")["AccessKey"]
+        s3 = boto3.client(
+            "s3", aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"], **anyone
+        )
+        s3.create_bucket(Bucket="keyed")
+        yield url, "keyed", key["AccessKeyId"], key["SecretAccessKey"]
+
+
+def test_the_dags_use_the_airflow_connections_keys_for_s3_in_boto3_and_spark(
+    mariadb: MariaDB, s3_with_keys: tuple[str, str, str, str], airflow_home: Path, tmp_path: Path
+) -> None:
+    endpoint, bucket, key_id, secret = s3_with_keys
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS sk",
+        "CREATE DATABASE sk",
+        "CREATE TABLE sk.t (id INT PRIMARY KEY, v VARCHAR(20))",
+        "CREATE TABLE sk.u (a VARCHAR(8), b INT, n DECIMAL(8,2), PRIMARY KEY (a, b))",
+        "INSERT INTO sk.t SELECT seq, CONCAT('v', seq) FROM sk.seq_1_to_300",
+        "INSERT INTO sk.u SELECT CONCAT('k', seq % 10), seq, seq / 4 FROM sk.seq_1_to_100",
+    )
+    config = tmp_path / "loader.toml"
+    config.write_text(
+        f"""[source]
+name = "sk"
+airflow_conn_id = "loader_source"
+[tables]
+include = ["sk.*"]
+[staging]
+uri = "s3://{bucket}/staging"
+s3_endpoint_url = "{endpoint}"
+aws_conn_id = "loader_s3"
+[warehouse]
+database = "sk_wh"
+dir = "s3://{bucket}/warehouse"
+s3_endpoint_url = "{endpoint}"
+aws_conn_id = "loader_s3"
+metastore_dir = "{tmp_path / "metastore"}"
+partition_rows = 100
+buckets = 2
+[load]
+parallelism = 2
+[spark]
+conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+"""
+    )
+    env = loader_dag_env(
+        airflow_home,
+        config,
+        mariadb,
+        extra={
+            "AIRFLOW_CONN_LOADER_S3": json.dumps({"conn_type": "aws", "login": key_id, "password": secret}),
+            # The usual chain's keys are not this server's: only the connection's can work.
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        },
+    )
+    loaded = dags_test(env, "loader_initial_load", "2026-04-01T00:00:00+00:00")
+    assert run_state(loaded) == "success", loaded[-3000:]
+    mariadb.execute(
+        "UPDATE sk.t SET v = CONCAT(v, '!') WHERE id % 7 = 0",
+        "DELETE FROM sk.u WHERE b % 5 = 0",
+        "INSERT INTO sk.t VALUES (1000, 'new')",
+    )
+    delta = dags_test(env, "loader_continuous_delta", "2026-04-02T00:00:00+00:00", {"checksum": True})
+    assert run_state(delta) == "success", delta[-3000:]
+    assert re.search(r"checksum at \S+: 2 tables, 2 equal", delta), delta[-3000:]
+    # The secret key reached boto3 and Spark without being printed (spark-submit's command line
+    # and Spark's logs are in the output).
+    assert "spark-submit" in delta
+    assert secret not in loaded + delta

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BIN, ROOT, MariaDB, airflow_env, dags_test, run_state
+from tests.conftest import BIN, ROOT, MariaDB, airflow_env, dags_test, loader_dag_env, run_state
 
 PARSE_CHECK = """
 import json, sys
@@ -104,6 +104,35 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     )
     assert result["transient"] == "raised as it is"
     assert result["permanent"] == "SourceError: binlog_format is STATEMENT"
+
+
+MASTER_CHECK = """
+from loader.airflow import LoaderSparkJobOperator
+
+operator = LoaderSparkJobOperator(task_id="materialize", job="materialize")
+try:
+    operator.refuse_another_master("local[2]")
+    print("RESULT agreed")
+except Exception as exc:
+    print(f"RESULT {type(exc).__name__}: {exc}")
+"""
+
+
+@pytest.mark.integration
+def test_a_spark_connection_naming_another_master_than_the_config_is_refused(airflow_home: Path) -> None:
+    def check(connection: str) -> str:
+        env = airflow_env(airflow_home, {"AIRFLOW_CONN_SPARK_DEFAULT": connection})
+        done = subprocess.run([sys.executable, "-c", MASTER_CHECK], env=env, capture_output=True, text=True)
+        line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+        assert line is not None, done.stderr[-3000:]
+        return line[len("RESULT ") :]
+
+    assert check(json.dumps({"conn_type": "spark", "host": "local[2]"})) == "agreed"
+    refused = check(json.dumps({"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077}))
+    assert refused.startswith(
+        "AirflowFailException: the Spark connection 'spark_default' submits to spark://10.0.0.5:7077 "
+        "but the loader's [spark] master is local[2]: set both to the same master"
+    ), refused
 
 
 def _source(mariadb: MariaDB) -> dict[str, list[list[Any]]]:
@@ -230,14 +259,7 @@ parallelism = 2
 conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 """
     )
-    env = airflow_env(
-        airflow_home,
-        {
-            "LOADER_CONFIG": str(config),
-            "AIRFLOW_CONN_LOADER_SOURCE": f"mysql://loader:{mariadb.password}@{mariadb.host}:{mariadb.port}",
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        },
-    )
+    env = loader_dag_env(airflow_home, config, mariadb)
     # A delta before any initial load fails at once, saying what to do.
     early = dags_test(env, "loader_continuous_delta", "2026-02-01T00:00:00+00:00")
     assert run_state(early) == "failed" and "run the initial load first" in early

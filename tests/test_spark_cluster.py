@@ -4,7 +4,6 @@ applications of the cluster, in executors on its workers, and the warehouse equa
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -14,8 +13,8 @@ from tests.conftest import (
     HdfsCluster,
     MariaDB,
     SparkCluster,
-    airflow_env,
     dags_test,
+    loader_dag_env,
     run_state,
 )
 
@@ -72,16 +71,8 @@ master = "{spark_cluster.master}"
 conf = {{ "spark.sql.shuffle.partitions" = "2", "spark.executor.memory" = "512m" }}
 """
     )
-    host, port = spark_cluster.master.rsplit(":", 1)
-    env = airflow_env(
-        airflow_home,
-        {
-            "LOADER_CONFIG": str(config),
-            "AIRFLOW_CONN_LOADER_SOURCE": f"mysql://loader:{mariadb.password}@{mariadb.host}:{mariadb.port}",
-            # The master the Spark tasks submit to comes from Airflow's Spark connection.
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": host, "port": int(port)}),
-        },
-    )
+    # The Spark tasks submit to the master of Airflow's Spark connection.
+    env = loader_dag_env(airflow_home, config, mariadb, master=spark_cluster.master)
 
     loaded = dags_test(env, "loader_initial_load", "2026-03-01T00:00:00+00:00")
     assert run_state(loaded) == "success", loaded[-3000:]

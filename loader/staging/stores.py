@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from loader import crashpoints
+from loader.aws import connection_keys
 from loader.config import StagingConfig
 from loader.errors import ConfigError, StoreError, TransientError
 from loader.staging import layout
@@ -329,24 +330,20 @@ class S3Store:
 
 
 def _s3_client(endpoint_url: str | None, aws_conn_id: str | None) -> Any:
-    """A boto3 S3 client: keys from an Airflow AWS connection when one is named (login = access
-    key id, password = secret key, extras ``endpoint_url``, ``region_name``,
-    ``aws_session_token``), else the standard AWS credential chain."""
+    """A boto3 S3 client: the keys of an Airflow AWS connection when one is named
+    (``aws.connection_keys``), else the standard AWS credential chain."""
     import boto3
 
     if not aws_conn_id:
         return boto3.client("s3", endpoint_url=endpoint_url)
-    from airflow.sdk import BaseHook  # heavy import, only when asked for
-
-    conn = BaseHook.get_connection(aws_conn_id)
-    extra = conn.extra_dejson or {}
+    keys = connection_keys(aws_conn_id)
     return boto3.client(
         "s3",
-        endpoint_url=endpoint_url or extra.get("endpoint_url"),
-        region_name=extra.get("region_name"),
-        aws_access_key_id=conn.login or None,
-        aws_secret_access_key=conn.password or None,
-        aws_session_token=extra.get("aws_session_token"),
+        endpoint_url=endpoint_url or keys.endpoint_url or None,
+        region_name=keys.region or None,
+        aws_access_key_id=keys.access_key or None,
+        aws_secret_access_key=keys.secret_key or None,
+        aws_session_token=keys.session_token or None,
     )
 
 

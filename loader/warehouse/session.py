@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from loader.aws import connection_keys
 from loader.config import DEFAULT_JARS, Config
 from loader.errors import ConfigError
 
@@ -84,6 +85,43 @@ def s3a_endpoint_conf(uri: str, endpoint_url: str) -> dict[str, str]:
     }
 
 
+def s3_connections(cfg: Config) -> list[tuple[str, str, str]]:
+    """``(location, Airflow AWS connection, configured endpoint)`` of each s3:// location that
+    names a connection."""
+    return [
+        (uri, conn_id, endpoint)
+        for uri, scheme, conn_id, endpoint in (
+            (cfg.staging.uri, cfg.staging.scheme, cfg.staging.aws_conn_id, cfg.staging.s3_endpoint_url),
+            (
+                cfg.warehouse.dir,
+                cfg.warehouse.scheme,
+                cfg.warehouse.aws_conn_id,
+                cfg.warehouse.s3_endpoint_url,
+            ),
+        )
+        if scheme == "s3" and conn_id
+    ]
+
+
+def s3a_keys_conf(cfg: Config) -> dict[str, str]:
+    """s3a's per-bucket keys from the Airflow connections of the config's s3:// locations
+    (``aws.connection_keys``: as the launcher handed them to the job); a connection without keys
+    leaves its bucket to the usual chain, and its ``endpoint_url`` serves where the config sets
+    none (as for boto3)."""
+    conf: dict[str, str] = {}
+    for uri, conn_id, endpoint in s3_connections(cfg):
+        keys = connection_keys(conn_id)
+        prefix = f"spark.hadoop.fs.s3a.bucket.{urlsplit(uri).netloc}"
+        if keys.access_key:
+            conf[f"{prefix}.access.key"] = keys.access_key
+            conf[f"{prefix}.secret.key"] = keys.secret_key
+        if keys.session_token:
+            conf[f"{prefix}.session.token"] = keys.session_token
+        if keys.endpoint_url and not endpoint:
+            conf.update(s3a_endpoint_conf(uri, keys.endpoint_url))
+    return conf
+
+
 def spark_jars(cfg: Config, jdbc: bool = False) -> list[str]:
     """The jar files a job runs with: ``[spark] jars`` (folders listed) and the extra JDBC jar.
 
@@ -140,6 +178,8 @@ def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> 
     if cfg.warehouse.catalog == "derby":
         Path(cfg.warehouse.metastore_dir).mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
-    for key, value in spark_conf(cfg, jdbc).items():
+    # Keys go into the driver's settings here, never on spark-submit's command line; Spark
+    # hands them to the executors and redacts them in its UI and logs.
+    for key, value in {**spark_conf(cfg, jdbc), **s3a_keys_conf(cfg)}.items():
         builder = builder.config(key, value)
     return builder.enableHiveSupport().getOrCreate()
