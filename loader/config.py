@@ -28,6 +28,7 @@ TRANSPORTS = ("server", "files")
 SCHEMA_CHANGES = ("evolve", "stop")
 FAILOVER = ("follow", "stop")
 CATALOGS = ("derby", "hive")
+TABLE_FORMATS = ("hive", "iceberg")
 # What staging.uri and warehouse.dir may name.
 STORAGE_SCHEMES = ("file", "s3", "hdfs")
 # Where make setup puts the pinned jars Spark runs with (infra/jars/fetch.sh).
@@ -98,6 +99,9 @@ class WarehouseConfig:
     """The Spark catalog the warehouse tables live in."""
 
     database: str = "warehouse"
+    # "hive": partitioned Parquet tables in the Spark (Hive) catalog; "iceberg": Iceberg tables,
+    # merged with MERGE INTO (merge-on-read), one snapshot per interval.
+    format: str = "hive"
     catalog: str = "derby"
     metastore_uri: str = ""
     # Where the tables' files go: a local path, file://, hdfs://namenode:8020/path or
@@ -349,6 +353,7 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     if stg.part_bytes < 1024 * 1024:
         raise ConfigError(f"{origin}: staging.part_bytes must be at least 1048576, got {stg.part_bytes}")
     _one_of(wh.catalog, CATALOGS, "warehouse.catalog", origin)
+    _one_of(wh.format, TABLE_FORMATS, "warehouse.format", origin)
     if wh.catalog == "hive" and not wh.metastore_uri:
         raise ConfigError(
             f"{origin}: warehouse.metastore_uri (thrift://host:9083) is required when catalog = 'hive'"

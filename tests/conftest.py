@@ -245,10 +245,14 @@ def spark_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 @pytest.fixture(scope="session")
 def spark(spark_config: Config) -> Iterator[object]:
-    """One local Spark session (local[2], UI off) for the whole test session."""
+    """One local Spark session (local[2], UI off) for the whole test session, with the Iceberg
+    catalog beside the Hive one (its extensions can only be set when a session starts)."""
     from loader.warehouse.session import build_session
 
-    session = build_session(spark_config, app_name="loader-tests")
+    both = dataclasses.replace(
+        spark_config, warehouse=dataclasses.replace(spark_config.warehouse, format="iceberg")
+    )
+    session = build_session(both, app_name="loader-tests")
     try:
         yield session
     finally:

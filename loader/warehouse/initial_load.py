@@ -47,15 +47,19 @@ from loader.source import (
 )
 from loader.staging.manifest import ColumnSpec
 from loader.tables import TableSelector, key_columns
-from loader.warehouse import types
+from loader.warehouse import iceberg, types
 from loader.warehouse.tables import (
     PART,
+    ensure_database,
     ensure_table,
     has_integer_key,
+    iceberg_partitioning,
+    iceberg_properties_sql,
     key_comparison,
     partition_expr,
     publish_version,
     quote_identifier,
+    table_name,
 )
 
 Progress = Callable[[str], None]
@@ -226,18 +230,31 @@ def copy_table(
     part = partition_expr(info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table))
     dates = [(f"c{i}", c.name, c.mysql_type) for i, c in enumerate(info.columns)]
     select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
+    iceberg_table = cfg.warehouse.format == "iceberg"
     typed = frame.selectExpr(*select).selectExpr(
         "*",
         f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS _seqno",
         f"TIMESTAMP '{load.started_at}' AS _commit_ts",
-        f"{part} AS {PART}",
+        *([] if iceberg_table else [f"{part} AS {PART}"]),
     )
     observation = Observation(f"copy {info.qualified}")
     watcher = _ProgressWatcher(spark, info, len(ranges), progress)
     watcher.start()
     try:
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"))
-        publish_version(spark, cfg, info.schema, info.table, observed, load.id, None)
+        if iceberg_table:
+            iceberg.replace_table(
+                spark,
+                table_name(cfg, info.schema, info.table),
+                observed,
+                iceberg_partitioning(
+                    info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table)
+                ),
+                iceberg_properties_sql(),
+                {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id},
+            )
+        else:
+            publish_version(spark, cfg, info.schema, info.table, observed, load.id, None)
     finally:
         watcher.stop()
     rows = int(observation.get["rows"])
@@ -358,7 +375,7 @@ def copy_tables(
     conn = connect(creds)
     try:
         tables = selected_tables(conn, cfg, names)
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
+        ensure_database(spark, cfg)
         results = []
         for info in tables:
             result = copy_table(spark, cfg, creds, conn, info, load, progress)

@@ -29,15 +29,16 @@ from loader.naming import INVALID_DATES_COLUMN, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
 from loader.staging import csvformat
-from loader.staging.manifest import ColumnSpec, TableEntry
+from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
 from loader.staging.verify import verified_manifest
 from loader.tables import reload_remedy
-from loader.warehouse import types
+from loader.warehouse import iceberg, types
 from loader.warehouse.catalog import PartitionCatalog
 from loader.warehouse.merge import apply_merge
 from loader.warehouse.tables import (
     PART,
+    ensure_database,
     ensure_table,
     legacy_tables,
     partition_expr,
@@ -125,9 +126,13 @@ def materialize_table(
     entries: list[TableEntry],
     run_id: str,
     min_seqno: int | None = None,
+    summary: dict[str, str] | None = None,
 ) -> TableResult:
     """Apply one table's staged changes from several intervals in one pass (those from
-    ``min_seqno`` on, the seqno of its last re-load: the copy holds the older ones)."""
+    ``min_seqno`` on, the seqno of its last re-load: the copy holds the older ones).
+
+    An Iceberg table gets them in one snapshot whose summary carries ``summary``.
+    """
     started = time.monotonic()
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
@@ -136,7 +141,18 @@ def materialize_table(
     cause = (
         f" (statement at {statements[-1]['position']}: {statements[-1]['query'][:300]})" if statements else ""
     )
-    warehouse_types = ensure_table(spark, cfg, schema, table, columns, cause=cause)
+    warehouse_types = ensure_table(spark, cfg, schema, table, columns, key=key, cause=cause)
+    if cfg.warehouse.format == "iceberg":
+        changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
+        counts = iceberg.merge_changes(
+            spark,
+            table_name(cfg, schema, table),
+            changes,
+            [c.name for c in columns] + [INVALID_DATES_COLUMN],
+            key,
+            summary or {},
+        )
+        return TableResult(f"{schema}.{table}", *counts, time.monotonic() - started)
     part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
@@ -181,7 +197,11 @@ def _touched_rows(spark: Any, cfg: Config, schema: str, table: str, touched: lis
 
 
 def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
-    """Apply every extracted interval, in order; mark them materialised; move the checkpoint."""
+    """Apply every extracted interval, in order; mark them materialised; move the checkpoint.
+
+    Hive-format tables take every pending interval in one pass; Iceberg tables take one interval
+    at a time, each in its own snapshot, and the ledger follows each interval.
+    """
     store = open_store(cfg.staging)
     ledger = Ledger(store, cfg.source.name)
     intervals = pending_intervals(ledger)
@@ -190,10 +210,34 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     manifests = [
         verified_manifest(store, i.id, i.manifest or "", i.manifest_sha256, i.changes) for i in intervals
     ]
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(cfg.warehouse.database)}")
+    ensure_database(spark, cfg)
+    pending = list(zip(intervals, manifests, strict=True))
+    groups = [pending] if cfg.warehouse.format == "hive" else [[p] for p in pending]
+    results: dict[str, TableResult] = {}
+    for group in groups:
+        for result in _materialize_intervals(spark, cfg, store, ledger, group):
+            before = results.get(result.table)
+            if before is not None:
+                result = TableResult(
+                    result.table,
+                    before.inserted + result.inserted,
+                    before.updated + result.updated,
+                    before.deleted + result.deleted,
+                    before.partitions + result.partitions,
+                    before.seconds + result.seconds,
+                )
+            results[result.table] = result
+    return list(results.values())
+
+
+def _materialize_intervals(
+    spark: Any, cfg: Config, store: Store, ledger: Ledger, pending: list[tuple[Interval, Manifest]]
+) -> list[TableResult]:
+    """Apply these intervals in one pass, mark them materialised and move the checkpoint."""
+    intervals = [i for i, _ in pending]
     loaded = ledger.loaded_seqnos()
     by_table: dict[tuple[str, str], list[TableEntry]] = {}
-    for interval, m in zip(intervals, manifests, strict=True):
+    for interval, m in pending:
         ends_at = Position.parse(m.end)
         for t in m.tables:
             since = loaded.get((t.schema, t.table))
@@ -204,23 +248,40 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
     span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
     warehouse_tables(by_table)  # two source tables never share a warehouse table
-    for (schema, table), old in legacy_tables(spark, cfg.warehouse.database, by_table).items():
+    legacy = legacy_tables(spark, cfg.warehouse.database, by_table) if cfg.warehouse.format == "hive" else {}
+    for (schema, table), old in legacy.items():
         old_name = f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(old)}"
         raise MaterializeError(
             f"interval {span}: {schema}.{table}: its rows are in the warehouse table {old_name}, the "
             f"name earlier loader versions gave it: rename it to its name now (ALTER TABLE {old_name} "
             f"RENAME TO {table_name(cfg, schema, table)}) or " + reload_remedy((schema, table))
         )
+    last = intervals[-1]
+    summary = {
+        iceberg.SOURCE: cfg.source.name,
+        iceberg.INTERVAL: last.id,
+        iceberg.END: str(last.effective_end),
+    }
     results = []
     for (schema, table), entries in sorted(by_table.items()):
+        name = table_name(cfg, schema, table)
+        if (
+            cfg.warehouse.format == "iceberg"
+            and spark.catalog.tableExists(name)
+            and iceberg.committed_interval(spark, name, cfg.source.name, last.id)
+        ):
+            continue  # committed before the ledger heard of it (a crash in between)
         try:
-            results.append(materialize_table(spark, cfg, store, entries, run_id, loaded.get((schema, table))))
+            results.append(
+                materialize_table(
+                    spark, cfg, store, entries, run_id, loaded.get((schema, table)), summary=summary
+                )
+            )
         except MaterializeError as exc:
             raise MaterializeError(f"interval {span}: {exc}") from None
     for interval in intervals:
         interval.state = MATERIALISED
         ledger.save(interval)
-    last = intervals[-1]
     current = ledger.checkpoint()
     commit_times = [i.last_commit_ts for i in intervals if i.last_commit_ts is not None]
     if current is None or Position.parse(current.position) < last.effective_end:  # never backwards

@@ -7,7 +7,8 @@ The rule runs in three steps, each a readable template (DESIGN.md section 4):
    scans only the key and ``_seqno`` columns of the base rows;
 3. ``merge.sql``: the table's new rows; ``merge_counts.sql`` counts the effect from step 2.
 
-``apply_merge`` runs them over the views ``changes`` and ``base``.
+``apply_merge`` runs them over the views ``changes`` and ``base``. On an Iceberg table, step 1
+feeds one ``MERGE INTO`` (``merge_into.sql``, ``merge_into_sql``) that applies steps 2 and 3 in place.
 """
 
 from __future__ import annotations
@@ -77,6 +78,29 @@ def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> Mer
         ),
         counts=_render("merge_counts.sql"),
     )
+
+
+def merge_into_sql(target: str, columns: list[str], key: list[str]) -> tuple[str, str]:
+    """The latest change of each key (over the view ``changes``) and the ``MERGE INTO`` that
+    applies them (over the view ``latest``) to ``target``, an Iceberg table with these columns.
+
+    The key is compared with ``=`` (primary key columns are never NULL), which lets Iceberg skip
+    the data files whose key ranges hold no changed key.
+
+    Raises:
+        MergeError: naming the key columns the table does not have.
+    """
+    rule = merge_sql(columns, key)  # checks the key
+    q = quote_identifier
+    merge = _render(
+        "merge_into.sql",
+        target=target,
+        key_join=" AND ".join(f"t.{q(k)} = l.{q(k)}" for k in key),
+        update_columns=", ".join(f"{q(c)} = l.{q(c)}" for c in columns),
+        columns=", ".join(q(c) for c in columns),
+        latest_columns=", ".join(f"l.{q(c)}" for c in columns),
+    )
+    return rule.latest, merge
 
 
 @dataclass

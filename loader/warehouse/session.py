@@ -16,6 +16,10 @@ from urllib.parse import urlsplit
 from loader.aws import connection_keys
 from loader.config import DEFAULT_JARS, Config
 from loader.errors import ConfigError
+from loader.warehouse.tables import ICEBERG_CATALOG
+
+# The embedded Iceberg catalog's file, in the warehouse's metastore folder.
+ICEBERG_SQLITE = "iceberg_catalog.db"
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,12 +64,40 @@ def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
         conf["spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes"] = "false"
     else:
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
+    if wh.format == "iceberg":
+        conf.update(iceberg_conf(cfg))
     conf["spark.jars"] = ",".join(spark_jars(cfg, jdbc))
     if cfg.staging.scheme == "s3" and cfg.staging.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(cfg.staging.uri, cfg.staging.s3_endpoint_url))
     if wh.scheme == "s3" and wh.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(wh.dir, wh.s3_endpoint_url))
     conf.update(cfg.spark.conf)
+    return conf
+
+
+def iceberg_conf(cfg: Config) -> dict[str, str]:
+    """The Spark catalog of the Iceberg tables (``tables.ICEBERG_CATALOG``).
+
+    The embedded default is Iceberg's JDBC catalog on a SQLite file in the metastore folder: no
+    server, several Spark processes at once, and pyiceberg's SQL catalog reads the same file.
+    With ``catalog = "hive"`` the tables are in the Hive metastore at ``metastore_uri``.
+    """
+    wh = cfg.warehouse
+    prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.warehouse": f"{wh.spark_dir()}/iceberg",
+        # Every statement sees the tables as committed, also by another process (a re-load).
+        f"{prefix}.cache-enabled": "false",
+    }
+    if wh.catalog == "derby":
+        conf[f"{prefix}.type"] = "jdbc"
+        conf[f"{prefix}.uri"] = f"jdbc:sqlite:{Path(wh.metastore_dir) / ICEBERG_SQLITE}"
+        conf[f"{prefix}.jdbc.schema-version"] = "V1"  # with views, as pyiceberg writes it too
+    else:
+        conf[f"{prefix}.type"] = "hive"
+        conf[f"{prefix}.uri"] = wh.metastore_uri
     return conf
 
 
@@ -154,6 +186,7 @@ def spark_jars(cfg: Config, jdbc: bool = False) -> list[str]:
         for why, needed in (
             ("S3 storage (s3a)", "s3" in (cfg.staging.scheme, cfg.warehouse.scheme)),
             ("reading the source over JDBC", jdbc),
+            ("Iceberg tables", cfg.warehouse.format == "iceberg"),
         )
         if needed
     ]
@@ -175,7 +208,7 @@ def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> 
     # Python functions (the checksum's) run in workers of this interpreter, which has the
     # loader's dependencies, unless spark-submit or the environment chose another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if cfg.warehouse.catalog == "derby":
+    if cfg.warehouse.catalog == "derby":  # also where the embedded Iceberg catalog is
         Path(cfg.warehouse.metastore_dir).mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
     # Keys go into the driver's settings here, never on spark-submit's command line; Spark

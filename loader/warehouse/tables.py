@@ -29,6 +29,16 @@ from loader.warehouse.catalog import PartitionCatalog
 # The partition column. Not "_part": the Hive metastore's partition filter parser refuses names
 # that start with an underscore.
 PART = PARTITION_COLUMN
+# The Spark catalog Iceberg tables are in (``session.spark_conf`` configures it).
+ICEBERG_CATALOG = "iceberg"
+# Merge-on-read: a MERGE writes deletion vectors (format version 3) and new rows, never rewrites
+# the data files it touches.
+ICEBERG_PROPERTIES = {
+    "format-version": "3",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
 INTEGER_KEY_TYPES = {"tinyint", "smallint", "mediumint", "int", "bigint"}
 
 
@@ -64,10 +74,36 @@ def partition_expr(columns: list[ColumnSpec], key: list[str], partition_rows: in
     return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {buckets}) AS BIGINT)"
 
 
+def iceberg_partitioning(columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int) -> str:
+    """An Iceberg table's partition transform: key ranges of ``partition_rows`` keys for a single
+    integer key, else ``buckets`` hash buckets of the first key column."""
+    q = quote_identifier
+    if has_integer_key(columns, key):
+        return f"truncate({partition_rows}, {q(key[0])})"
+    return f"bucket({buckets}, {q(key[0])})"
+
+
+def iceberg_properties_sql() -> str:
+    """The ``TBLPROPERTIES`` clause every Iceberg warehouse table is created with."""
+    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in ICEBERG_PROPERTIES.items()) + ")"
+
+
+def database_name(cfg: Config) -> str:
+    """The warehouse database as Spark SQL names it (in the Iceberg catalog for Iceberg tables)."""
+    database = quote_identifier(cfg.warehouse.database)
+    return f"{ICEBERG_CATALOG}.{database}" if cfg.warehouse.format == "iceberg" else database
+
+
+def ensure_database(spark: Any, cfg: Config) -> None:
+    """Create the warehouse database (an Iceberg namespace for Iceberg tables) if it is missing."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {database_name(cfg)}")
+
+
 def table_name(cfg: Config, schema: str, table: str) -> str:
-    """The source table's warehouse table as Spark SQL names it: ```<database>`.`<name>```, the
-    name from ``naming.warehouse_table`` (``<schema>__<table>`` for ordinary names)."""
-    return f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(warehouse_table(schema, table))}"
+    """The source table's warehouse table as Spark SQL names it: ```<database>`.`<name>```
+    (``iceberg.`<database>`.`<name>``` for Iceberg tables), the name from
+    ``naming.warehouse_table`` (``<schema>__<table>`` for ordinary names)."""
+    return f"{database_name(cfg)}.{quote_identifier(warehouse_table(schema, table))}"
 
 
 def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -109,13 +145,15 @@ def ensure_table(
     table: str,
     columns: list[ColumnSpec],
     *,
+    key: list[str] | None = None,
     replace: bool = False,
     cause: str = "",
 ) -> dict[str, str]:
     """Create the table on first sight, or make it follow the source's ``columns``: columns added
     at the end are added, and a column whose type widened (``types.spark_widens``) is widened in
     place. ``replace`` (a re-load, which rewrites every row) takes ``columns`` whatever they were.
-    ``cause`` (the statement that changed the table, if known) goes into the errors.
+    ``cause`` (the statement that changed the table, if known) goes into the errors. ``key``
+    (the primary key columns) partitions a new Iceberg table.
 
     Returns each column's warehouse (Spark) type, which staged values are cast to; a column the
     warehouse keeps wider than the source's type stays so.
@@ -126,12 +164,25 @@ def ensure_table(
     """
     q = quote_identifier
     name = table_name(cfg, schema, table)
+    iceberg = cfg.warehouse.format == "iceberg"
     reserved = reserved_column_problem(schema, table, (c.name for c in columns))
     if reserved:
         raise MaterializeError(reserved)
     wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
+    if iceberg and replace:
+        return wanted  # the copy replaces the table, its columns with it (``replace_iceberg_table``)
     if not spark.catalog.tableExists(name):
         cols = ", ".join(f"{q(c)} {t}" for c, t in wanted.items())
+        if iceberg:
+            partitioned = (
+                f"PARTITIONED BY ({iceberg_partitioning(columns, key, *cfg.warehouse.partitioning(schema, table))}) "
+                if key
+                else ""
+            )
+            spark.sql(
+                f"CREATE TABLE {name} ({cols}, {META_DDL}) USING iceberg {partitioned}{iceberg_properties_sql()}"
+            )
+            return wanted
         spark.sql(
             f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART})"
         )
@@ -150,17 +201,22 @@ def ensure_table(
             f"{list(existing)} (only columns added at the end can be carried){cause}; "
             + reload_remedy((schema, table))
         )
+    widens = types.iceberg_widens if iceberg else types.spark_widens
     result = dict(existing)
     for column, have in existing.items():
         want = wanted[column]
-        if types.spark_widens(have, want):
+        if widens(have, want):
             result[column] = want
         elif not types.spark_widens(want, have):
             raise MaterializeError(
                 f"{name}: column {column} is {have} in the warehouse but the staged changes have "
                 f"{want}, which it cannot hold{cause}; " + reload_remedy((schema, table))
             )
-    if result != existing or lacks_meta:
+    if iceberg:
+        for column, want in result.items():
+            if want != existing[column]:  # Iceberg widens a column in its metadata only
+                spark.sql(f"ALTER TABLE {name} ALTER COLUMN {q(column)} TYPE {want}")
+    elif result != existing or lacks_meta:
         _set_columns(spark, cfg, schema, table, result)
     added = {c: t for c, t in wanted.items() if c not in existing}
     if added:

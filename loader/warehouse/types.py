@@ -176,6 +176,16 @@ def spark_widens(old: str, new: str) -> bool:
     return o is not None and sn >= int(o[2]) and pn - sn >= int(o[1]) - int(o[2])
 
 
+def iceberg_widens(old: str, new: str) -> bool:
+    """Whether an Iceberg column of the Spark type ``old`` can become ``new`` in its metadata
+    alone (Iceberg's type promotions: int to bigint, float to double, a decimal to more digits
+    at the same scale). Iceberg keeps TINYINT and SMALLINT columns as int."""
+    if old == new or (old, new) in (("int", "bigint"), ("float", "double")):
+        return True
+    o, n = _DECIMAL.fullmatch(old), _DECIMAL.fullmatch(new)
+    return o is not None and n is not None and o[2] == n[2] and int(n[1]) >= int(o[1])
+
+
 def type_change_problem(old: str, new: str) -> str | None:
     """Why a column cannot go from the MySQL type ``old`` to ``new`` in the warehouse, or None.
 

@@ -98,3 +98,20 @@ def test_staged_values_cast_exactly(spark: Any, tmp_path: Path) -> None:
     assert all(v is None for v in nulls)
     schema = {f.name: f.dataType.simpleString() for f in spark.table("typed_in").schema.fields}
     assert schema["c0"] == "string"  # staged: strings until cast
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "widens"),
+    [
+        ("int", "bigint", True),
+        ("float", "double", True),
+        ("decimal(8,2)", "decimal(12,2)", True),
+        ("string", "string", True),
+        ("decimal(8,2)", "decimal(12,4)", False),  # Iceberg keeps a decimal's scale
+        ("int", "decimal(12,0)", False),
+        ("bigint", "int", False),
+        ("date", "timestamp_ntz", False),
+    ],
+)
+def test_iceberg_widens_a_column_only_as_its_type_promotions_allow(old: str, new: str, widens: bool) -> None:
+    assert types.iceberg_widens(old, new) is widens

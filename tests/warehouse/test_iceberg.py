@@ -1,0 +1,221 @@
+"""Iceberg warehouse tables on a real local Spark: the initial load and the delta intervals from
+the private MariaDB land as Iceberg snapshots, one per interval, merged on read, equal to the
+source value for value."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loader.config import Config
+from loader.extract import run_extract
+from loader.ledger import Ledger
+from loader.positions import Position
+from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.materialize import run_materialize
+from tests.conftest import MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def iceberg_config(mariadb: MariaDB, tmp_path: Path, spark_config: Config, schema: str) -> Config:
+    cfg = schema_config(mariadb, tmp_path, spark_config, schema)
+    return dataclasses.replace(cfg, warehouse=dataclasses.replace(cfg.warehouse, format="iceberg"))
+
+
+def snapshots(spark: Any, table: str) -> list[dict[str, str]]:
+    """The summaries of the table's current snapshot and its ancestors, oldest first."""
+    rows = spark.sql(
+        f"SELECT s.summary FROM {table}.history h JOIN {table}.snapshots s USING (snapshot_id) "
+        "WHERE h.is_current_ancestor ORDER BY h.made_current_at"
+    ).collect()
+    return [dict(r.summary) for r in rows]
+
+
+def test_intervals_land_as_one_merge_on_read_snapshot_each_and_equal_the_source(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(
+        mariadb,
+        "ice",
+        "t (id INT PRIMARY KEY, v VARCHAR(20), n DECIMAL(10,2), d DATETIME(6), s TINYINT)",
+        "c (a VARCHAR(10), b INT, x TEXT, PRIMARY KEY (a, b))",
+    )
+    mariadb.execute(
+        "INSERT INTO ice.t SELECT seq, CONCAT('v', seq), seq / 4, '2024-01-01 00:00:00.5', seq % 100 "
+        "FROM ice.seq_1_to_60",
+        "INSERT INTO ice.c VALUES ('x', 1, 'one'), ('x', 2, ''), ('y', 1, NULL)",
+    )
+    cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice")
+    load = run_initial_load(spark, cfg, progress=quiet)
+    assert [r.rows for r in load.tables] == [3, 60]
+    t = "iceberg.ice_wh.ice__t"
+    (copied,) = snapshots(spark, t)
+    assert copied["loader.load"] == load.load_id and copied["loader.source"] == cfg.source.name
+    copy_files = {r.file_path for r in spark.sql(f"SELECT file_path FROM {t}.data_files").collect()}
+
+    mariadb.execute(
+        "UPDATE ice.t SET v = 'changed' WHERE id % 7 = 0",
+        "UPDATE ice.t SET id = 100 WHERE id = 3",
+        "DELETE FROM ice.t WHERE id BETWEEN 20 AND 24",
+        "DELETE FROM ice.c WHERE a = 'x' AND b = 2",
+        "INSERT INTO ice.c VALUES ('x', 2, 'back')",
+    )
+    assert run_extract(cfg, progress=quiet) is not None
+    mariadb.execute("INSERT INTO ice.t VALUES (61, 'new', 1.25, '2025-02-03 04:05:06.000007', -5)")
+    mariadb.execute("UPDATE ice.t SET v = 'twice' WHERE id = 14")
+    assert run_extract(cfg, progress=quiet) is not None
+    results = {r.table: r for r in run_materialize(spark, cfg)}
+    # ids 7, 14, …, 56 updated (8, of which 21 then deleted) and 14 again; 3 moved to 100.
+    assert (results["ice.t"].inserted, results["ice.t"].updated, results["ice.t"].deleted) == (2, 8, 6)
+    assert_equal_to_source(spark, cfg)
+
+    ledger = Ledger.of(cfg)
+    first, second = ledger.intervals()
+    assert [i.state for i in (first, second)] == ["materialised", "materialised"]
+    merged = snapshots(spark, t)[1:]
+    assert [(s["loader.interval"], s["loader.end"]) for s in merged] == [
+        (first.id, str(first.effective_end)),
+        (second.id, str(second.effective_end)),
+    ]
+    # Merge-on-read: each interval wrote its new rows and deletion vectors; the copy's data files
+    # are all still there, none rewritten.
+    assert [int(s["added-records"]) for s in merged] == [8, 2]  # 7 updated + id 100; 61 and 14
+    assert [int(s.get("added-dvs", 0)) > 0 for s in merged] == [True, True]
+    now = {r.file_path for r in spark.sql(f"SELECT file_path FROM {t}.data_files").collect()}
+    assert copy_files <= now
+    assert [r.col_name for r in spark.sql(f"DESCRIBE TABLE {t}").collect()][:5] == ["id", "v", "n", "d", "s"]
+
+    # A backfill replaying the first interval's changes over the newer rows: every row the second
+    # interval wrote is newer than the replayed change of its key and stays (the _seqno guard).
+    replay = run_extract(cfg, start=Position.parse(first.start), end=first.effective_end, progress=quiet)
+    assert replay is not None
+    run_materialize(spark, cfg)
+    assert spark.sql(f"SELECT v FROM {t} WHERE id = 14").collect()[0].v == "twice"
+    assert_equal_to_source(spark, cfg)
+    assert ledger.checkpoint().position == str(second.effective_end)  # type: ignore[union-attr]
+
+    # A re-load of one table replaces it in one snapshot; its history keeps the merges.
+    mariadb.execute("UPDATE ice.t SET v = 'after' WHERE id = 1")
+    reload = run_initial_load(spark, cfg, only=["ice.t"], progress=quiet)
+    assert snapshots(spark, t)[-1]["loader.load"] == reload.load_id
+    assert spark.sql(f"SELECT count(*) FROM {t}.snapshots").collect()[0][0] == 5
+    assert run_extract(cfg, progress=quiet) is not None
+    run_materialize(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+def test_columns_added_and_widened_follow_the_source(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(mariadb, "ice_ev", "t (id INT PRIMARY KEY, n INT, p DECIMAL(8,2), f FLOAT)")
+    mariadb.execute("INSERT INTO ice_ev.t VALUES (1, 1, 1.5, 0.5), (2, 2, 2.5, 1.5)")
+    cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_ev")
+    run_initial_load(spark, cfg, progress=quiet)
+    mariadb.execute(
+        "ALTER TABLE ice_ev.t MODIFY n BIGINT, MODIFY p DECIMAL(12,2), MODIFY f DOUBLE, ADD COLUMN e VARCHAR(5)",
+        "INSERT INTO ice_ev.t VALUES (3, 9000000000, 1234567890.25, 0.1, 'new')",
+        "UPDATE ice_ev.t SET e = 'old' WHERE id = 1",
+    )
+    assert run_extract(cfg, progress=quiet) is not None
+    run_materialize(spark, cfg)
+    columns = {f.name: f.dataType.simpleString() for f in spark.table("iceberg.ice_ev_wh.ice_ev__t").schema}
+    assert [columns[c] for c in ("n", "p", "f", "e")] == ["bigint", "decimal(12,2)", "double", "string"]
+    assert_equal_to_source(spark, cfg)
+
+
+def _job_config(cfg: Config, tmp_path: Path) -> Path:
+    path = tmp_path / "loader.toml"
+    path.write_text(
+        f"""[source]
+name = "{cfg.source.name}"
+host = "{cfg.source.host}"
+port = {cfg.source.port}
+user = "{cfg.source.user}"
+password_env = "{cfg.source.password_env}"
+[tables]
+include = ["ice_crash.*"]
+[staging]
+uri = "{cfg.staging.uri}"
+[warehouse]
+format = "iceberg"
+database = "crash_wh"
+dir = "{tmp_path / "job-warehouse"}"
+[spark]
+master = "local[2]"
+conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+"""
+    )
+    return path
+
+
+def _query(config: Path, sql: str) -> list[list[Any]]:
+    """Rows of ``sql`` in a Spark session of its own on ``config`` (the job's catalog)."""
+    code = (
+        "import json\n"
+        "from loader.config import load_config\n"
+        "from loader.warehouse.session import build_session\n"
+        f"s = build_session(load_config({str(config)!r}))\n"
+        f"print('ROWS ' + json.dumps([list(r) for r in s.sql({sql!r}).collect()], default=str))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("ROWS ")), None)
+    assert line is not None, out.stderr[-3000:]
+    return list(json.loads(line[5:]))
+
+
+def test_an_interval_committed_before_a_crash_is_not_merged_again(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config
+) -> None:
+    from loader.crashpoints import AT_ENV
+
+    fresh_schema(mariadb, "ice_crash", "k (id INT PRIMARY KEY, v INT)", "m (id INT PRIMARY KEY)")
+    cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_crash")
+    config = _job_config(cfg, tmp_path)
+    loader = str(Path(sys.executable).with_name("loader"))
+    env = {**os.environ, cfg.source.password_env: mariadb.password}
+    done = subprocess.run(
+        [loader, "initial-load", "--config", str(config)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    mariadb.execute(
+        "INSERT INTO ice_crash.k SELECT seq, seq FROM ice_crash.seq_1_to_30",
+        "UPDATE ice_crash.k SET v = v * 10",
+        "INSERT INTO ice_crash.m VALUES (1), (2)",
+    )
+    extracted = subprocess.run(
+        [loader, "extract", "--config", str(config)], capture_output=True, text=True, env=env
+    )
+    assert extracted.returncode == 0, extracted.stderr
+    # Killed after the first table's snapshot committed, before the ledger heard of it.
+    crashed = subprocess.run(
+        [loader, "materialize", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env={**env, AT_ENV: "materialize: after snapshot committed:1"},
+    )
+    assert crashed.returncode == 1 and "exit 137" in crashed.stderr
+    ledger = Ledger.of(cfg)
+    (interval,) = ledger.intervals()
+    assert interval.state == "extracted"
+    again = subprocess.run(
+        [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
+    )
+    assert again.returncode == 0, again.stderr
+    assert [i.state for i in ledger.intervals()] == ["materialised"]
+    merges = _query(
+        config,
+        "SELECT summary['loader.interval'], summary['added-records'] FROM iceberg.crash_wh.ice_crash__k.snapshots "
+        "WHERE summary['loader.interval'] IS NOT NULL",
+    )
+    assert merges == [[interval.id, "30"]]  # merged once, not again after the crash
+    rows = _query(config, "SELECT id, v FROM iceberg.crash_wh.ice_crash__k ORDER BY id")
+    assert rows == [[i, i * 10] for i in range(1, 31)]
+    assert _query(config, "SELECT id FROM iceberg.crash_wh.ice_crash__m ORDER BY id") == [[1], [2]]
