@@ -140,6 +140,17 @@ class TableResult:
     partitions: int
     seconds: float
 
+    def plus(self, other: TableResult) -> TableResult:
+        """This table's result and a later run's on it, together."""
+        return TableResult(
+            self.table,
+            self.inserted + other.inserted,
+            self.updated + other.updated,
+            self.deleted + other.deleted,
+            self.partitions + other.partitions,
+            self.seconds + other.seconds,
+        )
+
 
 @dataclass
 class RunOnce:

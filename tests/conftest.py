@@ -443,6 +443,22 @@ def delta(spark: Any, cfg: Config) -> None:
     run_materialize(spark, cfg)
 
 
+def spark_rows(config: Path, sql: str) -> list[list[Any]]:
+    """Rows of ``sql`` in a Spark session of its own on the config file ``config`` (a job's catalog,
+    which the test session does not share)."""
+    code = (
+        "import json\n"
+        "from loader.config import load_config\n"
+        "from loader.warehouse.session import build_session\n"
+        f"s = build_session(load_config({str(config)!r}))\n"
+        f"print('ROWS ' + json.dumps([list(r) for r in s.sql({sql!r}).collect()], default=str))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("ROWS ")), None)
+    assert line is not None, out.stderr[-3000:]
+    return list(json.loads(line[5:]))
+
+
 def assert_equal_to_source(spark: Any, cfg: Config, range_rows: int = 4) -> None:
     """Every selected table has the source's rows, value for value: the checksum of every key
     range (small ranges, so that several are compared) is the source's."""

@@ -160,3 +160,23 @@ def test_without_the_fetched_jars_only_jobs_that_need_them_are_refused(tmp_path:
 
     (empty / "driver.jar").write_bytes(b"")
     assert session.spark_jars(load_config(EXAMPLE, env=env), jdbc=True) == [str(empty / "driver.jar")]
+
+
+def test_a_jar_folder_fetched_before_the_iceberg_pins_is_refused_naming_the_jar(tmp_path: Path) -> None:
+    from loader.warehouse import session
+
+    old = tmp_path / "jars"
+    old.mkdir()
+    (old / "hadoop-aws-3.4.1.jar").write_bytes(b"")
+    env = {"LOADER__SPARK__JARS": str(old), "LOADER__WAREHOUSE__FORMAT": "iceberg"}
+    with pytest.raises(ConfigError, match=r"Iceberg tables needs the iceberg-spark-runtime jar.*make setup"):
+        session.spark_jars(load_config(EXAMPLE, env=env))
+    (old / "iceberg-spark-runtime-4.1_2.13-1.10.0.jar").write_bytes(b"")
+    with pytest.raises(
+        ConfigError, match=r"embedded Iceberg catalog \(a SQLite file\) needs the sqlite-jdbc jar"
+    ):
+        session.spark_jars(load_config(EXAMPLE, env=env))
+    (old / "sqlite-jdbc-3.50.3.0.jar").write_bytes(b"")
+    assert len(session.spark_jars(load_config(EXAMPLE, env=env))) == 3
+    # Hive-format tables need neither.
+    assert len(session.spark_jars(load_config(EXAMPLE, env={"LOADER__SPARK__JARS": str(old)}))) == 3

@@ -217,16 +217,7 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     for group in groups:
         for result in _materialize_intervals(spark, cfg, store, ledger, group):
             before = results.get(result.table)
-            if before is not None:
-                result = TableResult(
-                    result.table,
-                    before.inserted + result.inserted,
-                    before.updated + result.updated,
-                    before.deleted + result.deleted,
-                    before.partitions + result.partitions,
-                    before.seconds + result.seconds,
-                )
-            results[result.table] = result
+            results[result.table] = before.plus(result) if before else result
     return list(results.values())
 
 

@@ -43,8 +43,8 @@ def _render(template: str, **values: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--")).strip()
 
 
-def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> MergeSql:
-    """The merge of the views ``changes`` and ``base`` for a table with these columns and key.
+def latest_sql(columns: list[str], key: list[str]) -> str:
+    """Step 1 over the view ``changes``: the latest change of each key.
 
     Raises:
         MergeError: naming the key columns the table does not have.
@@ -54,6 +54,16 @@ def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> Mer
     missing = [k for k in key if k not in columns]
     if missing:
         raise MergeError(f"key columns {missing} are not among the table's columns {columns}")
+    return _render("latest_changes.sql", key_columns=", ".join(f"c.{quote_identifier(k)}" for k in key))
+
+
+def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> MergeSql:
+    """The merge of the views ``changes`` and ``base`` for a table with these columns and key.
+
+    Raises:
+        MergeError: naming the key columns the table does not have.
+    """
+    latest = latest_sql(columns, key)
     q = quote_identifier
 
     def hint(alias: str) -> str:
@@ -61,7 +71,7 @@ def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> Mer
 
     key_join = " AND ".join(f"b.{q(k)} <=> l.{q(k)}" for k in key)
     return MergeSql(
-        latest=_render("latest_changes.sql", key_columns=", ".join(f"c.{q(k)}" for k in key)),
+        latest=latest,
         decide=_render(
             "decide.sql",
             broadcast_latest=hint("l"),
@@ -90,7 +100,7 @@ def merge_into_sql(target: str, columns: list[str], key: list[str]) -> tuple[str
     Raises:
         MergeError: naming the key columns the table does not have.
     """
-    rule = merge_sql(columns, key)  # checks the key
+    latest = latest_sql(columns, key)
     q = quote_identifier
     merge = _render(
         "merge_into.sql",
@@ -100,7 +110,7 @@ def merge_into_sql(target: str, columns: list[str], key: list[str]) -> tuple[str
         columns=", ".join(q(c) for c in columns),
         latest_columns=", ".join(f"l.{q(c)}" for c in columns),
     )
-    return rule.latest, merge
+    return latest, merge
 
 
 @dataclass

@@ -197,7 +197,28 @@ def spark_jars(cfg: Config, jdbc: bool = False) -> list[str]:
             "fetched once by make setup (infra/jars/fetch.sh); set [spark] jars to the folder "
             "they are in"
         )
+    _check_pinned(cfg, jars)
     return jars
+
+
+def _check_pinned(cfg: Config, jars: list[str]) -> None:
+    """Refuse a jar folder that lacks a jar this job needs (one fetched before the pin moved).
+
+    Without it the job would stop deep inside Spark with "No suitable driver" or a class not found.
+    """
+    if not jars or cfg.warehouse.format != "iceberg":
+        return
+    wanted = {"iceberg-spark-runtime": "Iceberg tables"}
+    if cfg.warehouse.catalog == "derby":
+        wanted["sqlite-jdbc"] = "the embedded Iceberg catalog (a SQLite file)"
+    names = [Path(j).name for j in jars]
+    for stem, why in wanted.items():
+        if not any(n.startswith(stem) for n in names):
+            raise ConfigError(
+                f"{why} needs the {stem} jar, and the jars given ({cfg.spark.jars or DEFAULT_JARS}) "
+                "do not have it: they were fetched before it was pinned. Run make setup "
+                "(infra/jars/fetch.sh) again, or set [spark] jars to a folder that has it"
+            )
 
 
 def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> SparkSession:

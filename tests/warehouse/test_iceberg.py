@@ -5,7 +5,6 @@ source value for value."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from loader.ledger import Ledger
 from loader.positions import Position
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config
+from tests.conftest import MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config, spark_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -156,21 +155,6 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     return path
 
 
-def _query(config: Path, sql: str) -> list[list[Any]]:
-    """Rows of ``sql`` in a Spark session of its own on ``config`` (the job's catalog)."""
-    code = (
-        "import json\n"
-        "from loader.config import load_config\n"
-        "from loader.warehouse.session import build_session\n"
-        f"s = build_session(load_config({str(config)!r}))\n"
-        f"print('ROWS ' + json.dumps([list(r) for r in s.sql({sql!r}).collect()], default=str))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    line = next((x for x in out.stdout.splitlines() if x.startswith("ROWS ")), None)
-    assert line is not None, out.stderr[-3000:]
-    return list(json.loads(line[5:]))
-
-
 def test_an_interval_committed_before_a_crash_is_not_merged_again(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config
 ) -> None:
@@ -210,12 +194,12 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     )
     assert again.returncode == 0, again.stderr
     assert [i.state for i in ledger.intervals()] == ["materialised"]
-    merges = _query(
+    merges = spark_rows(
         config,
         "SELECT summary['loader.interval'], summary['added-records'] FROM iceberg.crash_wh.ice_crash__k.snapshots "
         "WHERE summary['loader.interval'] IS NOT NULL",
     )
     assert merges == [[interval.id, "30"]]  # merged once, not again after the crash
-    rows = _query(config, "SELECT id, v FROM iceberg.crash_wh.ice_crash__k ORDER BY id")
+    rows = spark_rows(config, "SELECT id, v FROM iceberg.crash_wh.ice_crash__k ORDER BY id")
     assert rows == [[i, i * 10] for i in range(1, 31)]
-    assert _query(config, "SELECT id FROM iceberg.crash_wh.ice_crash__m ORDER BY id") == [[1], [2]]
+    assert spark_rows(config, "SELECT id FROM iceberg.crash_wh.ice_crash__m ORDER BY id") == [[1], [2]]

@@ -15,7 +15,7 @@ from loader.config import Config
 from loader.extract import run_extract
 from loader.ledger import Checkpoint, Ledger
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import MariaDB
+from tests.conftest import MariaDB, spark_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -164,21 +164,7 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 
 
 def _table_rows(config: Path, table: str) -> list[list[Any]]:
-    import json
-    import subprocess
-    import sys
-
-    code = (
-        "import json, sys\n"
-        "from loader.config import load_config\n"
-        "from loader.warehouse.session import build_session\n"
-        f"s = build_session(load_config({str(config)!r}))\n"
-        f"rows = s.sql('SELECT id, v FROM crash_wh.{table} ORDER BY id').collect()\n"
-        "print('ROWS ' + json.dumps([list(r) for r in rows]))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    line = next(x for x in out.stdout.splitlines() if x.startswith("ROWS "))
-    return json.loads(line[5:])
+    return spark_rows(config, f"SELECT id, v FROM crash_wh.{table} ORDER BY id")
 
 
 def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
