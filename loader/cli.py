@@ -353,6 +353,13 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def cmd_rollback(args: argparse.Namespace, cfg: Config) -> int:
+    """Return the warehouse tables and the checkpoint to the state after one interval (spark-submit)."""
+    result = steps.rollback(cfg, _launch, args.to_interval)
+    _emit(args, to_dict(result), result.text())
+    return EXIT_OK
+
+
 def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
     """The warehouse tables next to the source's (spark-submit): counts, equality, a few rows."""
     tables = steps.verify(cfg, _launch, rows=args.rows)
@@ -462,6 +469,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_interval_abandon)
     p.add_argument("interval", metavar="ID", help="the interval (loader intervals lists them)")
     p.add_argument("--reason", required=True, help="why, for the ledger and the next person on call")
+    p = add(
+        "rollback",
+        cmd_rollback,
+        "return the warehouse tables and the checkpoint to the state after an interval (Iceberg tables)",
+    )
+    p.add_argument(
+        "--to-interval",
+        required=True,
+        metavar="ID",
+        help="a materialised interval (loader intervals lists them): the later ones are applied again "
+        "by the next materialise",
+    )
     p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
     p.add_argument(
         "--from", dest="start", metavar="FILE:POS", help="backfill: replay from here to the present end"

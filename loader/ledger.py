@@ -384,6 +384,71 @@ class Ledger:
             self.save(i)
         return intervals
 
+    def rewind_check(self, interval_id: str) -> tuple[Interval, list[Interval]]:
+        """The interval a rollback returns to and the materialised intervals after it (which
+        will be materialised again).
+
+        Raises:
+            LedgerError: no such interval, it is not materialised, or a load after it copied
+                tables (their state after the interval is gone).
+        """
+        intervals = self.intervals()
+        target = next((i for i in intervals if i.id == interval_id), None)
+        if target is None:
+            raise LedgerError(
+                f"source {self.source} has no interval {interval_id} (loader intervals lists them)"
+            )
+        if target.state != MATERIALISED:
+            raise LedgerError(
+                f"interval {interval_id} is {target.state}: the warehouse can only go back to the state "
+                "after a materialised interval (loader intervals lists them)"
+            )
+        end = target.effective_end
+        for load in self.loads():
+            if load.state == "complete" and (
+                load.epoch > target.epoch or (load.epoch == target.epoch and Position.parse(load.p0) > end)
+            ):
+                p0 = Position.parse(load.p0)
+                after = [
+                    i.id
+                    for i in intervals
+                    if i.state == MATERIALISED and i.epoch == load.epoch and i.effective_end >= p0
+                ]
+                earliest = f" (the earliest is {after[0]})" if after else ""
+                raise LedgerError(
+                    f"the load {load.id} copied {', '.join(load.tables)} at {load.p0}, after interval "
+                    f"{interval_id} ended at {end}: their state after it is gone. Roll back to an "
+                    f"interval that ends at or after {load.p0}{earliest}, or re-load the tables"
+                )
+        later = [i for i in intervals if i.id > interval_id and i.state == MATERIALISED]
+        return target, later
+
+    def rewind(self, interval_id: str) -> list[Interval]:
+        """After a rollback of the warehouse to interval ``interval_id``: the materialised
+        intervals after it are extracted again (the next materialise applies them) and the
+        checkpoint returns to its end. Returns those intervals."""
+        target, later = self.rewind_check(interval_id)
+        for interval in later:  # first: a crash before the checkpoint moves re-applies them anyway
+            interval.state = EXTRACTED
+            self.save(interval)
+        commit_times = [
+            i.last_commit_ts
+            for i in self.intervals()
+            if i.id <= interval_id and i.state == MATERIALISED and i.last_commit_ts is not None
+        ]
+        end = target.end_mark()
+        self.set_checkpoint(
+            Checkpoint(
+                str(target.effective_end),
+                target.id,
+                max(commit_times, default=None),
+                end.server,
+                end.gtid,
+                target.epoch,
+            )
+        )
+        return later
+
     def supersede(self, load: Load, commit_ts: int) -> list[Interval]:
         """Once the first load, or a re-load of every table at P0 past the checkpoint, has copied
         them all: the checkpoint moves to P0 and the intervals not materialised are abandoned (the

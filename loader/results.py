@@ -153,6 +153,40 @@ class TableResult:
 
 
 @dataclass
+class TableRollback:
+    """Where a rollback took one warehouse table."""
+
+    table: str
+    was: str  # what its state was after ("interval 00000007", "load …")
+    now: str  # and is now ("interval 00000005", "empty", or the same: unchanged)
+
+
+@dataclass
+class Rollback:
+    """A rollback of the warehouse tables and the checkpoint to the state after one interval."""
+
+    interval: str
+    checkpoint: str
+    tables: list[TableRollback]
+    reapply: list[str]  # the intervals the next materialise applies again
+
+    def text(self) -> str:
+        moved = [t for t in self.tables if t.was != t.now]
+        lines = [
+            f"rollback: {len(moved)} of {len(self.tables)} tables returned to the state after interval "
+            f"{self.interval}; checkpoint {self.checkpoint}"
+        ]
+        lines += [f"  {t.table:<40} {t.was} → {t.now}" for t in moved]
+        if self.reapply:
+            lines.append(
+                f"  intervals {', '.join(self.reapply)} are applied again by the next materialise "
+                "(re-extract one first with loader extract --interval ID, or abandon them to read "
+                "the log again)"
+            )
+        return "\n".join(lines)
+
+
+@dataclass
 class RunOnce:
     """One delta run: planned, extracted (None when nothing new), materialised."""
 

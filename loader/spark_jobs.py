@@ -4,6 +4,7 @@
     spark-submit loader/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
     spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N]
     spark-submit loader/spark_jobs.py checksum --config loader.toml --sums source-sums.json
+    spark-submit loader/spark_jobs.py rollback --config loader.toml --to-interval ID
 
 Progress goes to stderr after ``PROGRESS_PREFIX``. The outcome (the step's summary, or the
 error's class, text and whether it is transient) goes to the file ``$LOADER_JOB_RESULT`` names;
@@ -80,11 +81,19 @@ def _checksum(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
     return results.to_dict(compare_sums(spark, cfg, sums))
 
 
+def _rollback(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
+    from loader.warehouse.rollback import run_rollback
+
+    with steps.source_lease(cfg, "the rollback job"):
+        return results.to_dict(run_rollback(spark, cfg, args.to_interval))
+
+
 RUNNERS = {
     "materialize": _materialize,
     "initial-load": _initial_load,
     "compare": _compare,
     "checksum": _checksum,
+    "rollback": _rollback,
 }
 assert set(RUNNERS) == set(JOBS)
 
@@ -104,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-id", help="initial-load: copy the tables of this started load only")
     parser.add_argument("--rows", type=int, default=3, help="compare: rows of each table to show")
     parser.add_argument("--sums", help="checksum: the source's sums (JSON) to compare the warehouse with")
+    parser.add_argument("--to-interval", help="rollback: the interval whose state the warehouse returns to")
     args = parser.parse_args(argv)
     from loader.warehouse.session import build_session
 

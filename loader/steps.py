@@ -49,6 +49,7 @@ from loader.results import (
     LastLoad,
     LoadSummary,
     PlannedInterval,
+    Rollback,
     RunOnce,
     StartedLoad,
     Status,
@@ -69,6 +70,7 @@ from loader.staging.stores import open_store
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
+from loader.warehouse.rollback import refuse_hive
 from loader.warehouse.session import s3_connections
 from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, error_outcome, read_outcome
 
@@ -79,7 +81,7 @@ Launcher = Callable[[SparkJob], str | None]
 MAX_DECODE_WORKERS = 8
 # Jobs that change the warehouse and the ledger: the launcher holds the source's lease while
 # they run (the job joins it), so a job that dies does not leave it held.
-LEASED_JOBS = frozenset({"materialize"})
+LEASED_JOBS = frozenset({"materialize", "rollback"})
 
 
 # --- delta run ------------------------------------------------------------------------------
@@ -206,6 +208,14 @@ def extract(
 def materialize(cfg: Config, launch: Launcher) -> list[TableResult]:
     """Apply every extracted interval to the warehouse tables (the Spark job moves the checkpoint)."""
     return from_dict(list[TableResult], run_spark_job(cfg, "materialize", [], launch))
+
+
+def rollback(cfg: Config, launch: Launcher, interval_id: str) -> Rollback:
+    """Return the warehouse tables and the checkpoint to the state after a materialised interval
+    (the Spark job ``warehouse.rollback``); the later intervals are applied again."""
+    refuse_hive(cfg)  # before starting Spark for nothing
+    Ledger.of(cfg).rewind_check(interval_id)
+    return from_dict(Rollback, run_spark_job(cfg, "rollback", ["--to-interval", interval_id], launch))
 
 
 @leased("loader run-once")

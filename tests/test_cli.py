@@ -41,3 +41,13 @@ def test_unreachable_source_is_transient_exit_3(tmp_path: Path) -> None:
     out = run("check", "--config", str(cfg))
     assert out.returncode == 3, out.stderr
     assert "cannot connect to source loader@127.0.0.1:1" in out.stderr
+
+
+def test_rollback_of_hive_format_tables_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    cfg = tmp_path / "loader.toml"
+    cfg.write_text(f'[staging]\nuri = "{tmp_path / "staging"}"\n[warehouse]\nformat = "hive"\n')
+    out = run("rollback", "--to-interval", "00000001", "--config", str(cfg))
+    assert out.returncode == 1, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert 'rollback needs Iceberg tables (warehouse.format = "iceberg")' in line
+    assert "re-load the tables instead" in line

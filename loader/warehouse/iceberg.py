@@ -6,13 +6,19 @@ The summary properties (beside Iceberg's own):
 
 - ``loader.source``: the source (config ``[source] name``);
 - ``loader.interval`` and ``loader.end``: the interval merged and its end position;
-- ``loader.load``: the initial load whose copy replaced the table.
+- ``loader.load``: the initial load whose copy replaced the table;
+- ``loader.rollback``: the interval a rollback emptied the table back to (a table whose rows all
+  came from later intervals): the snapshots before it are undone.
+
+A rollback to a snapshot of the table's ancestry makes that snapshot current again; the
+snapshots after it leave the ancestry, so their intervals are merged again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from loader import crashpoints
@@ -21,6 +27,7 @@ from loader.warehouse.merge import merge_into_sql
 # A session setting per summary property: Iceberg adds them to every snapshot the session commits.
 SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 SOURCE, INTERVAL, END, LOAD = "loader.source", "loader.interval", "loader.end", "loader.load"
+ROLLBACK = "loader.rollback"
 # What Spark's MERGE INTO reports in the snapshot's summary (Spark 4.1 and later).
 _MERGED = "spark.merge-into.num-target-rows-"
 
@@ -37,24 +44,118 @@ def snapshot_summary(spark: Any, properties: Mapping[str, str]) -> Iterator[None
             spark.conf.unset(SNAPSHOT_PROPERTY + key)
 
 
-def current_summaries(spark: Any, name: str) -> list[dict[str, str]]:
-    """The summaries of the table's current snapshot and its ancestors, newest first (a snapshot a
-    rollback or a replacement left behind is not among them)."""
+@dataclass(frozen=True)
+class Snapshot:
+    """One snapshot of a table's current ancestry."""
+
+    id: int
+    parent: int | None
+    summary: dict[str, str]
+
+    def label(self, source: str) -> str:
+        """What the loader committed in it, for people."""
+        if self.summary.get(SOURCE) != source:
+            return f"snapshot {self.id} (not the loader's: {self.summary.get('operation', '?')})"
+        if INTERVAL in self.summary:
+            return f"interval {self.summary[INTERVAL]}"
+        if LOAD in self.summary:
+            return f"load {self.summary[LOAD]}"
+        if ROLLBACK in self.summary:
+            return f"emptied back to interval {self.summary[ROLLBACK]}"
+        return f"snapshot {self.id}"
+
+
+def current_ancestry(spark: Any, name: str) -> list[Snapshot]:
+    """The table's current snapshot and its ancestors, newest first (a snapshot a rollback or a
+    replacement left behind is not among them)."""
     rows = spark.sql(
-        f"SELECT s.summary FROM {name}.history h JOIN {name}.snapshots s ON h.snapshot_id = s.snapshot_id "
+        f"SELECT s.snapshot_id, s.parent_id, s.summary FROM {name}.history h "
+        f"JOIN {name}.snapshots s ON h.snapshot_id = s.snapshot_id "
         "WHERE h.is_current_ancestor ORDER BY h.made_current_at DESC, s.committed_at DESC"
     ).collect()
-    return [dict(r.summary or {}) for r in rows]
+    return [Snapshot(r.snapshot_id, r.parent_id, dict(r.summary or {})) for r in rows]
+
+
+def current_summaries(spark: Any, name: str) -> list[dict[str, str]]:
+    """The summaries of ``current_ancestry``."""
+    return [s.summary for s in current_ancestry(spark, name)]
 
 
 def committed_interval(spark: Any, name: str, source: str, interval: str) -> bool:
     """Whether the table's current state holds the merge of this interval of this source."""
     for summary in current_summaries(spark, name):
-        if summary.get(SOURCE) == source and LOAD in summary:
-            return False  # a copy replaced the table after any earlier merge
+        if summary.get(SOURCE) == source and (LOAD in summary or ROLLBACK in summary):
+            return False  # a copy replaced the table, or a rollback emptied it, after any earlier merge
         if summary.get(SOURCE) == source and summary.get(INTERVAL) == interval:
             return True
     return False
+
+
+@dataclass(frozen=True)
+class RollbackTarget:
+    """Where a rollback takes one table: ``snapshot`` (None: it stays), or ``empty``."""
+
+    current: Snapshot
+    snapshot: Snapshot | None
+    empty: bool = False
+
+
+def rollback_target(ancestry: list[Snapshot], source: str, interval: str) -> RollbackTarget | None:
+    """The table's state right after ``interval`` of ``source`` (ids sort in log order): the newest
+    snapshot of its ancestry the loader committed for that interval or an earlier one, or a load
+    (re-loads after the interval are refused before), or empty when every row came later.
+
+    Returns None for a table the source never committed to.
+
+    Raises:
+        ValueError: saying why the state after ``interval`` is no longer there (expired snapshots).
+    """
+    if not any(s.summary.get(SOURCE) == source for s in ancestry):
+        return None
+    current = ancestry[0]
+    for snapshot in ancestry:
+        summary = snapshot.summary
+        if summary.get(SOURCE) != source:
+            continue  # maintenance, or another writer: the loader's snapshot before it decides
+        if LOAD in summary:
+            holds = True
+        elif INTERVAL in summary:
+            holds = summary[INTERVAL] <= interval
+        elif ROLLBACK in summary:
+            if summary[ROLLBACK] > interval:
+                return RollbackTarget(current, None, empty=True)  # what is older was undone
+            holds = True
+        else:
+            continue
+        if holds:
+            return RollbackTarget(current, None if snapshot is current else snapshot)
+    if ancestry[-1].parent is not None:
+        raise ValueError(
+            f"its snapshots from interval {interval} and before were expired; the oldest state it "
+            f"keeps is after {ancestry[-1].label(source)}"
+        )
+    # Every row came from later intervals (the table was created empty): it goes back to empty.
+    return RollbackTarget(current, None, empty=True)
+
+
+def roll_back(spark: Any, name: str, target: RollbackTarget, source: str, interval: str) -> None:
+    """Take the table to ``target``: one metadata change, or one snapshot deleting every row."""
+    if target.snapshot is not None:
+        catalog, table = name.split(".", 1)  # the procedure takes the name inside its catalog
+        literal = table.replace("\\", "\\\\").replace("'", "\\'")
+        spark.sql(
+            f"CALL {catalog}.system.rollback_to_snapshot(table => '{literal}', "
+            f"snapshot_id => {target.snapshot.id})"
+        )
+    elif target.empty:
+        # Through Iceberg's API: SQL's DELETE of every row is a metadata-only delete, which does
+        # not take the session's snapshot properties, and the marker must be in the summary.
+        jvm = spark._jvm
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+        delete = table.newDelete().deleteFromRowFilter(
+            jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
+        )
+        delete.set(SOURCE, source).set(ROLLBACK, interval).commit()
 
 
 def merge_changes(

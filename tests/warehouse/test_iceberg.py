@@ -130,6 +130,72 @@ def test_columns_added_and_widened_follow_the_source(
     assert_equal_to_source(spark, cfg)
 
 
+def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_ones_apply_again(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    from loader.errors import LedgerError
+    from loader.warehouse.rollback import run_rollback
+
+    fresh_schema(mariadb, "ice_rb", "t (id INT PRIMARY KEY, v VARCHAR(10))")
+    mariadb.execute("INSERT INTO ice_rb.t SELECT seq, 'v' FROM ice_rb.seq_1_to_20")
+    cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_rb")
+    run_initial_load(spark, cfg, progress=quiet)
+    t, n = "iceberg.ice_rb_wh.ice_rb__t", "iceberg.ice_rb_wh.ice_rb__n"
+
+    def interval(*statements: str) -> None:
+        mariadb.execute(*statements)
+        assert run_extract(cfg, progress=quiet) is not None
+        run_materialize(spark, cfg)
+
+    interval("UPDATE ice_rb.t SET v = 'one' WHERE id <= 5", "DELETE FROM ice_rb.t WHERE id > 18")
+    after_first = spark.sql(f"SELECT * FROM {t} ORDER BY id").collect()
+    # A table created in the second interval: all its rows come from later intervals.
+    interval(
+        "CREATE TABLE ice_rb.n (id INT PRIMARY KEY, x INT)",
+        "INSERT INTO ice_rb.n VALUES (1, 1), (2, 2)",
+        "UPDATE ice_rb.t SET v = 'two' WHERE id <= 10",
+    )
+    interval("UPDATE ice_rb.n SET x = 20 WHERE id = 2", "DELETE FROM ice_rb.t WHERE id = 1")
+    assert_equal_to_source(spark, cfg)
+    ledger = Ledger.of(cfg)
+    first, second, third = ledger.intervals()
+
+    done = run_rollback(spark, cfg, first.id)
+    assert {r.table: (r.was, r.now) for r in done.tables} == {
+        "iceberg.`ice_rb_wh`.`ice_rb__n`": (f"interval {third.id}", "empty"),
+        "iceberg.`ice_rb_wh`.`ice_rb__t`": (f"interval {third.id}", f"interval {first.id}"),
+    }
+    assert done.reapply == [second.id, third.id] and done.checkpoint == str(first.effective_end)
+    assert spark.sql(f"SELECT * FROM {t} ORDER BY id").collect() == after_first
+    assert spark.sql(f"SELECT count(*) FROM {n}").collect()[0][0] == 0
+    assert [i.state for i in ledger.intervals()] == ["materialised", "extracted", "extracted"]
+    assert ledger.checkpoint().position == str(first.effective_end)  # type: ignore[union-attr]
+    again = run_rollback(spark, cfg, first.id)  # a rerun after a crash: nothing left to do
+    assert [(r.was == r.now) for r in again.tables] == [True, True] and again.reapply == []
+
+    # The next materialise applies the later intervals again, one snapshot each.
+    run_materialize(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    assert [s.get("loader.interval") for s in snapshots(spark, t)][-3:] == [first.id, second.id, third.id]
+    assert ledger.checkpoint().position == str(third.effective_end)  # type: ignore[union-attr]
+
+    # What cannot be done is refused before anything changes.
+    mariadb.execute("UPDATE ice_rb.t SET v = 'four' WHERE id = 2")
+    fourth = run_extract(cfg, progress=quiet)
+    assert fourth is not None
+    with pytest.raises(LedgerError, match=f"interval {fourth.interval} is extracted"):
+        run_rollback(spark, cfg, fourth.interval)
+    with pytest.raises(LedgerError, match="has no interval 99999999"):
+        run_rollback(spark, cfg, "99999999")
+    run_materialize(spark, cfg)
+    reload = run_initial_load(spark, cfg, only=["ice_rb.t"], progress=quiet)
+    with pytest.raises(
+        LedgerError, match=f"the load {reload.load_id} copied ice_rb.t at .*after interval {third.id}"
+    ):
+        run_rollback(spark, cfg, third.id)
+    assert_equal_to_source(spark, cfg)
+
+
 def _job_config(cfg: Config, tmp_path: Path) -> Path:
     path = tmp_path / "loader.toml"
     path.write_text(
@@ -203,3 +269,31 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     rows = spark_rows(config, "SELECT id, v FROM iceberg.crash_wh.ice_crash__k ORDER BY id")
     assert rows == [[i, i * 10] for i in range(1, 31)]
     assert spark_rows(config, "SELECT id FROM iceberg.crash_wh.ice_crash__m ORDER BY id") == [[1], [2]]
+
+    # loader rollback, killed after the ledger went back and before the tables did: the rerun
+    # finishes it, and the next materialise applies the later interval again.
+    mariadb.execute("UPDATE ice_crash.k SET v = 0 WHERE id <= 3", "DELETE FROM ice_crash.m WHERE id = 1")
+    for step in ("extract", "materialize"):
+        ran = subprocess.run([loader, step, "--config", str(config)], capture_output=True, text=True, env=env)
+        assert ran.returncode == 0, ran.stderr
+    both = (
+        "SELECT (SELECT sort_array(collect_list(id)) FROM iceberg.crash_wh.ice_crash__k WHERE v = 0), "
+        "(SELECT sort_array(collect_list(id)) FROM iceberg.crash_wh.ice_crash__m)"
+    )
+    rollback = [loader, "rollback", "--to-interval", interval.id, "--config", str(config)]
+    crashed = subprocess.run(
+        rollback, capture_output=True, text=True, env={**env, AT_ENV: "rollback: after ledger rewound:1"}
+    )
+    assert crashed.returncode == 1 and "exit 137" in crashed.stderr
+    assert [i.state for i in ledger.intervals()] == ["materialised", "extracted"]
+    again = subprocess.run(rollback, capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr
+    second = ledger.intervals()[1].id
+    assert f"2 of 2 tables returned to the state after interval {interval.id}" in again.stdout
+    assert f"interval {second} → interval {interval.id}" in again.stdout
+    assert spark_rows(config, both) == [[[], [1, 2]]]
+    ran = subprocess.run(
+        [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert spark_rows(config, both) == [[[1, 2, 3], [2]]]

@@ -1,0 +1,93 @@
+"""Rollback for on-call: the warehouse tables of one source, and its checkpoint, return to the
+state right after one materialised interval, so the later intervals are applied again.
+
+Everything is checked before anything changes (the interval, the loads after it, the staged files
+of the intervals to apply again, each table's snapshots); then the ledger goes back (the later
+intervals extracted again, the checkpoint at the interval's end), then each table. A crash in
+between is mended by running the same rollback again; a materialise run in between applies the
+later intervals to the tables already back and skips the others (they hold them): either way
+the warehouse stays equal to the log up to the checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loader import crashpoints
+from loader.config import Config
+from loader.errors import ConfigError, MaterializeError
+from loader.ledger import Ledger
+from loader.results import Rollback, TableRollback
+from loader.staging.stores import open_store
+from loader.staging.verify import verified_manifest
+from loader.warehouse import iceberg
+from loader.warehouse.tables import database_name, quote_identifier
+
+
+def refuse_hive(cfg: Config) -> None:
+    """Hive-format tables keep one version of each partition: there is nothing to go back to.
+
+    Raises:
+        ConfigError: when the warehouse is not in Iceberg tables.
+    """
+    if cfg.warehouse.format != "iceberg":
+        raise ConfigError(
+            f'rollback needs Iceberg tables (warehouse.format = "iceberg"); the warehouse is in '
+            f'"{cfg.warehouse.format}" format, which keeps no snapshots to return to: re-load the '
+            "tables instead (loader initial-load --tables SCHEMA.TABLE,...)"
+        )
+
+
+def source_tables(spark: Any, cfg: Config) -> list[str]:
+    """The Iceberg tables of the warehouse database, as Spark SQL names them."""
+    database = database_name(cfg)
+    if not spark.catalog.databaseExists(database):
+        return []
+    rows = spark.sql(f"SHOW TABLES IN {database}").collect()
+    return sorted(f"{database}.{quote_identifier(r.tableName)}" for r in rows if not r.isTemporary)
+
+
+def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
+    """Return the tables this source committed to, and the checkpoint, to the state after
+    ``interval_id``.
+
+    Raises:
+        ConfigError: the warehouse is not in Iceberg tables.
+        LedgerError: the interval is not materialised, or a load after it copied tables.
+        MaterializeError: a later interval's staged files are gone, or a table's snapshots from
+            the interval and before were expired.
+    """
+    refuse_hive(cfg)
+    store = open_store(cfg.staging)
+    ledger = Ledger(store, cfg.source.name)
+    target, later = ledger.rewind_check(interval_id)
+    for interval in later:  # applied again: their staged files must still be there, unchanged
+        verified_manifest(
+            store, interval.id, interval.manifest or "", interval.manifest_sha256, interval.changes
+        )
+    source = cfg.source.name
+    targets = []
+    for name in source_tables(spark, cfg):
+        try:
+            where = iceberg.rollback_target(iceberg.current_ancestry(spark, name), source, interval_id)
+        except ValueError as exc:
+            raise MaterializeError(
+                f"{name} cannot return to the state after interval {interval_id}: {exc}. Roll back "
+                "to a later interval, or re-load the table (loader initial-load --tables ...)"
+            ) from None
+        if where is not None:
+            targets.append((name, where))
+    reapply = ledger.rewind(interval_id)
+    crashpoints.reached("after ledger rewound")
+    tables = []
+    for name, where in targets:
+        iceberg.roll_back(spark, name, where, source, interval_id)
+        now = where.snapshot or where.current
+        tables.append(
+            TableRollback(
+                name,
+                where.current.label(source),
+                "empty" if where.empty else now.label(source),
+            )
+        )
+    return Rollback(interval_id, str(target.effective_end), tables, [i.id for i in reapply])

@@ -1,0 +1,58 @@
+"""Where a rollback takes one Iceberg table, decided from its snapshots' summaries alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.warehouse.iceberg import INTERVAL, LOAD, ROLLBACK, SOURCE, Snapshot, rollback_target
+
+
+def chain(*summaries: dict[str, str], first_parent: int | None = None) -> list[Snapshot]:
+    """Snapshots 1, 2, … each the child of the one before, newest first (as the ancestry reads)."""
+    out = [
+        Snapshot(n, (n - 1 if n > 1 else first_parent), summary)
+        for n, summary in enumerate(summaries, start=1)
+    ]
+    return out[::-1]
+
+
+def merged(interval: str, source: str = "src") -> dict[str, str]:
+    return {SOURCE: source, INTERVAL: interval}
+
+
+LOADED = {SOURCE: "src", LOAD: "20260101T000000"}
+COMPACTED = {"operation": "replace"}  # maintenance: no loader properties
+
+
+def test_the_newest_snapshot_of_the_interval_or_before_is_the_target() -> None:
+    ancestry = chain(LOADED, merged("01"), COMPACTED, merged("03"), merged("04"))
+    target = rollback_target(ancestry, "src", "02")
+    assert target is not None and target.snapshot is not None
+    assert target.snapshot.id == 2 and target.current.id == 5 and not target.empty
+    at_four = rollback_target(ancestry, "src", "04")
+    assert at_four is not None and at_four.snapshot is None and not at_four.empty  # stays
+
+
+def test_a_table_whose_rows_all_came_later_goes_back_to_empty() -> None:
+    target = rollback_target(chain(merged("03"), merged("04")), "src", "02")
+    assert target is not None and target.empty and target.snapshot is None
+    # Emptied back to 02 already: a rerun leaves it; a rollback further back empties it again.
+    emptied = chain(merged("03"), merged("04"), {SOURCE: "src", ROLLBACK: "02"})
+    again = rollback_target(emptied, "src", "02")
+    assert again is not None and not again.empty and again.snapshot is None
+    after = chain(merged("03"), merged("04"), {SOURCE: "src", ROLLBACK: "02"}, merged("03"))
+    back = rollback_target(after, "src", "01")
+    assert back is not None and back.empty  # what was merged before the marker was undone
+
+
+def test_another_sources_snapshots_do_not_count() -> None:
+    assert rollback_target(chain(merged("01", "other")), "src", "01") is None
+    mixed = chain(merged("01"), merged("05", "other"), merged("02"))
+    target = rollback_target(mixed, "src", "01")
+    assert target is not None and target.snapshot is not None and target.snapshot.id == 1
+
+
+def test_expired_snapshots_are_refused_naming_the_oldest_state_kept() -> None:
+    expired = chain(merged("05"), merged("06"), first_parent=99)  # its parent 99 is gone
+    with pytest.raises(ValueError, match="expired; the oldest state it keeps is after interval 05"):
+        rollback_target(expired, "src", "03")
