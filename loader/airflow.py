@@ -247,3 +247,21 @@ class LoaderChecksumOperator(LoaderSparkJobOperator):
         if verdict:
             raise AirflowFailException(verdict)
         return to_dict(report)
+
+
+class LoaderRollbackOperator(LoaderSparkJobOperator):
+    """The rollback DAG's task: ``steps.rollback`` to the run's ``to_interval`` Param, its summary
+    in the task's log."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(job="rollback", **kwargs)
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        interval = str(context["params"].get("to_interval") or "").strip()
+        if not interval:
+            raise AirflowFailException("say which interval to roll back to (the run's to_interval field)")
+        with loader_errors():
+            done = steps.rollback(config(), self.launcher(context), interval)
+        for line in done.text().splitlines():
+            log.info("%s", line)
+        return to_dict(done)

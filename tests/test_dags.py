@@ -99,6 +99,9 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert initial["schedule"] == "None"
     assert initial["tasks"] == ["copy_table", "plan_copies", "record_p0", "set_checkpoint"]
     assert set(initial["params"]) == {"tables", "parallelism"}
+    rollback = result["dags"]["loader_rollback"]
+    assert rollback["schedule"] == "None" and rollback["tasks"] == ["rollback"]
+    assert set(rollback["params"]) == {"to_interval"} and rollback["params"]["to_interval"]["title"]
     assert (
         delta["default_args"]["retries"] == 3 and delta["default_args"]["retry_exponential_backoff"] is True
     )

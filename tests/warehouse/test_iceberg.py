@@ -19,7 +19,17 @@ from loader.ledger import Ledger
 from loader.positions import Position
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config, spark_rows
+from tests.conftest import (
+    MariaDB,
+    assert_equal_to_source,
+    dags_test,
+    fresh_schema,
+    loader_dag_env,
+    quiet,
+    run_state,
+    schema_config,
+    spark_rows,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -222,7 +232,7 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
 
 
 def test_an_interval_committed_before_a_crash_is_not_merged_again(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, airflow_home: Path
 ) -> None:
     from loader.crashpoints import AT_ENV
 
@@ -286,11 +296,13 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     )
     assert crashed.returncode == 1 and "exit 137" in crashed.stderr
     assert [i.state for i in ledger.intervals()] == ["materialised", "extracted"]
-    again = subprocess.run(rollback, capture_output=True, text=True, env=env)
-    assert again.returncode == 0, again.stderr
+    # The rerun, as on-call would do it from Airflow: the rollback DAG with the interval in its form.
+    dag_env = loader_dag_env(airflow_home, config, mariadb, extra={cfg.source.password_env: mariadb.password})
+    again = dags_test(dag_env, "loader_rollback", "2026-03-01", {"to_interval": interval.id})
+    assert run_state(again) == "success", again[-3000:]
     second = ledger.intervals()[1].id
-    assert f"2 of 2 tables returned to the state after interval {interval.id}" in again.stdout
-    assert f"interval {second} → interval {interval.id}" in again.stdout
+    assert f"2 of 2 tables returned to the state after interval {interval.id}" in again
+    assert f"interval {second} → interval {interval.id}" in again
     assert spark_rows(config, both) == [[[], [1, 2]]]
     ran = subprocess.run(
         [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env

@@ -1,0 +1,35 @@
+"""Rollback (triggered by hand, Iceberg tables): the warehouse tables and the checkpoint return to
+the state right after one materialised interval; the next delta run applies the later intervals
+again. Wiring and Params only; the task lives in ``loader``."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG, Param
+
+from loader import airflow as tasks
+
+with DAG(
+    dag_id="loader_rollback",
+    description="return the warehouse tables and the checkpoint to the state after one interval",
+    schedule=None,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": dt.timedelta(seconds=30), "retry_exponential_backoff": True},
+    tags=["loader"],
+    params={
+        "to_interval": Param(
+            "",
+            type="string",
+            pattern=r"^[0-9]+$",
+            title="Roll back to interval",
+            description="A materialised interval (loader intervals lists them). Every warehouse table "
+            "returns to its snapshot after it and the checkpoint to its end; the later intervals are "
+            "applied again by the next delta run. Refused, with nothing changed, when a load came "
+            "after it or its snapshots were expired.",
+        ),
+    },
+) as dag:
+    tasks.LoaderRollbackOperator(task_id="rollback", conn_id="spark_default")
