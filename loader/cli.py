@@ -362,13 +362,14 @@ def cmd_rollback(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
     """The warehouse tables next to the source's (spark-submit): counts, equality, a few rows."""
-    tables = steps.verify(cfg, _launch, rows=args.rows)
+    tables = steps.verify(cfg, _launch, rows=args.rows, as_of=args.as_of)
     lines = []
     for t in tables:
         verdict = "equal" if t.equal else "DIFFERENT"
+        as_of = f" as of interval {t.as_of}" if t.as_of else ""
         lines.append(
             f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, "
-            f"warehouse {t.warehouse_rows:,} rows, {verdict}"
+            f"warehouse{as_of} {t.warehouse_rows:,} rows, {verdict}"
         )
         for side, sample in (("source", t.source_sample), ("warehouse", t.warehouse_sample)):
             for row in sample:
@@ -437,6 +438,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = add("compare", cmd_compare, "show the warehouse tables next to the source tables (spark-submit)")
     p.add_argument("--rows", type=int, default=3, help="rows of each table to show (default 3)")
+    p.add_argument(
+        "--as-of",
+        metavar="ID",
+        help="Iceberg tables: the warehouse as it was right after this materialised interval "
+        "(the source is read as it is now)",
+    )
     p = add(
         "checksum",
         cmd_checksum,

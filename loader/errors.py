@@ -132,6 +132,10 @@ class MaterializeError(LoaderError):
     """A table cannot be materialised (an interval out of order, a change the table cannot take)."""
 
 
+class SnapshotError(LoaderError):
+    """A warehouse table no longer keeps the state asked for (its snapshots were expired)."""
+
+
 class LoadError(LoaderError):
     """The initial load cannot go on (a table it cannot key, a subset on a first load, ...)."""
 

@@ -385,8 +385,8 @@ class Ledger:
         return intervals
 
     def rewind_check(self, interval_id: str) -> tuple[Interval, list[Interval]]:
-        """The interval a rollback returns to and the materialised intervals after it (which
-        will be materialised again).
+        """The interval a rollback returns to (or a time-travel read shows) and the materialised
+        intervals after it (which a rollback materialises again).
 
         Raises:
             LedgerError: no such interval, it is not materialised, or a load after it copied
@@ -417,8 +417,8 @@ class Ledger:
                 earliest = f" (the earliest is {after[0]})" if after else ""
                 raise LedgerError(
                     f"the load {load.id} copied {', '.join(load.tables)} at {load.p0}, after interval "
-                    f"{interval_id} ended at {end}: their state after it is gone. Roll back to an "
-                    f"interval that ends at or after {load.p0}{earliest}, or re-load the tables"
+                    f"{interval_id} ended at {end}: the warehouse's state after that interval is gone. "
+                    f"Choose an interval that ends at or after {load.p0}{earliest}"
                 )
         later = [i for i in intervals if i.id > interval_id and i.state == MATERIALISED]
         return target, later

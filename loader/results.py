@@ -262,6 +262,7 @@ class TableComparison:
     columns: list[str]
     source_sample: list[list[Any]]
     warehouse_sample: list[list[Any]]
+    as_of: str | None = None  # the warehouse as it was after this interval (Iceberg tables)
 
 
 @dataclass

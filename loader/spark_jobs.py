@@ -2,7 +2,7 @@
 
     spark-submit loader/spark_jobs.py materialize --config loader.toml
     spark-submit loader/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
-    spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N]
+    spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N] [--as-of ID]
     spark-submit loader/spark_jobs.py checksum --config loader.toml --sums source-sums.json
     spark-submit loader/spark_jobs.py rollback --config loader.toml --to-interval ID
 
@@ -68,7 +68,7 @@ def _initial_load(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
 def _compare(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
     from loader.warehouse.compare import compare_tables
 
-    return results.to_dict(compare_tables(spark, cfg, sample=args.rows))
+    return results.to_dict(compare_tables(spark, cfg, sample=args.rows, as_of=args.as_of))
 
 
 def _checksum(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
@@ -113,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-id", help="initial-load: copy the tables of this started load only")
     parser.add_argument("--rows", type=int, default=3, help="compare: rows of each table to show")
     parser.add_argument("--sums", help="checksum: the source's sums (JSON) to compare the warehouse with")
+    parser.add_argument("--as-of", help="compare: the warehouse as it was after this interval")
     parser.add_argument("--to-interval", help="rollback: the interval whose state the warehouse returns to")
     args = parser.parse_args(argv)
     from loader.warehouse.session import build_session

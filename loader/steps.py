@@ -362,9 +362,15 @@ def finish_load(cfg: Config, load_id: str) -> Load:
 # --- checks ---------------------------------------------------------------------------------
 
 
-def verify(cfg: Config, launch: Launcher, rows: int = 3) -> list[TableComparison]:
-    """Every selected table next to its warehouse table (the Spark job reads both whole)."""
-    summary = run_spark_job(cfg, "compare", ["--rows", str(rows)], launch)
+def verify(cfg: Config, launch: Launcher, rows: int = 3, as_of: str | None = None) -> list[TableComparison]:
+    """Every selected table next to its warehouse table (the Spark job reads both whole);
+    ``as_of``: the warehouse tables as they were right after that interval (Iceberg tables)."""
+    extra = ["--rows", str(rows)]
+    if as_of is not None:
+        refuse_hive(cfg, "compare --as-of")  # before starting Spark for nothing
+        Ledger.of(cfg).rewind_check(as_of)
+        extra += ["--as-of", as_of]
+    summary = run_spark_job(cfg, "compare", extra, launch)
     return from_dict(list[TableComparison], summary)
 
 

@@ -51,3 +51,5 @@ def test_rollback_of_hive_format_tables_is_refused_before_spark_starts(tmp_path:
     (line,) = out.stderr.strip().splitlines()
     assert 'rollback needs Iceberg tables (warehouse.format = "iceberg")' in line
     assert "re-load the tables instead" in line
+    out = run("compare", "--as-of", "00000001", "--config", str(cfg))
+    assert out.returncode == 1 and "compare --as-of needs Iceberg tables" in out.stderr, out.stderr

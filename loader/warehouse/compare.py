@@ -11,11 +11,14 @@ import decimal
 from typing import Any
 
 from loader.config import Config
+from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN
 from loader.results import TableComparison
 from loader.source import connect, credentials
 from loader.staging.manifest import ColumnSpec
+from loader.warehouse.iceberg import snapshot_after
 from loader.warehouse.initial_load import selected_tables
+from loader.warehouse.rollback import refuse_hive
 from loader.warehouse.tables import quote_identifier, table_name
 from loader.warehouse.types import DATE_KINDS, spark_string, type_parts
 
@@ -37,16 +40,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _warehouse_rows(spark: Any, name: str, columns: list[ColumnSpec], order: str) -> list[tuple[Any, ...]]:
-    """The table's rows in key order; a date the warehouse holds as NULL with its text kept
-    aside (MySQL's zero dates) comes back as that text, as the source gives it."""
+def _warehouse_rows(
+    spark: Any, name: str, columns: list[ColumnSpec], order: str, snapshot: int | None = None
+) -> list[tuple[Any, ...]]:
+    """The table's rows (in an Iceberg ``snapshot`` of it, else now) in key order; a date the
+    warehouse holds as NULL with its text kept aside (MySQL's zero dates) comes back as that
+    text, as the source gives it."""
     has_invalid = INVALID_DATES_COLUMN in spark.table(name).columns
     invalid = [i for i, c in enumerate(columns) if has_invalid and type_parts(c.mysql_type)[0] in DATE_KINDS]
     select = [quote_identifier(c.name) for c in columns] + [
         f"{quote_identifier(INVALID_DATES_COLUMN)}[{spark_string(columns[i].name)}]" for i in invalid
     ]
     out = []
-    for row in spark.sql(f"SELECT {', '.join(select)} FROM {name} ORDER BY {order}").collect():
+    version = f" VERSION AS OF {snapshot}" if snapshot is not None else ""
+    for row in spark.sql(f"SELECT {', '.join(select)} FROM {name}{version} ORDER BY {order}").collect():
         values = list(row[: len(columns)])
         for i, text in zip(invalid, row[len(columns) :], strict=True):
             if values[i] is None:
@@ -55,8 +62,22 @@ def _warehouse_rows(spark: Any, name: str, columns: list[ColumnSpec], order: str
     return out
 
 
-def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[TableComparison]:
-    """Per selected table: rows in the source and the warehouse, equal or not, the first rows of each."""
+def compare_tables(
+    spark: Any, cfg: Config, sample: int = 3, as_of: str | None = None
+) -> list[TableComparison]:
+    """Per selected table: rows in the source and the warehouse, equal or not, the first rows of each.
+
+    ``as_of``: the warehouse tables as they were right after this materialised interval
+    (Iceberg snapshots); the source is read as it is now.
+
+    Raises:
+        ConfigError: ``as_of`` with Hive-format tables.
+        LedgerError: ``as_of`` is not a materialised interval, or a load came after it.
+        SnapshotError: a table's snapshots from ``as_of`` and before were expired.
+    """
+    if as_of is not None:
+        refuse_hive(cfg, "compare --as-of")
+        Ledger.of(cfg).rewind_check(as_of)
     conn = connect(credentials(cfg.source))
     out = []
     try:
@@ -68,9 +89,11 @@ def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[TableCompar
                 cur.execute(f"SELECT {select} FROM {info.sql_name} ORDER BY {order}")
                 source = [tuple(_plain(v) for v in row) for row in cur.fetchall()]
             name = table_name(cfg, info.schema, info.table)
-            warehouse = (
-                _warehouse_rows(spark, name, info.columns, order) if spark.catalog.tableExists(name) else []
-            )
+            warehouse = []
+            if spark.catalog.tableExists(name):
+                snapshot = None if as_of is None else snapshot_after(spark, name, cfg.source.name, as_of)
+                if as_of is None or snapshot is not None:
+                    warehouse = _warehouse_rows(spark, name, info.columns, order, snapshot)
             out.append(
                 TableComparison(
                     table=info.qualified,
@@ -81,6 +104,7 @@ def compare_tables(spark: Any, cfg: Config, sample: int = 3) -> list[TableCompar
                     columns=names,
                     source_sample=[list(r) for r in source[:sample]],
                     warehouse_sample=[list(r) for r in warehouse[:sample]],
+                    as_of=as_of,
                 )
             )
     finally:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader import crashpoints
+from loader.errors import SnapshotError
 from loader.warehouse.merge import merge_into_sql
 
 # A session setting per summary property: Iceberg adds them to every snapshot the session commits.
@@ -136,6 +137,29 @@ def rollback_target(ancestry: list[Snapshot], source: str, interval: str) -> Rol
         )
     # Every row came from later intervals (the table was created empty): it goes back to empty.
     return RollbackTarget(current, None, empty=True)
+
+
+def target_after(spark: Any, name: str, source: str, interval: str) -> RollbackTarget | None:
+    """``rollback_target`` of the table ``name`` now.
+
+    Raises:
+        SnapshotError: its snapshots from the interval and before were expired.
+    """
+    try:
+        return rollback_target(current_ancestry(spark, name), source, interval)
+    except ValueError as exc:
+        raise SnapshotError(
+            f"{name} cannot return to the state after interval {interval}: {exc}. Choose a later "
+            "interval, or re-load the table (loader initial-load --tables ...)"
+        ) from None
+
+
+def snapshot_after(spark: Any, name: str, source: str, interval: str) -> int | None:
+    """The snapshot holding the table's rows right after ``interval``; None when it had none."""
+    target = target_after(spark, name, source, interval)
+    if target is None or target.empty:
+        return None
+    return (target.snapshot or target.current).id
 
 
 def roll_back(spark: Any, name: str, target: RollbackTarget, source: str, interval: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from loader import crashpoints
 from loader.config import Config
-from loader.errors import ConfigError, MaterializeError
+from loader.errors import ConfigError
 from loader.ledger import Ledger
 from loader.results import Rollback, TableRollback
 from loader.staging.stores import open_store
@@ -24,7 +24,7 @@ from loader.warehouse import iceberg
 from loader.warehouse.tables import database_name, quote_identifier
 
 
-def refuse_hive(cfg: Config) -> None:
+def refuse_hive(cfg: Config, what: str = "rollback") -> None:
     """Hive-format tables keep one version of each partition: there is nothing to go back to.
 
     Raises:
@@ -32,7 +32,7 @@ def refuse_hive(cfg: Config) -> None:
     """
     if cfg.warehouse.format != "iceberg":
         raise ConfigError(
-            f'rollback needs Iceberg tables (warehouse.format = "iceberg"); the warehouse is in '
+            f'{what} needs Iceberg tables (warehouse.format = "iceberg"); the warehouse is in '
             f'"{cfg.warehouse.format}" format, which keeps no snapshots to return to: re-load the '
             "tables instead (loader initial-load --tables SCHEMA.TABLE,...)"
         )
@@ -54,8 +54,8 @@ def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
     Raises:
         ConfigError: the warehouse is not in Iceberg tables.
         LedgerError: the interval is not materialised, or a load after it copied tables.
-        MaterializeError: a later interval's staged files are gone, or a table's snapshots from
-            the interval and before were expired.
+        ManifestError: a later interval's staged files are gone or changed.
+        SnapshotError: a table's snapshots from the interval and before were expired.
     """
     refuse_hive(cfg)
     store = open_store(cfg.staging)
@@ -68,13 +68,7 @@ def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
     source = cfg.source.name
     targets = []
     for name in source_tables(spark, cfg):
-        try:
-            where = iceberg.rollback_target(iceberg.current_ancestry(spark, name), source, interval_id)
-        except ValueError as exc:
-            raise MaterializeError(
-                f"{name} cannot return to the state after interval {interval_id}: {exc}. Roll back "
-                "to a later interval, or re-load the table (loader initial-load --tables ...)"
-            ) from None
+        where = iceberg.target_after(spark, name, source, interval_id)
         if where is not None:
             targets.append((name, where))
     reapply = ledger.rewind(interval_id)

@@ -159,6 +159,7 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
     from loader.errors import LedgerError
+    from loader.warehouse.compare import compare_tables
     from loader.warehouse.rollback import run_rollback
 
     fresh_schema(mariadb, "ice_rb", "t (id INT PRIMARY KEY, v VARCHAR(10))")
@@ -185,6 +186,12 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     ledger = Ledger.of(cfg)
     first, second, third = ledger.intervals()
 
+    # Time travel first: the warehouse as it was after each interval, next to the source now.
+    then = {c.table: c for c in compare_tables(spark, cfg, sample=1, as_of=first.id)}
+    assert (then["ice_rb.t"].warehouse_rows, then["ice_rb.t"].source_rows) == (len(after_first), 17)
+    assert then["ice_rb.t"].warehouse_sample == [[1, "one"]] and then["ice_rb.n"].warehouse_rows == 0
+    assert [c.equal for c in compare_tables(spark, cfg, as_of=third.id)] == [True, True]
+
     done = run_rollback(spark, cfg, first.id)
     assert {r.table: (r.was, r.now) for r in done.tables} == {
         "iceberg.`ice_rb_wh`.`ice_rb__n`": (f"interval {third.id}", "empty"),
@@ -210,6 +217,8 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     assert fourth is not None
     with pytest.raises(LedgerError, match=f"interval {fourth.interval} is extracted"):
         run_rollback(spark, cfg, fourth.interval)
+    with pytest.raises(LedgerError, match=f"interval {fourth.interval} is extracted"):
+        compare_tables(spark, cfg, as_of=fourth.interval)
     with pytest.raises(LedgerError, match="has no interval 99999999"):
         run_rollback(spark, cfg, "99999999")
     run_materialize(spark, cfg)
