@@ -22,7 +22,7 @@ from airflow.sdk import Asset, AssetAlias, get_current_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from loader import steps
-from loader.config import Config, load_config
+from loader.config import Config, MaintenanceConfig, load_config
 from loader.errors import REPORTED, ConfigError, describe, is_transient
 from loader.naming import warehouse_table
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
@@ -43,6 +43,18 @@ def delta_schedule() -> str | dt.timedelta | None:
     if value.lower() == "none":
         return None
     return dt.timedelta(minutes=int(value)) if value.isdigit() else value
+
+
+def maintenance_schedule() -> str | None:
+    """The maintenance DAG's schedule: ``[maintenance] schedule`` of ``$LOADER_CONFIG`` ("none":
+    triggered runs only). Read when the DAG file is parsed (a file, no connection); a config
+    that does not load leaves the default, and the task then fails with the config's error."""
+    try:
+        value = load_config().maintenance.schedule.strip() if os.environ.get("LOADER_CONFIG") else ""
+    except ConfigError:
+        value = ""
+    value = value or MaintenanceConfig.schedule
+    return None if value.lower() == "none" else value
 
 
 def config() -> Config:
@@ -262,6 +274,20 @@ class LoaderRollbackOperator(LoaderSparkJobOperator):
             raise AirflowFailException("say which interval to roll back to (the run's to_interval field)")
         with loader_errors():
             done = steps.rollback(config(), self.launcher(context), interval)
+        for line in done.text().splitlines():
+            log.info("%s", line)
+        return to_dict(done)
+
+
+class LoaderMaintenanceOperator(LoaderSparkJobOperator):
+    """The maintenance DAG's task: ``steps.maintain``, its summary in the task's log."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(job="maintain", **kwargs)
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        with loader_errors():
+            done = steps.maintain(config(), self.launcher(context))
         for line in done.text().splitlines():
             log.info("%s", line)
         return to_dict(done)

@@ -360,6 +360,13 @@ def cmd_rollback(args: argparse.Namespace, cfg: Config) -> int:
     return EXIT_OK
 
 
+def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
+    """Compact the Iceberg tables and expire their old snapshots (spark-submit)."""
+    result = steps.maintain(cfg, _launch)
+    _emit(args, to_dict(result), result.text())
+    return EXIT_OK
+
+
 def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
     """The warehouse tables next to the source's (spark-submit): counts, equality, a few rows."""
     tables = steps.verify(cfg, _launch, rows=args.rows, as_of=args.as_of)
@@ -487,6 +494,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="a materialised interval (loader intervals lists them): the later ones are applied again "
         "by the next materialise",
+    )
+    add(
+        "maintain",
+        cmd_maintain,
+        "compact the Iceberg tables and expire old snapshots ([maintenance] settings; spark-submit)",
     )
     p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
     p.add_argument(

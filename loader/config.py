@@ -176,6 +176,22 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class MaintenanceConfig:
+    """Upkeep of Iceberg tables (the ``loader_maintenance`` DAG, ``loader maintain``)."""
+
+    # When the maintenance DAG runs: a cron expression or preset ("@daily"), or "none" for
+    # triggered runs only.
+    schedule: str = "@daily"
+    # Data files with deletes, and groups of at least this many small files, are rewritten.
+    min_input_files: int = 5
+    # Snapshots older than this are expired (with the files only they use): how far back
+    # ``loader rollback`` and ``compare --as-of`` reach.
+    expire_after_hours: int = 168
+    # The newest snapshots kept whatever their age.
+    retain_last: int = 10
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration, as validated at start."""
 
@@ -185,6 +201,7 @@ class Config:
     warehouse: WarehouseConfig = field(default_factory=WarehouseConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     path: str = ""
 
 
@@ -195,6 +212,7 @@ _SECTIONS: dict[str, type] = {
     "warehouse": WarehouseConfig,
     "load": LoadConfig,
     "spark": SparkConfig,
+    "maintenance": MaintenanceConfig,
 }
 
 
@@ -374,6 +392,12 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     ):
         raise ConfigError(
             f"{origin}: warehouse.partition_rows, buckets and swap_batch must be >= 1, retention_hours >= 0"
+        )
+    mt = cfg.maintenance
+    if mt.min_input_files < 1 or mt.retain_last < 1 or mt.expire_after_hours < 0 or not mt.schedule.strip():
+        raise ConfigError(
+            f"{origin}: maintenance.min_input_files and retain_last must be >= 1, expire_after_hours "
+            '>= 0, and schedule a cron expression, a preset such as "@daily", or "none"'
         )
     if cfg.load.parallelism < 1 or cfg.load.fetch_size < 1:
         raise ConfigError(f"{origin}: load.parallelism and load.fetch_size must be >= 1")

@@ -187,6 +187,42 @@ class Rollback:
 
 
 @dataclass
+class TableMaintenance:
+    """What maintenance did to one Iceberg table: counts before and after."""
+
+    table: str
+    rewritten_files: int
+    data_files: list[int]  # [before, after]
+    delete_files: list[int]
+    snapshots: list[int]
+    seconds: float
+
+
+@dataclass
+class Maintenance:
+    """One maintenance run over a source's warehouse tables."""
+
+    format: str
+    tables: list[TableMaintenance]
+    seconds: float
+
+    def text(self) -> str:
+        if self.format != "iceberg":
+            return (
+                f"maintain: the warehouse is in {self.format} format: nothing to do (superseded "
+                "partition versions are deleted after warehouse.retention_hours)"
+            )
+        lines = [f"maintain: {len(self.tables)} Iceberg tables in {self.seconds:.1f} s"]
+        lines += [
+            f"  {t.table:<40} rewrote {t.rewritten_files} files; data files {t.data_files[0]} → "
+            f"{t.data_files[1]}, delete files {t.delete_files[0]} → {t.delete_files[1]}, "
+            f"snapshots {t.snapshots[0]} → {t.snapshots[1]}"
+            for t in self.tables
+        ]
+        return "\n".join(lines)
+
+
+@dataclass
 class RunOnce:
     """One delta run: planned, extracted (None when nothing new), materialised."""
 

@@ -5,6 +5,7 @@
     spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N] [--as-of ID]
     spark-submit loader/spark_jobs.py checksum --config loader.toml --sums source-sums.json
     spark-submit loader/spark_jobs.py rollback --config loader.toml --to-interval ID
+    spark-submit loader/spark_jobs.py maintain --config loader.toml
 
 Progress goes to stderr after ``PROGRESS_PREFIX``. The outcome (the step's summary, or the
 error's class, text and whether it is transient) goes to the file ``$LOADER_JOB_RESULT`` names;
@@ -88,12 +89,20 @@ def _rollback(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
         return results.to_dict(run_rollback(spark, cfg, args.to_interval))
 
 
+def _maintain(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
+    from loader.warehouse.maintenance import run_maintenance
+
+    with steps.source_lease(cfg, "the maintenance job"):
+        return results.to_dict(run_maintenance(spark, cfg))
+
+
 RUNNERS = {
     "materialize": _materialize,
     "initial-load": _initial_load,
     "compare": _compare,
     "checksum": _checksum,
     "rollback": _rollback,
+    "maintain": _maintain,
 }
 assert set(RUNNERS) == set(JOBS)
 

@@ -48,6 +48,7 @@ from loader.results import (
     IntervalRecord,
     LastLoad,
     LoadSummary,
+    Maintenance,
     PlannedInterval,
     Rollback,
     RunOnce,
@@ -81,7 +82,7 @@ Launcher = Callable[[SparkJob], str | None]
 MAX_DECODE_WORKERS = 8
 # Jobs that change the warehouse and the ledger: the launcher holds the source's lease while
 # they run (the job joins it), so a job that dies does not leave it held.
-LEASED_JOBS = frozenset({"materialize", "rollback"})
+LEASED_JOBS = frozenset({"materialize", "rollback", "maintain"})
 
 
 # --- delta run ------------------------------------------------------------------------------
@@ -216,6 +217,14 @@ def rollback(cfg: Config, launch: Launcher, interval_id: str) -> Rollback:
     refuse_hive(cfg)  # before starting Spark for nothing
     Ledger.of(cfg).rewind_check(interval_id)
     return from_dict(Rollback, run_spark_job(cfg, "rollback", ["--to-interval", interval_id], launch))
+
+
+def maintain(cfg: Config, launch: Launcher) -> Maintenance:
+    """Compact the Iceberg tables and expire their old snapshots (the Spark job
+    ``warehouse.maintenance``); Hive-format tables have nothing to do, and no job starts."""
+    if cfg.warehouse.format != "iceberg":
+        return Maintenance(cfg.warehouse.format, [], 0.0)
+    return from_dict(Maintenance, run_spark_job(cfg, "maintain", [], launch))
 
 
 @leased("loader run-once")

@@ -180,3 +180,31 @@ def test_a_jar_folder_fetched_before_the_iceberg_pins_is_refused_naming_the_jar(
     assert len(session.spark_jars(load_config(EXAMPLE, env=env))) == 3
     # Hive-format tables need neither.
     assert len(session.spark_jars(load_config(EXAMPLE, env={"LOADER__SPARK__JARS": str(old)}))) == 3
+
+
+def test_maintenance_settings_are_checked_and_give_the_dag_its_schedule(tmp_path: Path) -> None:
+    cfg = load_config(EXAMPLE)
+    assert (cfg.maintenance.schedule, cfg.maintenance.expire_after_hours, cfg.maintenance.retain_last) == (
+        "@daily",
+        168,
+        10,
+    )
+    with pytest.raises(ConfigError, match=r"maintenance.min_input_files and retain_last must be >= 1"):
+        load_config(EXAMPLE, env={"LOADER__MAINTENANCE__RETAIN_LAST": "0"})
+    with pytest.raises(ConfigError, match="unknown field"):
+        load_config(EXAMPLE, env={"LOADER__MAINTENANCE__EVERY": "1"})
+
+
+def test_the_maintenance_dag_takes_its_schedule_from_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader.airflow import maintenance_schedule
+
+    config = tmp_path / "loader.toml"
+    monkeypatch.setenv("LOADER_CONFIG", str(config))
+    config.write_text('[maintenance]\nschedule = "0 3 * * 0"\n')
+    assert maintenance_schedule() == "0 3 * * 0"
+    config.write_text('[maintenance]\nschedule = "none"\n')
+    assert maintenance_schedule() is None
+    config.write_text("[maintenance]\nretain_last = 0\n")  # the task will say what is wrong
+    assert maintenance_schedule() == "@daily"

@@ -102,6 +102,8 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     rollback = result["dags"]["loader_rollback"]
     assert rollback["schedule"] == "None" and rollback["tasks"] == ["rollback"]
     assert set(rollback["params"]) == {"to_interval"} and rollback["params"]["to_interval"]["title"]
+    maintenance = result["dags"]["loader_maintenance"]
+    assert maintenance["schedule"] == "@daily" and maintenance["tasks"] == ["maintain"]
     assert (
         delta["default_args"]["retries"] == 3 and delta["default_args"]["retry_exponential_backoff"] is True
     )

@@ -8,7 +8,9 @@ The summary properties (beside Iceberg's own):
 - ``loader.interval`` and ``loader.end``: the interval merged and its end position;
 - ``loader.load``: the initial load whose copy replaced the table;
 - ``loader.rollback``: the interval a rollback emptied the table back to (a table whose rows all
-  came from later intervals): the snapshots before it are undone.
+  came from later intervals): the snapshots before it are undone;
+- ``loader.maintenance`` and ``loader.compacts``: a compaction (the same rows as its parent, in
+  other files) and the interval (or ``load <id>``) whose rows it holds.
 
 A rollback to a snapshot of the table's ancestry makes that snapshot current again; the
 snapshots after it leave the ancestry, so their intervals are merged again.
@@ -29,6 +31,8 @@ from loader.warehouse.merge import merge_into_sql
 SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 SOURCE, INTERVAL, END, LOAD = "loader.source", "loader.interval", "loader.end", "loader.load"
 ROLLBACK = "loader.rollback"
+MAINTENANCE = "loader.maintenance"
+COMPACTS = "loader.compacts"  # the interval id, or "load <id>", whose rows a compaction holds
 # What Spark's MERGE INTO reports in the snapshot's summary (Spark 4.1 and later).
 _MERGED = "spark.merge-into.num-target-rows-"
 
@@ -63,6 +67,10 @@ class Snapshot:
             return f"load {self.summary[LOAD]}"
         if ROLLBACK in self.summary:
             return f"emptied back to interval {self.summary[ROLLBACK]}"
+        if MAINTENANCE in self.summary:
+            compacts = self.summary.get(COMPACTS, "")
+            state = compacts if compacts.startswith("load ") else f"interval {compacts}"
+            return f"{state} (compacted)" if compacts else "a compaction"
         return f"snapshot {self.id}"
 
 
@@ -114,10 +122,15 @@ def rollback_target(ancestry: list[Snapshot], source: str, interval: str) -> Rol
     if not any(s.summary.get(SOURCE) == source for s in ancestry):
         return None
     current = ancestry[0]
+    same_rows: Snapshot | None = None  # the newest of the compactions right above this snapshot
     for snapshot in ancestry:
         summary = snapshot.summary
         if summary.get(SOURCE) != source:
-            continue  # maintenance, or another writer: the loader's snapshot before it decides
+            same_rows = None
+            continue  # another writer: the loader's snapshot before it decides
+        if MAINTENANCE in summary:
+            same_rows = same_rows or snapshot
+            continue
         if LOAD in summary:
             holds = True
         elif INTERVAL in summary:
@@ -127,9 +140,16 @@ def rollback_target(ancestry: list[Snapshot], source: str, interval: str) -> Rol
                 return RollbackTarget(current, None, empty=True)  # what is older was undone
             holds = True
         else:
+            same_rows = None
             continue
-        if holds:
-            return RollbackTarget(current, None if snapshot is current else snapshot)
+        if holds:  # a compaction of it holds its rows in fewer files: the newer the better
+            chosen = same_rows or snapshot
+            return RollbackTarget(current, None if chosen is current else chosen)
+        same_rows = None
+    if same_rows is not None:  # the oldest snapshots kept are compactions: of which state?
+        compacts = same_rows.summary.get(COMPACTS, "")
+        if compacts and (compacts.startswith("load ") or compacts <= interval):
+            return RollbackTarget(current, None if same_rows is current else same_rows)
     if ancestry[-1].parent is not None:
         raise ValueError(
             f"its snapshots from interval {interval} and before were expired; the oldest state it "
@@ -137,6 +157,22 @@ def rollback_target(ancestry: list[Snapshot], source: str, interval: str) -> Rol
         )
     # Every row came from later intervals (the table was created empty): it goes back to empty.
     return RollbackTarget(current, None, empty=True)
+
+
+def rows_of(ancestry: list[Snapshot], source: str) -> str | None:
+    """Whose rows the current snapshot holds: the interval id, or ``load <id>``; None when
+    another writer's snapshot, or a rollback that emptied the table, comes first."""
+    for snapshot in ancestry:
+        summary = snapshot.summary
+        if summary.get(SOURCE) != source or ROLLBACK in summary:
+            return None
+        if INTERVAL in summary:
+            return summary[INTERVAL]
+        if LOAD in summary:
+            return f"load {summary[LOAD]}"
+        if summary.get(COMPACTS):
+            return summary[COMPACTS]
+    return None
 
 
 def target_after(spark: Any, name: str, source: str, interval: str) -> RollbackTarget | None:

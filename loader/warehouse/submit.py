@@ -22,7 +22,7 @@ from loader.errors import REPORTED, ConfigError, SparkJobError, describe, is_tra
 from loader.source import Credentials
 from loader.warehouse.session import spark_conf
 
-JOBS = ("materialize", "initial-load", "compare", "checksum", "rollback")
+JOBS = ("materialize", "initial-load", "compare", "checksum", "rollback", "maintain")
 # The jobs that read the source: they get its credentials from the launcher (which may have
 # them from an Airflow connection the Spark side cannot look up).
 SOURCE_JOBS = frozenset({"initial-load", "compare"})

@@ -230,6 +230,62 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     assert_equal_to_source(spark, cfg)
 
 
+def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    from loader.errors import SnapshotError
+    from loader.warehouse.compare import compare_tables
+    from loader.warehouse.maintenance import run_maintenance
+    from loader.warehouse.rollback import run_rollback
+
+    fresh_schema(mariadb, "ice_mt", "t (id INT PRIMARY KEY, v INT)")
+    mariadb.execute("INSERT INTO ice_mt.t SELECT seq, seq FROM ice_mt.seq_1_to_40")
+    cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_mt")
+    cfg = dataclasses.replace(
+        cfg,
+        maintenance=dataclasses.replace(
+            cfg.maintenance, expire_after_hours=0, retain_last=1, min_input_files=2
+        ),
+    )
+    run_initial_load(spark, cfg, progress=quiet)
+    t = "iceberg.ice_mt_wh.ice_mt__t"
+    for n in range(4):  # merge-on-read: each interval adds data files and deletion vectors
+        mariadb.execute(
+            f"UPDATE ice_mt.t SET v = v + 100 WHERE id % 4 = {n}",
+            f"DELETE FROM ice_mt.t WHERE id = {n + 1}",
+        )
+        assert run_extract(cfg, progress=quiet) is not None
+        run_materialize(spark, cfg)
+    first, *_, last = Ledger.of(cfg).intervals()
+    deletes_before = spark.sql(f"SELECT count(*) FROM {t}.files WHERE content <> 0").collect()[0][0]
+    assert deletes_before > 0
+
+    done = run_maintenance(spark, cfg)
+    (table,) = done.tables
+    assert table.table == "iceberg.ice_mt_wh.ice_mt__t"
+    assert table.delete_files == [deletes_before, 0] and table.data_files[1] < table.data_files[0]
+    assert table.rewritten_files > 0 and table.snapshots[1] == 1  # retain_last = 1, all older expired
+    assert_equal_to_source(spark, cfg)
+    (kept,) = snapshots(spark, t)
+    assert (kept["loader.maintenance"], kept["loader.compacts"]) == ("rewrite", last.id)
+    assert (
+        "delete"
+        not in spark.sql(f"SELECT * FROM {t}.files").select("content").distinct().collect().__repr__()
+    )
+
+    # The compaction stands for the last interval; earlier states are gone, and said so.
+    assert [c.equal for c in compare_tables(spark, cfg, as_of=last.id)] == [True]
+    with pytest.raises(
+        SnapshotError, match=f"oldest state it keeps is after interval {last.id} \\(compacted\\)"
+    ):
+        run_rollback(spark, cfg, first.id)
+    # The next interval merges on top of the compaction as usual.
+    mariadb.execute("UPDATE ice_mt.t SET v = 0 WHERE id = 40")
+    assert run_extract(cfg, progress=quiet) is not None
+    run_materialize(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
 def _job_config(cfg: Config, tmp_path: Path) -> Path:
     path = tmp_path / "loader.toml"
     path.write_text(

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from loader.warehouse.iceberg import INTERVAL, LOAD, ROLLBACK, SOURCE, Snapshot, rollback_target
+from loader.warehouse.iceberg import (
+    COMPACTS,
+    INTERVAL,
+    LOAD,
+    MAINTENANCE,
+    ROLLBACK,
+    SOURCE,
+    Snapshot,
+    rollback_target,
+    rows_of,
+)
 
 
 def chain(*summaries: dict[str, str], first_parent: int | None = None) -> list[Snapshot]:
@@ -56,3 +66,27 @@ def test_expired_snapshots_are_refused_naming_the_oldest_state_kept() -> None:
     expired = chain(merged("05"), merged("06"), first_parent=99)  # its parent 99 is gone
     with pytest.raises(ValueError, match="expired; the oldest state it keeps is after interval 05"):
         rollback_target(expired, "src", "03")
+
+
+def test_a_compaction_above_the_target_is_kept_and_one_below_does_not_count() -> None:
+    compacted = {SOURCE: "src", MAINTENANCE: "rewrite"}
+    ancestry = chain(LOADED, merged("01"), compacted, merged("02"), compacted, compacted)
+    at_two = rollback_target(ancestry, "src", "02")
+    assert at_two is not None and at_two.snapshot is None  # the newest compaction of 02: stays
+    at_one = rollback_target(ancestry, "src", "01")
+    assert at_one is not None and at_one.snapshot is not None and at_one.snapshot.id == 3
+    # Another writer's snapshot between them: its rows are not the interval's.
+    foreign = chain(merged("01"), COMPACTED, merged("02"))
+    back = rollback_target(foreign, "src", "01")
+    assert back is not None and back.snapshot is not None and back.snapshot.id == 1
+
+
+def test_after_expiry_a_compaction_stands_for_the_interval_it_holds() -> None:
+    kept = chain({SOURCE: "src", MAINTENANCE: "rewrite", COMPACTS: "04"}, merged("05"), first_parent=99)
+    at_four = rollback_target(kept, "src", "04")
+    assert at_four is not None and at_four.snapshot is not None and at_four.snapshot.id == 1
+    with pytest.raises(ValueError, match=r"the oldest state it keeps is after interval 04 \(compacted\)"):
+        rollback_target(kept, "src", "03")
+    assert rows_of(kept, "src") == "05" and rows_of(kept[1:], "src") == "04"
+    assert rows_of(chain(LOADED), "src") == "load 20260101T000000"
+    assert rows_of(chain(merged("01"), COMPACTED), "src") is None
