@@ -102,6 +102,9 @@ class WarehouseConfig:
     # "hive": partitioned Parquet tables in the Spark (Hive) catalog; "iceberg": Iceberg tables,
     # merged with MERGE INTO (merge-on-read), one snapshot per interval.
     format: str = "hive"
+    # Iceberg tables created from now on: 3 (deletion vectors) or 2 (position delete files; for
+    # readers without version 3, such as Athena).
+    iceberg_format_version: int = 3
     catalog: str = "derby"
     metastore_uri: str = ""
     # Where the tables' files go: a local path, file://, hdfs://namenode:8020/path or
@@ -392,6 +395,11 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     ):
         raise ConfigError(
             f"{origin}: warehouse.partition_rows, buckets and swap_batch must be >= 1, retention_hours >= 0"
+        )
+    if wh.iceberg_format_version not in (2, 3):
+        raise ConfigError(
+            f"{origin}: warehouse.iceberg_format_version = {wh.iceberg_format_version!r} is not accepted; "
+            "accepted values: 2, 3"
         )
     mt = cfg.maintenance
     if mt.min_input_files < 1 or mt.retain_last < 1 or mt.expire_after_hours < 0 or not mt.schedule.strip():

@@ -208,3 +208,16 @@ def test_the_maintenance_dag_takes_its_schedule_from_the_config(
     assert maintenance_schedule() is None
     config.write_text("[maintenance]\nretain_last = 0\n")  # the task will say what is wrong
     assert maintenance_schedule() == "@daily"
+
+
+def test_an_iceberg_format_version_other_than_2_or_3_is_refused() -> None:
+    with pytest.raises(
+        ConfigError, match="iceberg_format_version = 1 is not accepted; accepted values: 2, 3"
+    ):
+        load_config(EXAMPLE, env={"LOADER__WAREHOUSE__ICEBERG_FORMAT_VERSION": "1"})
+    assert (
+        load_config(
+            EXAMPLE, env={"LOADER__WAREHOUSE__ICEBERG_FORMAT_VERSION": "2"}
+        ).warehouse.iceberg_format_version
+        == 2
+    )

@@ -243,14 +243,15 @@ def copy_table(
     try:
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"))
         if iceberg_table:
+            name = table_name(cfg, info.schema, info.table)
             iceberg.replace_table(
                 spark,
-                table_name(cfg, info.schema, info.table),
+                name,
                 observed,
                 iceberg_partitioning(
                     info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table)
                 ),
-                iceberg_properties_sql(),
+                iceberg_properties_sql(cfg, new=not spark.catalog.tableExists(name)),
                 {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id},
             )
         else:

@@ -31,10 +31,9 @@ from loader.warehouse.catalog import PartitionCatalog
 PART = PARTITION_COLUMN
 # The Spark catalog Iceberg tables are in (``session.spark_conf`` configures it).
 ICEBERG_CATALOG = "iceberg"
-# Merge-on-read: a MERGE writes deletion vectors (format version 3) and new rows, never rewrites
-# the data files it touches.
+# Merge-on-read: a MERGE writes deletion vectors (format version 3; position delete files in
+# version 2) and new rows, never rewrites the data files it touches.
 ICEBERG_PROPERTIES = {
-    "format-version": "3",
     "write.delete.mode": "merge-on-read",
     "write.update.mode": "merge-on-read",
     "write.merge.mode": "merge-on-read",
@@ -83,9 +82,13 @@ def iceberg_partitioning(columns: list[ColumnSpec], key: list[str], partition_ro
     return f"bucket({buckets}, {q(key[0])})"
 
 
-def iceberg_properties_sql() -> str:
-    """The ``TBLPROPERTIES`` clause every Iceberg warehouse table is created with."""
-    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in ICEBERG_PROPERTIES.items()) + ")"
+def iceberg_properties_sql(cfg: Config, new: bool = True) -> str:
+    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table; a ``new`` one gets the format
+    version of the config (a table's version never goes down: a re-load keeps it)."""
+    properties = dict(ICEBERG_PROPERTIES)
+    if new:
+        properties["format-version"] = str(cfg.warehouse.iceberg_format_version)
+    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in properties.items()) + ")"
 
 
 def database_name(cfg: Config) -> str:
@@ -180,7 +183,7 @@ def ensure_table(
                 else ""
             )
             spark.sql(
-                f"CREATE TABLE {name} ({cols}, {META_DDL}) USING iceberg {partitioned}{iceberg_properties_sql()}"
+                f"CREATE TABLE {name} ({cols}, {META_DDL}) USING iceberg {partitioned}{iceberg_properties_sql(cfg)}"
             )
             return wanted
         spark.sql(

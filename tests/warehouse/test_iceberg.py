@@ -116,6 +116,7 @@ def test_intervals_land_as_one_merge_on_read_snapshot_each_and_equal_the_source(
     mariadb.execute("UPDATE ice.t SET v = 'after' WHERE id = 1")
     reload = run_initial_load(spark, cfg, only=["ice.t"], progress=quiet)
     assert snapshots(spark, t)[-1]["loader.load"] == reload.load_id
+    assert spark.sql(f"SHOW TBLPROPERTIES {t} ('format-version')").collect()[0].value == "3"
     assert spark.sql(f"SELECT count(*) FROM {t}.snapshots").collect()[0][0] == 5
     assert run_extract(cfg, progress=quiet) is not None
     run_materialize(spark, cfg)
@@ -165,6 +166,8 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     fresh_schema(mariadb, "ice_rb", "t (id INT PRIMARY KEY, v VARCHAR(10))")
     mariadb.execute("INSERT INTO ice_rb.t SELECT seq, 'v' FROM ice_rb.seq_1_to_20")
     cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_rb")
+    # Format version 2 here (position delete files, for readers without version 3): the same rule.
+    cfg = dataclasses.replace(cfg, warehouse=dataclasses.replace(cfg.warehouse, iceberg_format_version=2))
     run_initial_load(spark, cfg, progress=quiet)
     t, n = "iceberg.ice_rb_wh.ice_rb__t", "iceberg.ice_rb_wh.ice_rb__n"
 
@@ -183,6 +186,9 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     )
     interval("UPDATE ice_rb.n SET x = 20 WHERE id = 2", "DELETE FROM ice_rb.t WHERE id = 1")
     assert_equal_to_source(spark, cfg)
+    for table in (t, n):
+        assert spark.sql(f"SHOW TBLPROPERTIES {table} ('format-version')").collect()[0].value == "2"
+    assert spark.sql(f"SELECT DISTINCT file_format FROM {t}.delete_files").collect()[0][0] == "PARQUET"
     ledger = Ledger.of(cfg)
     first, second, third = ledger.intervals()
 
