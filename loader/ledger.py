@@ -171,6 +171,16 @@ class Load:
         return records.encode(asdict(self), LEDGER_VERSION)
 
 
+@dataclass
+class Rewind:
+    """The ledger going back to ``target``: the materialised intervals after it, and the commit
+    time the checkpoint gets."""
+
+    target: Interval
+    later: list[Interval]
+    commit_ts: int | None
+
+
 class Ledger:
     """The ledger of ``source`` in ``store``."""
 
@@ -384,9 +394,9 @@ class Ledger:
             self.save(i)
         return intervals
 
-    def rewind_check(self, interval_id: str) -> tuple[Interval, list[Interval]]:
-        """The interval a rollback returns to (or a time-travel read shows) and the materialised
-        intervals after it (which a rollback materialises again).
+    def rewind_check(self, interval_id: str) -> Rewind:
+        """How the ledger goes back to interval ``interval_id`` (a rollback; a time-travel read
+        only checks it).
 
         Raises:
             LedgerError: no such interval, it is not materialised, or a load after it copied
@@ -405,10 +415,10 @@ class Ledger:
             )
         end = target.effective_end
         for load in self.loads():
+            p0 = Position.parse(load.p0)
             if load.state == "complete" and (
-                load.epoch > target.epoch or (load.epoch == target.epoch and Position.parse(load.p0) > end)
+                load.epoch > target.epoch or (load.epoch == target.epoch and p0 > end)
             ):
-                p0 = Position.parse(load.p0)
                 after = [
                     i.id
                     for i in intervals
@@ -420,34 +430,25 @@ class Ledger:
                     f"{interval_id} ended at {end}: the warehouse's state after that interval is gone. "
                     f"Choose an interval that ends at or after {load.p0}{earliest}"
                 )
-        later = [i for i in intervals if i.id > interval_id and i.state == MATERIALISED]
-        return target, later
+        done = [i for i in intervals if i.state == MATERIALISED]
+        commit_times = [
+            i.last_commit_ts for i in done if i.id <= interval_id and i.last_commit_ts is not None
+        ]
+        return Rewind(target, [i for i in done if i.id > interval_id], max(commit_times, default=None))
 
-    def rewind(self, interval_id: str) -> list[Interval]:
-        """After a rollback of the warehouse to interval ``interval_id``: the materialised
-        intervals after it are extracted again (the next materialise applies them) and the
-        checkpoint returns to its end. Returns those intervals."""
-        target, later = self.rewind_check(interval_id)
-        for interval in later:  # first: a crash before the checkpoint moves re-applies them anyway
+    def rewind(self, plan: Rewind) -> None:
+        """After a rollback of the warehouse to ``plan.target``: the materialised intervals after
+        it are extracted again (the next materialise applies them) and the checkpoint returns to
+        its end."""
+        for interval in plan.later:  # first: a crash before the checkpoint moves re-applies them anyway
             interval.state = EXTRACTED
             self.save(interval)
-        commit_times = [
-            i.last_commit_ts
-            for i in self.intervals()
-            if i.id <= interval_id and i.state == MATERIALISED and i.last_commit_ts is not None
-        ]
-        end = target.end_mark()
+        target, end = plan.target, plan.target.end_mark()
         self.set_checkpoint(
             Checkpoint(
-                str(target.effective_end),
-                target.id,
-                max(commit_times, default=None),
-                end.server,
-                end.gtid,
-                target.epoch,
+                str(target.effective_end), target.id, plan.commit_ts, end.server, end.gtid, target.epoch
             )
         )
-        return later
 
     def supersede(self, load: Load, commit_ts: int) -> list[Interval]:
         """Once the first load, or a re-load of every table at P0 past the checkpoint, has copied

@@ -71,7 +71,7 @@ from loader.staging.stores import open_store
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
-from loader.warehouse.rollback import refuse_hive
+from loader.warehouse.rollback import check_interval
 from loader.warehouse.session import s3_connections
 from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, error_outcome, read_outcome
 
@@ -214,8 +214,7 @@ def materialize(cfg: Config, launch: Launcher) -> list[TableResult]:
 def rollback(cfg: Config, launch: Launcher, interval_id: str) -> Rollback:
     """Return the warehouse tables and the checkpoint to the state after a materialised interval
     (the Spark job ``warehouse.rollback``); the later intervals are applied again."""
-    refuse_hive(cfg)  # before starting Spark for nothing
-    Ledger.of(cfg).rewind_check(interval_id)
+    check_interval(cfg, interval_id)  # before starting Spark for nothing
     return from_dict(Rollback, run_spark_job(cfg, "rollback", ["--to-interval", interval_id], launch))
 
 
@@ -376,8 +375,7 @@ def verify(cfg: Config, launch: Launcher, rows: int = 3, as_of: str | None = Non
     ``as_of``: the warehouse tables as they were right after that interval (Iceberg tables)."""
     extra = ["--rows", str(rows)]
     if as_of is not None:
-        refuse_hive(cfg, "compare --as-of")  # before starting Spark for nothing
-        Ledger.of(cfg).rewind_check(as_of)
+        check_interval(cfg, as_of, "compare --as-of")  # before starting Spark for nothing
         extra += ["--as-of", as_of]
     summary = run_spark_job(cfg, "compare", extra, launch)
     return from_dict(list[TableComparison], summary)

@@ -11,14 +11,13 @@ import decimal
 from typing import Any
 
 from loader.config import Config
-from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN
 from loader.results import TableComparison
 from loader.source import connect, credentials
 from loader.staging.manifest import ColumnSpec
 from loader.warehouse.iceberg import snapshot_after
 from loader.warehouse.initial_load import selected_tables
-from loader.warehouse.rollback import refuse_hive
+from loader.warehouse.rollback import check_interval
 from loader.warehouse.tables import quote_identifier, table_name
 from loader.warehouse.types import DATE_KINDS, spark_string, type_parts
 
@@ -76,8 +75,7 @@ def compare_tables(
         SnapshotError: a table's snapshots from ``as_of`` and before were expired.
     """
     if as_of is not None:
-        refuse_hive(cfg, "compare --as-of")
-        Ledger.of(cfg).rewind_check(as_of)
+        check_interval(cfg, as_of, "compare --as-of")
     conn = connect(credentials(cfg.source))
     out = []
     try:
@@ -92,7 +90,7 @@ def compare_tables(
             warehouse = []
             if spark.catalog.tableExists(name):
                 snapshot = None if as_of is None else snapshot_after(spark, name, cfg.source.name, as_of)
-                if as_of is None or snapshot is not None:
+                if as_of is None or snapshot is not None:  # None as of an interval: it was empty
                     warehouse = _warehouse_rows(spark, name, info.columns, order, snapshot)
             out.append(
                 TableComparison(

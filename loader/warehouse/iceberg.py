@@ -26,6 +26,7 @@ from typing import Any
 from loader import crashpoints
 from loader.errors import SnapshotError
 from loader.warehouse.merge import merge_into_sql
+from loader.warehouse.tables import quote_identifier
 
 # A session setting per summary property: Iceberg adds them to every snapshot the session commits.
 SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
@@ -175,14 +176,30 @@ def rows_of(ancestry: list[Snapshot], source: str) -> str | None:
     return None
 
 
-def target_after(spark: Any, name: str, source: str, interval: str) -> RollbackTarget | None:
-    """``rollback_target`` of the table ``name`` now.
+def committed_tables(spark: Any, database: str, source: str) -> list[tuple[str, list[Snapshot]]]:
+    """The tables of ``database`` (as Spark SQL names it) whose current ancestry holds a snapshot
+    ``source`` committed, as Spark SQL names them, with that ancestry."""
+    if not spark.catalog.databaseExists(database):
+        return []
+    out = []
+    for row in spark.sql(f"SHOW TABLES IN {database}").collect():
+        if row.isTemporary:
+            continue
+        name = f"{database}.{quote_identifier(row.tableName)}"
+        ancestry = current_ancestry(spark, name)
+        if any(s.summary.get(SOURCE) == source for s in ancestry):
+            out.append((name, ancestry))
+    return sorted(out, key=lambda t: t[0])
+
+
+def target_after(name: str, ancestry: list[Snapshot], source: str, interval: str) -> RollbackTarget | None:
+    """``rollback_target`` of the table ``name`` with this ancestry.
 
     Raises:
         SnapshotError: its snapshots from the interval and before were expired.
     """
     try:
-        return rollback_target(current_ancestry(spark, name), source, interval)
+        return rollback_target(ancestry, source, interval)
     except ValueError as exc:
         raise SnapshotError(
             f"{name} cannot return to the state after interval {interval}: {exc}. Choose a later "
@@ -192,7 +209,7 @@ def target_after(spark: Any, name: str, source: str, interval: str) -> RollbackT
 
 def snapshot_after(spark: Any, name: str, source: str, interval: str) -> int | None:
     """The snapshot holding the table's rows right after ``interval``; None when it had none."""
-    target = target_after(spark, name, source, interval)
+    target = target_after(name, current_ancestry(spark, name), source, interval)
     if target is None or target.empty:
         return None
     return (target.snapshot or target.current).id

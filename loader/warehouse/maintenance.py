@@ -16,7 +16,7 @@ from typing import Any
 from loader.config import Config
 from loader.results import Maintenance, TableMaintenance
 from loader.warehouse import iceberg
-from loader.warehouse.rollback import source_tables
+from loader.warehouse.tables import database_name
 
 
 def _files(spark: Any, name: str) -> tuple[int, int]:
@@ -31,8 +31,8 @@ def _snapshots(spark: Any, name: str) -> int:
     return int(spark.sql(f"SELECT count(*) FROM {name}.snapshots").collect()[0][0])
 
 
-def maintain_table(spark: Any, cfg: Config, name: str) -> TableMaintenance:
-    """Compact one table and expire its old snapshots."""
+def maintain_table(spark: Any, cfg: Config, name: str, ancestry: list[iceberg.Snapshot]) -> TableMaintenance:
+    """Compact one table (its current ``ancestry`` given) and expire its old snapshots."""
     started = time.monotonic()
     mt = cfg.maintenance
     data_before, deletes_before = _files(spark, name)
@@ -44,7 +44,7 @@ def maintain_table(spark: Any, cfg: Config, name: str) -> TableMaintenance:
         return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
 
     rewrite = actions.rewriteDataFiles(table())
-    compacts = iceberg.rows_of(iceberg.current_ancestry(spark, name), cfg.source.name)
+    compacts = iceberg.rows_of(ancestry, cfg.source.name)
     if compacts:
         rewrite = rewrite.snapshotProperty(iceberg.COMPACTS, compacts)
     rewrite = (
@@ -71,8 +71,8 @@ def maintain_table(spark: Any, cfg: Config, name: str) -> TableMaintenance:
 def run_maintenance(spark: Any, cfg: Config) -> Maintenance:
     """Maintain every Iceberg table this source committed to."""
     started = time.monotonic()
-    tables = []
-    for name in source_tables(spark, cfg):
-        if any(s.get(iceberg.SOURCE) == cfg.source.name for s in iceberg.current_summaries(spark, name)):
-            tables.append(maintain_table(spark, cfg, name))
+    tables = [
+        maintain_table(spark, cfg, name, ancestry)
+        for name, ancestry in iceberg.committed_tables(spark, database_name(cfg), cfg.source.name)
+    ]
     return Maintenance(cfg.warehouse.format, tables, time.monotonic() - started)

@@ -16,12 +16,12 @@ from typing import Any
 from loader import crashpoints
 from loader.config import Config
 from loader.errors import ConfigError
-from loader.ledger import Ledger
+from loader.ledger import Ledger, Rewind
 from loader.results import Rollback, TableRollback
 from loader.staging.stores import open_store
 from loader.staging.verify import verified_manifest
 from loader.warehouse import iceberg
-from loader.warehouse.tables import database_name, quote_identifier
+from loader.warehouse.tables import database_name
 
 
 def refuse_hive(cfg: Config, what: str = "rollback") -> None:
@@ -38,13 +38,15 @@ def refuse_hive(cfg: Config, what: str = "rollback") -> None:
         )
 
 
-def source_tables(spark: Any, cfg: Config) -> list[str]:
-    """The Iceberg tables of the warehouse database, as Spark SQL names them."""
-    database = database_name(cfg)
-    if not spark.catalog.databaseExists(database):
-        return []
-    rows = spark.sql(f"SHOW TABLES IN {database}").collect()
-    return sorted(f"{database}.{quote_identifier(r.tableName)}" for r in rows if not r.isTemporary)
+def check_interval(cfg: Config, interval_id: str, what: str = "rollback") -> Rewind:
+    """What the warehouse and the ledger going back to ``interval_id`` means, checked.
+
+    Raises:
+        ConfigError: Hive-format tables.
+        LedgerError: the interval is not materialised, or a load after it copied tables.
+    """
+    refuse_hive(cfg, what)
+    return Ledger.of(cfg).rewind_check(interval_id)
 
 
 def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
@@ -57,21 +59,19 @@ def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
         ManifestError: a later interval's staged files are gone or changed.
         SnapshotError: a table's snapshots from the interval and before were expired.
     """
-    refuse_hive(cfg)
+    plan = check_interval(cfg, interval_id)
     store = open_store(cfg.staging)
-    ledger = Ledger(store, cfg.source.name)
-    target, later = ledger.rewind_check(interval_id)
-    for interval in later:  # applied again: their staged files must still be there, unchanged
+    for interval in plan.later:  # applied again: their staged files must still be there, unchanged
         verified_manifest(
             store, interval.id, interval.manifest or "", interval.manifest_sha256, interval.changes
         )
     source = cfg.source.name
     targets = []
-    for name in source_tables(spark, cfg):
-        where = iceberg.target_after(spark, name, source, interval_id)
+    for name, ancestry in iceberg.committed_tables(spark, database_name(cfg), source):
+        where = iceberg.target_after(name, ancestry, source, interval_id)
         if where is not None:
             targets.append((name, where))
-    reapply = ledger.rewind(interval_id)
+    Ledger(store, source).rewind(plan)
     crashpoints.reached("after ledger rewound")
     tables = []
     for name, where in targets:
@@ -84,4 +84,4 @@ def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
                 "empty" if where.empty else now.label(source),
             )
         )
-    return Rollback(interval_id, str(target.effective_end), tables, [i.id for i in reapply])
+    return Rollback(interval_id, str(plan.target.effective_end), tables, [i.id for i in plan.later])

@@ -292,39 +292,21 @@ def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
     assert_equal_to_source(spark, cfg)
 
 
-def _job_config(cfg: Config, tmp_path: Path) -> Path:
-    path = tmp_path / "loader.toml"
-    path.write_text(
-        f"""[source]
-name = "{cfg.source.name}"
-host = "{cfg.source.host}"
-port = {cfg.source.port}
-user = "{cfg.source.user}"
-password_env = "{cfg.source.password_env}"
-[tables]
-include = ["ice_crash.*"]
-[staging]
-uri = "{cfg.staging.uri}"
-[warehouse]
-format = "iceberg"
-database = "crash_wh"
-dir = "{tmp_path / "job-warehouse"}"
-[spark]
-master = "local[2]"
-conf = {{ "spark.sql.shuffle.partitions" = "2" }}
-"""
-    )
-    return path
-
-
 def test_an_interval_committed_before_a_crash_is_not_merged_again(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config, airflow_home: Path
+    mariadb: MariaDB, tmp_path: Path, airflow_home: Path
 ) -> None:
+    from loader.config import load_config
     from loader.crashpoints import AT_ENV
 
     fresh_schema(mariadb, "ice_crash", "k (id INT PRIMARY KEY, v INT)", "m (id INT PRIMARY KEY)")
-    cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_crash")
-    config = _job_config(cfg, tmp_path)
+    config = mariadb.config_file(
+        tmp_path,
+        "crash",
+        "ice_crash.*",
+        warehouse='format = "iceberg"',
+        more='[spark]\nconf = { "spark.sql.shuffle.partitions" = "2" }\n',
+    )
+    cfg = load_config(config)
     loader = str(Path(sys.executable).with_name("loader"))
     env = {**os.environ, cfg.source.password_env: mariadb.password}
     done = subprocess.run(
