@@ -28,6 +28,8 @@ TRANSPORTS = ("server", "files")
 SCHEMA_CHANGES = ("evolve", "stop")
 FAILOVER = ("follow", "stop")
 CATALOGS = ("derby", "hive")
+# "": the Iceberg catalog follows `catalog` (the embedded SQLite file, or the Hive metastore).
+ICEBERG_CATALOGS = ("", "jdbc", "rest")
 TABLE_FORMATS = ("hive", "iceberg")
 # What staging.uri and warehouse.dir may name.
 STORAGE_SCHEMES = ("file", "s3", "hdfs")
@@ -107,6 +109,17 @@ class WarehouseConfig:
     iceberg_format_version: int = 3
     catalog: str = "derby"
     metastore_uri: str = ""
+    # Where the Iceberg tables are listed: "" follows catalog (the embedded SQLite file, or the
+    # Hive metastore at metastore_uri); "jdbc": a database at iceberg_catalog_uri
+    # (jdbc:mariadb://host:3306/iceberg, or another database with its driver among the jars);
+    # "rest": a REST catalog at iceberg_catalog_uri (Polaris, Nessie, Glue), its other settings
+    # as [spark.conf] spark.sql.catalog.iceberg.* keys.
+    iceberg_catalog: str = ""
+    iceberg_catalog_uri: str = ""
+    iceberg_catalog_user: str = ""
+    # The variable holding the JDBC catalog's password, or the REST catalog's OAuth2 credential
+    # (client_id:client_secret); read by the Spark job, never put on a command line.
+    iceberg_catalog_password_env: str = "LOADER_ICEBERG_CATALOG_PASSWORD"
     # Where the tables' files go: a local path, file://, hdfs://namenode:8020/path or
     # s3://bucket/prefix (read and written by Spark through s3a).
     dir: str = "warehouse"
@@ -344,9 +357,8 @@ def _describe(hint: Any) -> str:
 
 def _one_of(value: str, accepted: tuple[str, ...], fq: str, origin: str) -> None:
     if value not in accepted:
-        raise ConfigError(
-            f"{origin}: {fq} = {value!r} is not accepted; accepted values: {', '.join(accepted)}"
-        )
+        shown = ", ".join(a or "''" for a in accepted)
+        raise ConfigError(f"{origin}: {fq} = {value!r} is not accepted; accepted values: {shown}")
 
 
 def _validate(cfg: Config, base: Path, origin: str) -> Config:
@@ -375,6 +387,13 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         raise ConfigError(f"{origin}: staging.part_bytes must be at least 1048576, got {stg.part_bytes}")
     _one_of(wh.catalog, CATALOGS, "warehouse.catalog", origin)
     _one_of(wh.format, TABLE_FORMATS, "warehouse.format", origin)
+    _one_of(wh.iceberg_catalog, ICEBERG_CATALOGS, "warehouse.iceberg_catalog", origin)
+    wanted_uri = {"jdbc": ("jdbc:",), "rest": ("http://", "https://")}.get(wh.iceberg_catalog, ())
+    if wanted_uri and not wh.iceberg_catalog_uri.startswith(wanted_uri):
+        raise ConfigError(
+            f"{origin}: warehouse.iceberg_catalog_uri must start with {' or '.join(wanted_uri)} when "
+            f"iceberg_catalog = {wh.iceberg_catalog!r}, got {wh.iceberg_catalog_uri!r}"
+        )
     if wh.catalog == "hive" and not wh.metastore_uri:
         raise ConfigError(
             f"{origin}: warehouse.metastore_uri (thrift://host:9083) is required when catalog = 'hive'"

@@ -136,6 +136,19 @@ class SnapshotError(LoaderError):
     """A warehouse table no longer keeps the state asked for (its snapshots were expired)."""
 
 
+class CatalogError(LoaderError):
+    """The Iceberg catalog cannot be used (its server down, a wrong password); transient when
+    it could not be reached."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message, transient)
+        self.message = message
+        self.transient = transient
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class LoadError(LoaderError):
     """The initial load cannot go on (a table it cannot key, a subset on a first load, ...)."""
 

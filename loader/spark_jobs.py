@@ -32,7 +32,7 @@ from typing import Any
 
 from loader import crashpoints, results, steps
 from loader.config import Config, load_config
-from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, describe, exit_code
+from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, CatalogError, describe, exit_code
 from loader.tables import table_list
 from loader.warehouse.submit import (
     JOBS,
@@ -107,6 +107,20 @@ RUNNERS = {
 assert set(RUNNERS) == set(JOBS)
 
 
+def _check_catalog(spark: Any, cfg: Config) -> None:
+    """Reach the Iceberg catalog before any step: a wrong password or a server that is down is
+    then one line naming the catalog and what to check, not a driver's exception mid-step."""
+    from loader.warehouse.session import iceberg_catalog_advice
+    from loader.warehouse.tables import ICEBERG_CATALOG
+
+    try:
+        spark.sql(f"SHOW NAMESPACES IN {ICEBERG_CATALOG}").collect()
+    except Exception as exc:
+        _, cause, transient = error_outcome(exc)
+        what, check = iceberg_catalog_advice(cfg)
+        raise CatalogError(f"cannot use {what} ({cause}): {check}", transient=transient) from exc
+
+
 def _leave_outcome(summary: Any = None, error: BaseException | None = None) -> None:
     """Where the launcher looks for it (nowhere when the job is run by hand)."""
     if os.environ.get(RESULT_ENV):
@@ -133,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg, app_name=f"loader-{args.job}-{cfg.source.name}", jdbc=args.job in SOURCE_JOBS
         )
         spark.sparkContext.setLogLevel("WARN")
+        if cfg.warehouse.format == "iceberg":
+            _check_catalog(spark, cfg)
         with crashpoints.step(args.job):
             summary = RUNNERS[args.job](spark, cfg, args)
     except REPORTED as exc:

@@ -221,3 +221,24 @@ def test_an_iceberg_format_version_other_than_2_or_3_is_refused() -> None:
         ).warehouse.iceberg_format_version
         == 2
     )
+
+
+def test_an_iceberg_catalog_server_needs_a_uri_of_its_kind() -> None:
+    with pytest.raises(
+        ConfigError, match="iceberg_catalog = 'glue' is not accepted; accepted values: '', jdbc, rest"
+    ):
+        load_config(EXAMPLE, env={"LOADER__WAREHOUSE__ICEBERG_CATALOG": "glue"})
+    with pytest.raises(
+        ConfigError, match="iceberg_catalog_uri must start with jdbc: when iceberg_catalog = 'jdbc', got ''"
+    ):
+        load_config(EXAMPLE, env={"LOADER__WAREHOUSE__ICEBERG_CATALOG": "jdbc"})
+    with pytest.raises(
+        ConfigError, match="must start with http:// or https:// when iceberg_catalog = 'rest'"
+    ):
+        load_config(
+            EXAMPLE,
+            env={
+                "LOADER__WAREHOUSE__ICEBERG_CATALOG": "rest",
+                "LOADER__WAREHOUSE__ICEBERG_CATALOG_URI": "polaris:8181",
+            },
+        )

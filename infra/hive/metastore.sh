@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A Hive metastore service on loopback, the one several Spark processes share (catalog = "hive"):
 # Hive's own HiveMetaStore (2.3, the version of Spark's built-in Hive client) from the jars
-# pyspark installed, its tables in a Derby database inside the service's folder.
+# pyspark installed, its tables in a Derby database inside the service's folder (with the lock
+# tables Iceberg's Hive catalog needs, created on first start by txn_tables.py).
 #
 #   infra/hive/metastore.sh start DIR [PORT]   start; PORT 0 (default) = a free one
 #   infra/hive/metastore.sh stop DIR           stop the service whose PID is in DIR
@@ -43,9 +44,17 @@ start)
   <!-- Hive's asynchronous logging needs a library Spark does not ship. -->
   <property><name>hive.async.log.enabled</name><value>false</value></property>
   <property><name>hive.metastore.warehouse.dir</name><value>file://$dir/warehouse</value></property>
+  <!-- Hive's default connection pool (BoneCP) is not among Spark's jars; table locks
+       (Iceberg's Hive catalog takes one per commit) open connections of their own. -->
+  <property><name>datanucleus.connectionPoolingType</name><value>none</value></property>
 </configuration>
 EOF
     chmod 600 "$dir/conf/hive-site.xml"
+    if [[ -z "${METASTORE_JDBC_URL:-}" && ! -f "$dir/txn-tables" ]]; then
+        "$python" "$(dirname "$0")/txn_tables.py" "$dir/conf" >"$dir/logs/txn-tables.log" 2>&1 \
+            || { tail -n 20 "$dir/logs/txn-tables.log" >&2; echo "metastore.sh: could not create the lock tables" >&2; exit 1; }
+        touch "$dir/txn-tables"
+    fi
     setsid java -Xmx512m -cp "$dir/conf:$jars/*${METASTORE_JDBC_JAR:+:$METASTORE_JDBC_JAR}" \
         org.apache.hadoop.hive.metastore.HiveMetaStore -p "$port" >"$dir/logs/metastore.log" 2>&1 &
     echo $! >"$pidfile"

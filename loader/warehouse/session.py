@@ -80,7 +80,9 @@ def iceberg_conf(cfg: Config) -> dict[str, str]:
 
     The embedded default is Iceberg's JDBC catalog on a SQLite file in the metastore folder: no
     server, several Spark processes at once, and pyiceberg's SQL catalog reads the same file.
-    With ``catalog = "hive"`` the tables are in the Hive metastore at ``metastore_uri``.
+    With ``catalog = "hive"`` the tables are in the Hive metastore at ``metastore_uri``;
+    ``iceberg_catalog`` names a JDBC database or a REST catalog instead. Its secret is not here
+    (``iceberg_secret_conf``): these settings go on spark-submit's command line.
     """
     wh = cfg.warehouse
     prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
@@ -91,14 +93,55 @@ def iceberg_conf(cfg: Config) -> dict[str, str]:
         # Every statement sees the tables as committed, also by another process (a re-load).
         f"{prefix}.cache-enabled": "false",
     }
-    if wh.catalog == "derby":
+    if wh.iceberg_catalog == "rest":
+        conf[f"{prefix}.type"] = "rest"
+        conf[f"{prefix}.uri"] = wh.iceberg_catalog_uri
+    elif wh.iceberg_catalog == "jdbc" or wh.catalog == "derby":
         conf[f"{prefix}.type"] = "jdbc"
-        conf[f"{prefix}.uri"] = f"jdbc:sqlite:{Path(wh.metastore_dir) / ICEBERG_SQLITE}"
+        conf[f"{prefix}.uri"] = (
+            wh.iceberg_catalog_uri or f"jdbc:sqlite:{Path(wh.metastore_dir) / ICEBERG_SQLITE}"
+        )
         conf[f"{prefix}.jdbc.schema-version"] = "V1"  # with views, as pyiceberg writes it too
+        if wh.iceberg_catalog_user:
+            conf[f"{prefix}.jdbc.user"] = wh.iceberg_catalog_user
     else:
         conf[f"{prefix}.type"] = "hive"
         conf[f"{prefix}.uri"] = wh.metastore_uri
     return conf
+
+
+def iceberg_catalog_advice(cfg: Config) -> tuple[str, str]:
+    """The Iceberg catalog the config names, and what to check when it cannot be used."""
+    wh = cfg.warehouse
+    variable = wh.iceberg_catalog_password_env
+    unset = "" if not variable or variable in os.environ else " (not set)"
+    if wh.iceberg_catalog == "jdbc":
+        return (
+            f"the JDBC catalog {wh.iceberg_catalog_uri} as {wh.iceberg_catalog_user or 'no user'}",
+            "check [warehouse] iceberg_catalog_uri, iceberg_catalog_user and the password in "
+            f"{variable}{unset}",
+        )
+    if wh.iceberg_catalog == "rest":
+        return (
+            f"the REST catalog {wh.iceberg_catalog_uri}",
+            f"check [warehouse] iceberg_catalog_uri, the credential in {variable}{unset} and the "
+            f"spark.sql.catalog.{ICEBERG_CATALOG}.* settings",
+        )
+    if wh.catalog == "hive":
+        return f"the Hive metastore {wh.metastore_uri}", "check that it runs and [warehouse] metastore_uri"
+    where = Path(wh.metastore_dir) / ICEBERG_SQLITE
+    return f"the embedded catalog {where}", "check that [warehouse] metastore_dir is a writable local folder"
+
+
+def iceberg_secret_conf(cfg: Config) -> dict[str, str]:
+    """The Iceberg catalog's password (JDBC) or OAuth2 credential (REST), from the variable
+    ``iceberg_catalog_password_env`` names, for the session's own settings (Spark redacts it)."""
+    wh = cfg.warehouse
+    secret = os.environ.get(wh.iceberg_catalog_password_env, "") if wh.iceberg_catalog_password_env else ""
+    if wh.format != "iceberg" or not wh.iceberg_catalog or not secret:
+        return {}
+    key = "jdbc.password" if wh.iceberg_catalog == "jdbc" else "credential"
+    return {f"spark.sql.catalog.{ICEBERG_CATALOG}.{key}": secret}
 
 
 def s3a_endpoint_conf(uri: str, endpoint_url: str) -> dict[str, str]:
@@ -209,7 +252,7 @@ def _check_pinned(cfg: Config, jars: list[str]) -> None:
     if not jars or cfg.warehouse.format != "iceberg":
         return
     wanted = {"iceberg-spark-runtime": "Iceberg tables"}
-    if cfg.warehouse.catalog == "derby":
+    if cfg.warehouse.catalog == "derby" and not cfg.warehouse.iceberg_catalog:
         wanted["sqlite-jdbc"] = "the embedded Iceberg catalog (a SQLite file)"
     names = [Path(j).name for j in jars]
     for stem, why in wanted.items():
@@ -234,6 +277,6 @@ def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> 
     builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
     # Keys go into the driver's settings here, never on spark-submit's command line; Spark
     # hands them to the executors and redacts them in its UI and logs.
-    for key, value in {**spark_conf(cfg, jdbc), **s3a_keys_conf(cfg)}.items():
+    for key, value in {**spark_conf(cfg, jdbc), **s3a_keys_conf(cfg), **iceberg_secret_conf(cfg)}.items():
         builder = builder.config(key, value)
     return builder.enableHiveSupport().getOrCreate()

@@ -11,6 +11,7 @@ import pytest
 from loader.config import Config, load_config
 from loader.errors import ConfigError, SparkJobError
 from loader.source import Credentials
+from loader.warehouse.session import iceberg_secret_conf
 from loader.warehouse.submit import (
     APPLICATION,
     PASSWORD_ENV,
@@ -187,3 +188,27 @@ def test_a_jobs_error_is_one_line_naming_what_failed(spark: Any, tmp_path: Path)
         "cannot write or read /staging/part-00001.csv: No space left on device",
         False,
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "uri", "secret_key"),
+    [
+        ("jdbc", "jdbc:mariadb://db:3306/iceberg", "jdbc.password"),
+        ("rest", "https://polaris:8181/api/catalog", "credential"),
+    ],
+)
+def test_an_iceberg_catalog_servers_secret_stays_off_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, uri: str, secret_key: str
+) -> None:
+    (tmp_path / "loader.toml").write_text(
+        f'[warehouse]\nformat = "iceberg"\niceberg_catalog = "{kind}"\niceberg_catalog_uri = "{uri}"\n'
+        'iceberg_catalog_user = "lake"\niceberg_catalog_password_env = "LAKE_SECRET"\n'
+    )
+    monkeypatch.setenv("LAKE_SECRET", "s3cret")
+    cfg = load_config(tmp_path / "loader.toml", env={})
+    job = _job(cfg, tmp_path)
+    assert job.conf["spark.sql.catalog.iceberg.type"] == kind
+    assert job.conf["spark.sql.catalog.iceberg.uri"] == uri
+    assert not any("s3cret" in part for part in job.command())
+    # The job's session takes it from the variable when it starts (build_session).
+    assert iceberg_secret_conf(cfg) == {f"spark.sql.catalog.iceberg.{secret_key}": "s3cret"}
