@@ -53,14 +53,15 @@ def commit_ts_text(micros: int) -> str:
 # --- schema changes -------------------------------------------------------------------------
 
 
-def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec]) -> str | None:
-    """Why a table's new column layout cannot follow its old one in staging, or None."""
+def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec], table_format: str) -> str | None:
+    """Why a table's new column layout cannot follow its old one in staging and in warehouse
+    tables of ``table_format``, or None."""
     if len(new) < len(old):
         return f"the table went from {len(old)} to {len(new)} columns (dropped columns cannot be carried)"
     for o, n in zip(old, new, strict=False):
         if o.name != n.name:
             return f"column {o.name} became {n.name} (renamed or moved columns cannot be carried)"
-        problem = types.type_change_problem(o.mysql_type, n.mysql_type)
+        problem = types.type_change_problem(o.mysql_type, n.mysql_type, table_format)
         if problem:
             return f"column {o.name} {problem}"
     return None
@@ -121,8 +122,10 @@ class TableWriter:
         part_bytes: int,
         gzip_parts: bool,
         previous: list[ColumnSpec] | None = None,
+        table_format: str = "hive",
     ) -> None:
         self.entry = entry
+        self.table_format = table_format  # the warehouse's: which type changes it can follow
         self.previous = previous  # the table's columns as earlier intervals or its load left them
         self.first_position: str | None = None  # of its first rows event
         self.workdir = workdir
@@ -153,7 +156,7 @@ class TableWriter:
             raise ExtractError(f"{where}: {reserved}")
         before = self.entry.layouts[-1] if self.entry.layouts else self.previous
         if before is not None:
-            problem = layout_change_problem(before, columns)
+            problem = layout_change_problem(before, columns, self.table_format)
             if problem:
                 since = "" if self.entry.layouts else " since its rows staged or loaded before"
                 raise ExtractError(
@@ -327,7 +330,13 @@ class RangeResult:
 
 
 def publish_table(
-    store: Store, folder: str, schema: str, table: str, pieces: list[TablePiece], gzip_parts: bool
+    store: Store,
+    folder: str,
+    schema: str,
+    table: str,
+    pieces: list[TablePiece],
+    gzip_parts: bool,
+    table_format: str = "hive",
 ) -> TableEntry:
     """Upload the parts of one table, in log order, and describe them for the manifest."""
     entry = TableEntry(schema, table, pieces[0].primary_key)
@@ -337,7 +346,7 @@ def publish_table(
         for i, columns in enumerate(piece.layouts):
             if not entry.layouts or entry.layouts[-1] != columns:
                 if entry.layouts:
-                    problem = layout_change_problem(entry.layouts[-1], columns)
+                    problem = layout_change_problem(entry.layouts[-1], columns, table_format)
                     if problem:
                         raise ExtractError(
                             f"{schema}.{table} changed in a way the loader cannot carry: {problem}; "
@@ -521,6 +530,7 @@ def extract_interval(
                 table,
                 [r.tables[(schema_name, table)] for r in results if (schema_name, table) in r.tables],
                 cfg.staging.gzip,
+                cfg.warehouse.format,
             )
             for schema_name, table in keys
         ]
@@ -770,6 +780,7 @@ def _write_batches(
                 cfg.staging.part_bytes,
                 cfg.staging.gzip,
                 previous.get(key),
+                cfg.warehouse.format,
             )
             writers[key] = writer
             writer.entry.statements.extend(pending.pop(key, []))

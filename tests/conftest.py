@@ -228,8 +228,27 @@ def caught_up(primary: MariaDB, replica: MariaDB, timeout: int = 60) -> None:
     )
 
 
+# The warehouse table formats; a module runs its tests on each with
+# ``pytest.mark.parametrize("table_format", TABLE_FORMATS)`` (the matrix).
+TABLE_FORMATS = ("hive", "iceberg")
+
+
+@pytest.fixture
+def table_format() -> str:
+    """The warehouse table format of a test outside the matrix: the default."""
+    return "hive"
+
+
+@pytest.fixture
+def spark_config(session_config: Config, table_format: str) -> Config:
+    """The session's Spark config with the test's table format."""
+    return dataclasses.replace(
+        session_config, warehouse=dataclasses.replace(session_config.warehouse, format=table_format)
+    )
+
+
 @pytest.fixture(scope="session")
-def spark_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
+def session_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
     """A config whose warehouse and Derby metastore live in a temporary folder."""
     tmp = tmp_path_factory.mktemp("spark")
     return load_config(
@@ -244,13 +263,13 @@ def spark_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 
 @pytest.fixture(scope="session")
-def spark(spark_config: Config) -> Iterator[object]:
+def spark(session_config: Config) -> Iterator[object]:
     """One local Spark session (local[2], UI off) for the whole test session, with the Iceberg
     catalog beside the Hive one (its extensions can only be set when a session starts)."""
     from loader.warehouse.session import build_session
 
     both = dataclasses.replace(
-        spark_config, warehouse=dataclasses.replace(spark_config.warehouse, format="iceberg")
+        session_config, warehouse=dataclasses.replace(session_config.warehouse, format="iceberg")
     )
     session = build_session(both, app_name="loader-tests")
     try:

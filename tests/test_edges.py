@@ -26,11 +26,24 @@ from loader.staging.manifest import Manifest
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import Loaded, MariaDB, assert_equal_to_source, delta, fresh_schema, quiet, schema_config
+from loader.warehouse.tables import table_name
+from tests.conftest import (
+    TABLE_FORMATS,
+    Loaded,
+    MariaDB,
+    assert_equal_to_source,
+    delta,
+    fresh_schema,
+    quiet,
+    schema_config,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# Each edge on both warehouse table formats (the Hive catalog's legacy-table test on its own).
+both_formats = pytest.mark.parametrize("table_format", TABLE_FORMATS)
 
 
+@both_formats
 def test_a_year_column_does_not_shift_the_signedness_of_the_integers_after_it(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -52,13 +65,14 @@ def test_a_year_column_does_not_shift_the_signedness_of_the_integers_after_it(
     assert Ledger.of(cfg).checkpoint().position == Ledger.of(cfg).intervals()[-1].end  # type: ignore[union-attr]
 
 
-def _warehouse_types(spark: Any, cfg: Config, table: str) -> dict[str, str]:
-    schema = spark.table(f"{cfg.warehouse.database}.{table}").schema
+def _warehouse_types(spark: Any, cfg: Config, schema_name: str, table: str) -> dict[str, str]:
+    schema = spark.table(table_name(cfg, schema_name, table)).schema
     return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
+@both_formats
 def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_reloaded(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded, table_format: str
 ) -> None:
     cfg = loaded(
         "edge_type",
@@ -69,16 +83,18 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
         ],
     )
 
-    # Widening keeps every value: carried, and the warehouse column widens in place.
+    # Widening keeps every value: carried, and the warehouse column widens in place (Parquet's
+    # readers also scale a decimal; Iceberg keeps its scale, a scale change stops there).
+    decimal = "decimal(14,4)" if table_format == "hive" else "decimal(14,2)"
     mariadb.execute(
         "UPDATE edge_type.t SET a = 7 WHERE id = 2",
-        "ALTER TABLE edge_type.t MODIFY a BIGINT, MODIFY c DECIMAL(14,4)",
+        f"ALTER TABLE edge_type.t MODIFY a BIGINT, MODIFY c {decimal}",
         "INSERT INTO edge_type.t VALUES (3, 1099511627776, '2024-02-29 00:00:00', 12345678.1234)",
     )
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
-    assert _warehouse_types(spark, cfg, "edge_type__t")["a"] == "bigint"
-    assert _warehouse_types(spark, cfg, "edge_type__t")["c"] == "decimal(14,4)"
+    assert _warehouse_types(spark, cfg, "edge_type", "t")["a"] == "bigint"
+    assert _warehouse_types(spark, cfg, "edge_type", "t")["c"] == decimal
 
     # A type change that rewrites values stops extract at the statement, with the remedy.
     ledger = Ledger.of(cfg)
@@ -105,7 +121,7 @@ def test_a_widened_column_is_carried_and_a_changed_one_stops_until_the_table_is_
     run_initial_load(spark, cfg, only=["edge_type.t"], progress=quiet)
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
-    assert _warehouse_types(spark, cfg, "edge_type__t")["b"] == "string"
+    assert _warehouse_types(spark, cfg, "edge_type", "t")["b"] == "string"
     assert steps.status(cfg).intervals["failed"] == 0
 
     # Changed between intervals: the ALTER comes in an interval without rows of the table, its
@@ -166,6 +182,7 @@ def _reload_and_check(spark: Any, cfg: Config, *tables: str) -> None:
     assert steps.status(cfg).intervals["failed"] == 0
 
 
+@both_formats
 def test_dml_logged_as_statements_or_partial_rows_stops_until_the_table_is_reloaded(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -222,6 +239,7 @@ def test_dml_logged_as_statements_or_partial_rows_stops_until_the_table_is_reloa
     _reload_and_check(spark, cfg, "edge_stmt.t")
 
 
+@both_formats
 def test_ddl_in_every_spelling_is_carried_or_stops(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
@@ -288,6 +306,7 @@ def test_ddl_in_every_spelling_is_carried_or_stops(
     assert_equal_to_source(spark, cfg)
 
 
+@both_formats
 def test_a_backfill_start_past_the_read_log_is_refused_unless_the_gap_is_allowed(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -351,7 +370,7 @@ def test_a_backfill_start_past_the_read_log_is_refused_unless_the_gap_is_allowed
     status = steps.status(cfg)
     assert status.gaps == [{"interval": planned.interval, "from": checkpoint.position, "to": str(past)}]
     assert f"gap allowed by the operator: [{checkpoint.position}, {past})" in status.text()
-    warehouse = spark.sql("SELECT id FROM edge_gap_wh.edge_gap__t ORDER BY id").collect()
+    warehouse = spark.sql(f"SELECT id FROM {table_name(cfg, 'edge_gap', 't')} ORDER BY id").collect()
     assert [r.id for r in warehouse] == [1, 3]  # row 2 was in the gap
 
     # A backfill from before the gap replays it: equal again.
@@ -362,6 +381,7 @@ def test_a_backfill_start_past_the_read_log_is_refused_unless_the_gap_is_allowed
     assert_equal_to_source(spark, cfg)
 
 
+@both_formats
 def test_staging_changed_after_extract_is_refused_until_the_interval_is_extracted_again(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -414,6 +434,7 @@ def test_staging_changed_after_extract_is_refused_until_the_interval_is_extracte
     assert_equal_to_source(spark, cfg)
 
 
+@both_formats
 def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -471,6 +492,7 @@ def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise
     _reload_and_check(spark, cfg, "edge_col.t")
 
 
+@both_formats
 def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_changes(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
@@ -510,6 +532,7 @@ def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_change
     assert_equal_to_source(spark, everything)
 
 
+@both_formats
 def test_columns_named_like_the_loaders_own_are_carried_or_refused_by_name(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -541,6 +564,7 @@ def test_columns_named_like_the_loaders_own_are_carried_or_refused_by_name(
     _stopped(cfg, "edge_meta.bad: column _SeqNo is named like the warehouse", "tables.exclude")
 
 
+@both_formats
 def test_tinyint_1_and_boolean_keep_their_numbers_in_the_load_and_the_deltas(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -553,7 +577,9 @@ def test_tinyint_1_and_boolean_keep_their_numbers_in_the_load_and_the_deltas(
         ],
     )
     assert_equal_to_source(spark, cfg)
-    loaded_rows = spark.sql("SELECT id, u, s, b FROM edge_bool_wh.edge_bool__t ORDER BY id").collect()
+    loaded_rows = spark.sql(
+        f"SELECT id, u, s, b FROM {table_name(cfg, 'edge_bool', 't')} ORDER BY id"
+    ).collect()
     assert [tuple(r) for r in loaded_rows] == [
         (1, 255, -1, 2),
         (2, 0, 1, 0),
@@ -565,13 +591,14 @@ def test_tinyint_1_and_boolean_keep_their_numbers_in_the_load_and_the_deltas(
     assert_equal_to_source(spark, cfg)
 
 
-def _invalid_dates(spark: Any, cfg: Config, table: str) -> dict[int, tuple[Any, ...]]:
+def _invalid_dates(spark: Any, cfg: Config, schema: str, table: str) -> dict[int, tuple[Any, ...]]:
     rows = spark.sql(
-        f"SELECT id, d, dt, ts, _loader_invalid_dates FROM {cfg.warehouse.database}.{table}"
+        f"SELECT id, d, dt, ts, _loader_invalid_dates FROM {table_name(cfg, schema, table)}"
     ).collect()
     return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
 
+@both_formats
 def test_zero_and_partial_zero_dates_are_carried_as_their_text(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -586,7 +613,7 @@ def test_zero_and_partial_zero_dates_are_carried_as_their_text(
         ],
     )
     # The initial load: the typed columns are NULL where Spark has no such date, the text is kept.
-    loaded_rows = _invalid_dates(spark, cfg, "edge_zero__t")
+    loaded_rows = _invalid_dates(spark, cfg, "edge_zero", "t")
     assert loaded_rows[1][:3] == (None, None, None)
     assert loaded_rows[1][3] == {
         "d": "0000-00-00",
@@ -606,7 +633,7 @@ def test_zero_and_partial_zero_dates_are_carried_as_their_text(
         "UPDATE edge_zero.t SET dt = '2024-04-31 00:00:00' WHERE id = 4",
     )
     delta(spark, cfg)
-    changed = _invalid_dates(spark, cfg, "edge_zero__t")
+    changed = _invalid_dates(spark, cfg, "edge_zero", "t")
     assert str(changed[1][0]) == "2025-01-01"
     assert changed[1][3] == {"dt": "0000-00-00 00:00:00.000", "ts": "0000-00-00 00:00:00"}
     assert changed[4][3] == {"dt": "2024-04-31 00:00:00.000"}
@@ -648,6 +675,7 @@ def test_a_table_made_before_the_invalid_dates_column_gets_it(
     assert_equal_to_source(spark, cfg)
 
 
+@both_formats
 def test_schema_changes_stop_stops_at_every_schema_change_until_the_table_is_reloaded(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:

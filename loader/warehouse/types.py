@@ -186,16 +186,25 @@ def iceberg_widens(old: str, new: str) -> bool:
     return o is not None and n is not None and o[2] == n[2] and int(n[1]) >= int(o[1])
 
 
-def type_change_problem(old: str, new: str) -> str | None:
-    """Why a column cannot go from the MySQL type ``old`` to ``new`` in the warehouse, or None.
+def type_change_problem(old: str, new: str, table_format: str = "hive") -> str | None:
+    """Why a column cannot go from the MySQL type ``old`` to ``new`` in a warehouse table of
+    ``table_format``, or None.
 
     A change is carried when MySQL keeps every stored value as it was (the ALTER wrote no row
     events, so nothing else would correct them) and the warehouse column keeps its Spark type or
-    widens to one its files can be read as.
+    widens to one its files can be read as (Parquet's readers), or to one its metadata can
+    promote it to (Iceberg's).
     """
     if not _keeps_values(old, new):
         return f"changed type from {old} to {new}, which changes or may change stored values"
-    if not spark_widens(spark_type(old), spark_type(new)):
+    if table_format == "iceberg":
+        stored = {"tinyint": "int", "smallint": "int"}  # Iceberg has no narrower integers
+        widens = iceberg_widens(
+            stored.get(spark_type(old), spark_type(old)), stored.get(spark_type(new), spark_type(new))
+        )
+    else:
+        widens = spark_widens(spark_type(old), spark_type(new))
+    if not widens:
         return (
             f"changed type from {old} to {new}, which the warehouse cannot follow in place "
             f"({spark_type(old)} to {spark_type(new)})"

@@ -12,7 +12,8 @@ import pytest
 from loader.config import Config
 from loader.warehouse import checksum_sql
 from loader.warehouse.checksum import compare_sums, source_sums
-from tests.conftest import Loaded, MariaDB, assert_equal_to_source, delta, quiet
+from loader.warehouse.tables import table_name
+from tests.conftest import TABLE_FORMATS, Loaded, MariaDB, assert_equal_to_source, delta, quiet
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -109,6 +110,7 @@ TAMPER = {
 }
 
 
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
 def test_every_type_checks_equal_and_each_changed_value_is_reported_as_its_key_range(
     mariadb: MariaDB, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -160,6 +162,7 @@ def test_every_type_checks_equal_and_each_changed_value_is_reported_as_its_key_r
     assert extra.up_to is None or extra.up_to[0].encode() > b"nulls"
 
 
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
 def test_what_the_warehouse_lacks_is_a_difference_not_a_match(
     mariadb: MariaDB, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -187,7 +190,7 @@ def test_what_the_warehouse_lacks_is_a_difference_not_a_match(
         (["2"], ["3"], 1, 1),
     ]
     # A table the warehouse does not have, and a column it does not have, are named.
-    spark.sql(f"DROP TABLE {cfg.warehouse.database}.ck_lost__u")
+    spark.sql(f"DROP TABLE {table_name(cfg, 'ck_lost', 'u')}")
     mariadb.execute("SET sql_log_bin = 0", "ALTER TABLE ck_lost.t ADD COLUMN w INT", "SET sql_log_bin = 1")
     checked = {c.table: c for c in compare_sums(spark, cfg, source_sums(cfg, progress=quiet))}
     assert checked["ck_lost.u"].problem == "the warehouse has no such table"

@@ -115,3 +115,26 @@ def test_staged_values_cast_exactly(spark: Any, tmp_path: Path) -> None:
 )
 def test_iceberg_widens_a_column_only_as_its_type_promotions_allow(old: str, new: str, widens: bool) -> None:
     assert types.iceberg_widens(old, new) is widens
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "hive", "iceberg"),
+    [
+        ("int", "bigint", True, True),
+        ("tinyint", "int", True, True),  # Iceberg stores both as int
+        ("smallint unsigned", "int unsigned", True, True),
+        ("decimal(10,2)", "decimal(14,2)", True, True),
+        ("decimal(10,2)", "decimal(14,4)", True, False),  # Parquet's reader scales, Iceberg keeps a scale
+        ("int unsigned", "bigint unsigned", True, False),  # bigint to decimal(20,0)
+        ("float", "double", True, True),
+        ("datetime(6)", "varchar(40)", False, False),  # MySQL rewrites the values
+    ],
+)
+def test_a_type_change_is_carried_when_the_tables_format_can_follow_it(
+    old: str, new: str, hive: bool, iceberg: bool
+) -> None:
+    assert (types.type_change_problem(old, new, "hive") is None) is hive
+    problem = types.type_change_problem(old, new, "iceberg")
+    assert (problem is None) is iceberg
+    if problem and hive:
+        assert "which the warehouse cannot follow in place" in problem
