@@ -28,6 +28,7 @@ from loader.positions import Position
 from loader.results import ExtractSummary, IntervalRecord, TableMapping, TableResult, to_dict
 from loader.tables import table_list
 from loader.warehouse.submit import SparkJob, launch_subprocess
+from loader.warehouse.tables import ICEBERG_CATALOG
 
 Command = Callable[[argparse.Namespace, Config], int]
 
@@ -290,8 +291,11 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_tables(args: argparse.Namespace, cfg: Config) -> int:
     """The selected source tables and their warehouse tables."""
     mappings = steps.tables(cfg)
-    data = {"database": cfg.warehouse.database, "tables": [to_dict(m) for m in mappings]}
-    _emit(args, data, TableMapping.text(mappings, cfg.warehouse.database))
+    wh = cfg.warehouse
+    # As Spark SQL finds them: Iceberg tables are in the catalog named "iceberg".
+    shown = f"{ICEBERG_CATALOG}.{wh.database}" if wh.format == "iceberg" else wh.database
+    data = {"database": wh.database, "format": wh.format, "tables": [to_dict(m) for m in mappings]}
+    _emit(args, data, TableMapping.text(mappings, shown))
     return EXIT_OK
 
 

@@ -31,7 +31,7 @@ from loader.ledger import Ledger
 from loader.staging.stores import LocalStore
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config
+from tests.conftest import TABLE_FORMATS, MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,9 +41,10 @@ TABLES = [
     "c (a VARCHAR(8) NOT NULL, b INT NOT NULL, v BIGINT, PRIMARY KEY (a, b))",
 ]
 # Kills per test: a hundred of plan and extract (cheap: a run takes a second), and the Spark
-# jobs' (a run takes half a minute). LOADER_TEST_CRASHES=<n> asks for more (or fewer) of the first.
+# jobs' per table format (a run takes half a minute: two of the initial load, three of run-once;
+# more with LOADER_TEST_SPARK_CRASHES). LOADER_TEST_CRASHES=<n> asks for more (or fewer) of the first.
 EXTRACT_KILLS = int(os.environ.get("LOADER_TEST_CRASHES", "100"))
-SPARK_KILLS = 6
+SPARK_KILLS = int(os.environ.get("LOADER_TEST_SPARK_CRASHES", "5"))
 
 
 class Writer(threading.Thread):
@@ -277,8 +278,9 @@ def test_extract_and_plan_killed_at_random_points_then_rerun_leave_the_warehouse
     assert crashes.kills >= EXTRACT_KILLS and writer.transactions > 100
 
 
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
 def test_spark_jobs_killed_at_random_points_and_moments_then_rerun_leave_the_warehouse_equal(
-    mariadb: MariaDB, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mariadb: MariaDB, tmp_path: Path, capsys: pytest.CaptureFixture[str], table_format: str
 ) -> None:
     fresh_schema(mariadb, "crashjob", *TABLES)
     mariadb.execute(
@@ -290,7 +292,7 @@ def test_spark_jobs_killed_at_random_points_and_moments_then_rerun_leave_the_war
         tmp_path,
         "crashjob",
         "crashjob.*",
-        warehouse="partition_rows = 10\nbuckets = 4\nswap_batch = 2",
+        warehouse=f'format = "{table_format}"\npartition_rows = 10\nbuckets = 4\nswap_batch = 2',
         more='[spark]\nmaster = "local[2]"\nconf = { "spark.sql.shuffle.partitions" = "2" }\n',
     )
     crashes = Crashes(mariadb, toml, tmp_path, seed=16)
@@ -329,5 +331,7 @@ def test_spark_jobs_killed_at_random_points_and_moments_then_rerun_leave_the_war
     ledger = Ledger(LocalStore(str(tmp_path / "staging")), "crashjob")
     assert not [i for i in ledger.intervals() if i.state not in ("materialised", "abandoned")]
     with capsys.disabled():
-        print("\n" + crashes.report(f"Spark jobs: {writer.transactions} transactions written"))
+        print(
+            "\n" + crashes.report(f"Spark jobs ({table_format}): {writer.transactions} transactions written")
+        )
     assert crashes.kills >= SPARK_KILLS

@@ -229,12 +229,16 @@ def copy_table(
     ]
     part = partition_expr(info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table))
     dates = [(f"c{i}", c.name, c.mysql_type) for i, c in enumerate(info.columns)]
-    select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
     iceberg_table = cfg.warehouse.format == "iceberg"
-    typed = frame.selectExpr(*select).selectExpr(
-        "*",
+    # The loader's own columns in the order a table made by materialise has them (META_DDL): a
+    # table created by the copy (Iceberg's CREATE … AS SELECT) gets the frame's order.
+    typed = frame.selectExpr(
+        *select, f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}"
+    ).selectExpr(
+        *(quote_identifier(c.name) for c in info.columns),
         f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS _seqno",
         f"TIMESTAMP '{load.started_at}' AS _commit_ts",
+        INVALID_DATES_COLUMN,
         *([] if iceberg_table else [f"{part} AS {PART}"]),
     )
     observation = Observation(f"copy {info.qualified}")

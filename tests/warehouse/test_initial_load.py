@@ -18,7 +18,8 @@ from loader.ledger import Checkpoint, Ledger
 from loader.staging.stores import open_store
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import MariaDB
+from loader.warehouse.tables import table_name
+from tests.conftest import TABLE_FORMATS, MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -61,6 +62,7 @@ ALL_TYPES_ROWS = [
 ]
 
 
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
 def test_loaded_values_equal_what_materialisation_writes(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
@@ -78,9 +80,10 @@ def test_loaded_values_equal_what_materialisation_writes(
     load = _config(mariadb, tmp_path, spark_config, "il", "il_load")
     summary = run_initial_load(spark, load, progress=_quiet)
     assert [(t.table, t.rows) for t in summary.tables] == [("il.types", 3)]
-    loaded = spark.sql("SELECT * FROM il_load.il__types ORDER BY id").drop("_seqno", "_commit_ts").collect()
-    merged = spark.sql("SELECT * FROM il_delta.il__types ORDER BY id").drop("_seqno", "_commit_ts").collect()
-    assert spark.table("il_load.il__types").dtypes == spark.table("il_delta.il__types").dtypes
+    loaded_table, merged_table = table_name(load, "il", "types"), table_name(delta, "il", "types")
+    loaded = spark.sql(f"SELECT * FROM {loaded_table} ORDER BY id").drop("_seqno", "_commit_ts").collect()
+    merged = spark.sql(f"SELECT * FROM {merged_table} ORDER BY id").drop("_seqno", "_commit_ts").collect()
+    assert spark.table(loaded_table).dtypes == spark.table(merged_table).dtypes
     for a, b in zip(loaded, merged, strict=True):
         assert a.asDict() == b.asDict()
     assert loaded[0].bu == 18446744073709551615 and loaded[0].tm == "-838:59:59.000000"
@@ -129,17 +132,16 @@ class Writer(threading.Thread):
             conn.close()
 
 
-def _same_as_source(
-    mariadb: MariaDB, spark: Any, database: str, table: str, columns: str, order: str
-) -> None:
+def _same_as_source(mariadb: MariaDB, spark: Any, cfg: Config, table: str, columns: str, order: str) -> None:
     got = [
         tuple(r)
-        for r in spark.sql(f"SELECT {columns} FROM {database}.il__{table} ORDER BY {order}").collect()
+        for r in spark.sql(f"SELECT {columns} FROM {table_name(cfg, 'il', table)} ORDER BY {order}").collect()
     ]
     want = mariadb.rows(f"SELECT {columns} FROM il.{table} ORDER BY {order}")
     assert got == want, f"{table}: {len(got)} rows in the warehouse, {len(want)} in the source"
 
 
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
 def test_a_load_during_writes_then_one_delta_equals_the_source(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
@@ -176,10 +178,10 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
     # The delta from P0 makes the copy exact, whatever the writer did during it.
     assert run_extract(cfg, progress=_quiet) is not None
     run_materialize(spark, cfg)
-    _same_as_source(mariadb, spark, "il_wh", "ints", "id, v, n", "id")
-    _same_as_source(mariadb, spark, "il_wh", "pairs", "a, b, x", "a, b")
-    _same_as_source(mariadb, spark, "il_wh", "words", "w, n", "w")
-    assert spark.sql("SELECT count(*) FROM il_wh.il__empty").collect()[0][0] == 0
+    _same_as_source(mariadb, spark, cfg, "ints", "id, v, n", "id")
+    _same_as_source(mariadb, spark, cfg, "pairs", "a, b, x", "a, b")
+    _same_as_source(mariadb, spark, cfg, "words", "w, n", "w")
+    assert spark.sql(f"SELECT count(*) FROM {table_name(cfg, 'il', 'empty')}").collect()[0][0] == 0
     # Re-loading one table while deltas continue: its own P0; the next intervals (which start at or
     # before it) replay the changes since then.
     mariadb.execute("UPDATE il.words SET n = -n WHERE n % 2 = 0")
@@ -200,7 +202,7 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
         ("pairs", "a, b, x", "a, b"),
         ("words", "w, n", "w"),
     ):
-        _same_as_source(mariadb, spark, "il_wh", table, columns, order)
+        _same_as_source(mariadb, spark, cfg, table, columns, order)
 
 
 def test_tables_without_a_key_are_refused_unless_one_is_configured(

@@ -15,9 +15,12 @@ from loader.config import Config
 from loader.extract import run_extract
 from loader.ledger import Checkpoint, Ledger
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import MariaDB, spark_rows
+from loader.warehouse.tables import table_name
+from tests.conftest import TABLE_FORMATS, MariaDB, spark_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# The merge rule on both table formats; partitions, versions and their swaps are Hive's.
+both_formats = pytest.mark.parametrize("table_format", TABLE_FORMATS)
 
 
 def _checkpoint_now(mariadb: MariaDB, cfg: Config) -> Ledger:
@@ -85,6 +88,7 @@ def test_intervals_become_tables_equal_to_the_source(mariadb: MariaDB, cfg: Conf
     assert [i.state for i in ledger.intervals()] == ["materialised", "materialised"]
 
 
+@both_formats
 def test_applying_the_same_intervals_again_gives_the_same_table(
     mariadb: MariaDB, cfg: Config, spark: Any
 ) -> None:
@@ -100,20 +104,21 @@ def test_applying_the_same_intervals_again_gives_the_same_table(
     )
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)
-    first = spark.sql("SELECT * FROM mat_wh.mat__r ORDER BY id").collect()
+    first = spark.sql(f"SELECT * FROM {table_name(cfg, 'mat', 'r')} ORDER BY id").collect()
     mariadb.execute("UPDATE mat.r SET v = -1 WHERE id <= 2", "DELETE FROM mat.r WHERE id = 30")
     assert run_extract(cfg, progress=lambda _: None) is not None
     (result,) = run_materialize(spark, cfg)
     assert (result.inserted, result.updated, result.deleted) == (0, 2, 1)
-    first = spark.sql("SELECT * FROM mat_wh.mat__r ORDER BY id").collect()
+    first = spark.sql(f"SELECT * FROM {table_name(cfg, 'mat', 'r')} ORDER BY id").collect()
     for interval in ledger.intervals():
         interval.state = "extracted"
         ledger.save(interval)
     run_materialize(spark, cfg)
-    again = spark.sql("SELECT * FROM mat_wh.mat__r ORDER BY id").collect()
+    again = spark.sql(f"SELECT * FROM {table_name(cfg, 'mat', 'r')} ORDER BY id").collect()
     assert again == first and len(first) == 29
 
 
+@both_formats
 def test_a_column_added_at_the_end_appears_with_nulls_for_older_rows(
     mariadb: MariaDB, cfg: Config, spark: Any
 ) -> None:
@@ -133,7 +138,7 @@ def test_a_column_added_at_the_end_appears_with_nulls_for_older_rows(
     mariadb.execute("UPDATE mat.e SET note = 'set' WHERE id = 1")
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)
-    rows = spark.sql("SELECT id, a, note FROM mat_wh.mat__e ORDER BY id").collect()
+    rows = spark.sql(f"SELECT id, a, note FROM {table_name(cfg, 'mat', 'e')} ORDER BY id").collect()
     assert [tuple(r) for r in rows] == [(1, 1, "set"), (2, 2, None), (3, 3, "new")]
 
 
@@ -254,6 +259,7 @@ def test_superseded_versions_go_after_the_retention(
     assert [tuple(r) for r in rows] == mariadb.rows("SELECT id, v FROM mat.v ORDER BY id")
 
 
+@both_formats
 def test_a_planned_interval_blocks_the_ones_after_it(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
     from loader.errors import MaterializeError
 
@@ -273,7 +279,7 @@ def test_a_planned_interval_blocks_the_ones_after_it(mariadb: MariaDB, cfg: Conf
     with pytest.raises(MaterializeError, match=f"interval {first.id} is planned.*--interval {first.id}"):
         run_materialize(spark, cfg)
     assert [i.state for i in ledger.intervals()] == ["planned", "extracted"]
-    assert not spark.catalog.tableExists("mat_wh.mat__b")
+    assert not spark.catalog.tableExists(table_name(cfg, "mat", "b"))
 
 
 def test_partitioning_is_set_per_table(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
