@@ -18,9 +18,19 @@ try {
   await trigger.waitFor({ timeout: 180000 });
   await trigger.click();
   const dialog = page.getByRole('dialog');
-  await dialog.getByRole('button', { name: 'Backfill', exact: true }).click();
-  await dialog.getByRole('button', { name: 'Run Parameters', exact: true }).waitFor();
-  const text = await dialog.innerText();
+  // The form shows one section at a time (opening one folds the others): read the run
+  // parameters' section, then open the backfill one, whose fields are filled below.
+  const open = async (name) => {
+    const section = dialog.getByRole('button', { name, exact: true });
+    await section.waitFor();
+    if ((await section.getAttribute('aria-expanded')) !== 'true') await section.click();
+  };
+  await open('Run Parameters');
+  await dialog.getByText('Most changes per interval', { exact: true }).waitFor();
+  const runParameters = await dialog.innerText();
+  await open('Backfill');
+  await dialog.getByText('Backfill from byte position', { exact: true }).waitFor();
+  const text = `${await dialog.innerText()}\n${runParameters}`;
   await page.screenshot({ path: `${artifacts}/1-trigger-form.png` });
   const titles = [
     'Backfill from binlog file number',
