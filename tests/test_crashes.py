@@ -40,10 +40,10 @@ TABLES = [
     "k (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))",
     "c (a VARCHAR(8) NOT NULL, b INT NOT NULL, v BIGINT, PRIMARY KEY (a, b))",
 ]
-# Kills per test: a hundred of plan and extract (cheap: a run takes a second), and the Spark
+# Kills per test: forty of plan and extract (cheap: a run takes a second), and the Spark
 # jobs' per table format (a run takes half a minute: two of the initial load, three of run-once;
 # more with LOADER_TEST_SPARK_CRASHES). LOADER_TEST_CRASHES=<n> asks for more (or fewer) of the first.
-EXTRACT_KILLS = int(os.environ.get("LOADER_TEST_CRASHES", "100"))
+EXTRACT_KILLS = int(os.environ.get("LOADER_TEST_CRASHES", "40"))
 SPARK_KILLS = int(os.environ.get("LOADER_TEST_SPARK_CRASHES", "5"))
 
 
