@@ -99,6 +99,9 @@ bench: setup ## run the benchmarks (each compares with another tool on the same 
 	$(BIN)/python bench/materialize.py
 	$(BIN)/python bench/initial_load.py
 	$(BIN)/python bench/checksum.py  # needs pt-table-checksum (apt-get install percona-toolkit)
+	$(BIN)/python bench/cost_follows_change.py
+	$(BIN)/python bench/delta_cycle.py
+	$(BIN)/python bench/scan_after_maintenance.py
 
 .PHONY: clean
 clean: demo-stop ## stop the demo server and remove its data
