@@ -48,10 +48,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.materialize import change_set, stage  # noqa: E402
+
 FORMATS = ("hive", "iceberg")
 KINDS = ("recent", "uniform")
 TARGET = 1.30
-Change = tuple[str, int, int, tuple[object, ...]]
 
 
 @dataclass
@@ -82,35 +83,20 @@ def columns() -> list[Any]:
     ]
 
 
-def stage(folder: Path, rows: list[Change]) -> list[str]:
-    from loader.staging import csvformat
+def bench_config(tmp: Path, fmt: str, partition_rows: int = 1_000_000) -> Any:
+    """The loader's config for a warehouse of table format ``fmt`` in ``tmp`` (database
+    ``bench_wh``), on local[2] with room for 10,000,000-row tables."""
+    from loader.config import load_config
 
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "part-00000.csv"
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(csvformat.header_line(["id", "a", "b", "c", "d"]))
-        for op, seqno, row_id, values in rows:
-            f.write(csvformat.row_line(op, seqno, row_id, "2026-01-01 00:00:00.000000", values))
-    return [str(path)]
-
-
-def change_set(kind: str, n: int, rows: int, top: int, seqno: int, rnd: random.Random) -> list[Change]:
-    """``n`` change rows for a table of ``rows`` base keys (0 .. rows-1) whose keys now end below
-    ``top``: ``recent``, n/2 inserts from ``top`` on and n/4 updates among the newest 5% of the
-    base keys; ``uniform``, n/2 updates among every base key. An update is a D and an I row."""
-    out: list[Change] = []
-    if kind == "recent":
-        for i in range(n // 2):  # new keys
-            k = top + i
-            out.append(("I", seqno + i, 0, (k, i, f"new {k}", "1.50", "2026-01-01 00:00:00.000000")))
-        keys = rnd.sample(range(rows - rows // 20, rows), n // 4)
-    else:
-        keys = rnd.sample(range(rows), n // 2)
-    for j, k in enumerate(keys):  # updates: a D and an I each, the same seqno
-        s = seqno + n + j
-        out.append(("D", s, 0, (k, 0, "old", "0.00", "2025-01-01 00:00:00.000000")))
-        out.append(("I", s, 1, (k, 1, f"updated {k}", "2.25", "2026-01-01 00:00:00.000000")))
-    return out
+    env = {
+        "LOADER__WAREHOUSE__DIR": str(tmp / "warehouse"),
+        "LOADER__WAREHOUSE__DATABASE": "bench_wh",
+        "LOADER__WAREHOUSE__FORMAT": fmt,
+        "LOADER__WAREHOUSE__PARTITION_ROWS": str(partition_rows),
+        "LOADER__SPARK__MASTER": '"local[2]"',
+        "LOADER__SPARK__CONF": '{ "spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "6g" }',
+    }
+    return load_config(None, env=env)
 
 
 def build_table(bench: Bench, fmt: str, table: str, rows: int) -> str:
@@ -154,7 +140,7 @@ def merge(
     bench.runs += 1
     run = f"{bench.runs:05d}"
     folder = f"{fmt}-{table}-{kind}-{run}"
-    changes = change_set(kind, n, rows, top, seqno, random.Random(f"{kind}-{attempt}"))
+    changes = change_set(kind, n, rows, seqno, top, random.Random(f"{kind}-{attempt}"))
     stage(bench.staging / folder, changes)
     entry = TableEntry(
         "bench",
@@ -274,21 +260,13 @@ def main() -> None:
     if args.changes < 4 or args.changes // 4 > args.small // 20 or args.small >= args.large:
         parser.error("need --small < --large and --changes / 4 keys within the newest 5% of --small")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from loader.config import load_config
     from loader.staging.stores import LocalStore
     from loader.warehouse.session import build_session
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-cost-follows-change-"))
     spark = None
     try:
-        env = {
-            "LOADER__WAREHOUSE__DIR": str(tmp / "warehouse"),
-            "LOADER__WAREHOUSE__DATABASE": "bench_wh",
-            "LOADER__WAREHOUSE__PARTITION_ROWS": str(args.partition_rows),
-            "LOADER__SPARK__MASTER": '"local[2]"',
-            "LOADER__SPARK__CONF": '{ "spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "6g" }',
-        }
-        configs = {fmt: load_config(None, env={**env, "LOADER__WAREHOUSE__FORMAT": fmt}) for fmt in FORMATS}
+        configs = {fmt: bench_config(tmp, fmt, args.partition_rows) for fmt in FORMATS}
         # One session for both: the Iceberg config's session is the Hive one plus the Iceberg
         # catalog and SQL extensions (start-only settings), so both formats share one warm JVM.
         session_cfg = configs["iceberg" if "iceberg" in formats else "hive"]

@@ -53,8 +53,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.binlog_decode import PASSWORD, start_server, stop_server  # noqa: E402
+
 BIN = Path(sys.executable).parent  # the virtualenv's bin: loader, spark-submit
-PASSWORD = "bench"
 PASSWORD_ENV = "LOADER_BENCH_PASSWORD"
 TARGET_SECONDS = 30.0
 FORMATS = ("hive", "iceberg")
@@ -76,28 +79,7 @@ ROWS = """SELECT k, k * 7919 % 2147483647, CONCAT('row-', LPAD(k, 12, '0')),
 FROM (SELECT seq + {first} AS k FROM seq_1_to_{size}) s"""
 
 
-# --- the private server (as bench/binlog_decode.py starts and stops it) ----------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(datadir: Path) -> int:
-    port = free_port()
-    env = {**os.environ, "LOADER_SOURCE_PASSWORD": PASSWORD}
-    subprocess.run(
-        [str(ROOT / "infra/mariadb/mariadb.sh"), "start", str(datadir), str(port)], check=True, env=env
-    )
-    return port
-
-
-def stop_server(datadir: Path) -> None:
-    subprocess.run([str(ROOT / "infra/mariadb/mariadb.sh"), "stop", str(datadir)], check=False)
+# --- the private server (bench/binlog_decode.py starts and stops it) --------------------------
 
 
 def connect(port: int, database: str | None = None) -> Any:

@@ -35,7 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def stage(folder: Path, rows: list[tuple[str, int, int, tuple[object, ...]]]) -> list[str]:
+Change = tuple[str, int, int, tuple[object, ...]]  # op, seqno, row_id, (id, a, b, c, d)
+
+
+def stage(folder: Path, rows: list[Change]) -> list[str]:
+    """The change rows as one staged CSV file, written the way the extractor writes it."""
     from loader.staging import csvformat
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -47,12 +51,20 @@ def stage(folder: Path, rows: list[tuple[str, int, int, tuple[object, ...]]]) ->
     return [str(path)]
 
 
-def change_set(kind: str, n: int, total: int, seqno: int) -> list[tuple[str, int, int, tuple[object, ...]]]:
-    rnd = random.Random(kind)
-    out: list[tuple[str, int, int, tuple[object, ...]]] = []
+def change_set(
+    kind: str, n: int, total: int, seqno: int, top: int | None = None, rnd: random.Random | None = None
+) -> list[Change]:
+    """``n`` change rows for a table of ``total`` base keys (0 .. total-1) whose keys now end
+    below ``top`` (``total``): ``recent``, n/2 inserts from ``top`` on and n/4 updates among the
+    newest 5% of the base keys; ``uniform``, n/2 updates among every base key. An update is a D
+    and an I row with the same seqno."""
+    rnd = rnd or random.Random(kind)
+    top = total if top is None else top
+    out: list[Change] = []
     if kind != "uniform":
         for i in range(n // 2):  # new keys
-            out.append(("I", seqno + i, 0, (total + i, i, f"new {i}", "1.50", "2026-01-01 00:00:00.000000")))
+            k = top + i
+            out.append(("I", seqno + i, 0, (k, i, f"new {k}", "1.50", "2026-01-01 00:00:00.000000")))
         keys = rnd.sample(range(total - total // 20, total), n // 4)
     else:
         keys = rnd.sample(range(total), n // 2)

@@ -36,10 +36,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cost_follows_change import ROOT, Bench, Change, build_table, columns, stage
-
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.cost_follows_change import Bench, bench_config, build_table, columns  # noqa: E402
+from bench.materialize import Change, stage  # noqa: E402
 
 TARGET = 1.20
 SHARES = {"update": 0.5, "insert": 0.3, "delete": 0.2}
@@ -75,7 +76,7 @@ def interval_changes(
     return out, top + inserts
 
 
-def apply_intervals(bench: Bench, name: str, rows: int, intervals: int) -> int:
+def apply_intervals(bench: Bench, rows: int, intervals: int) -> int:
     """Merge ``intervals`` change sets, one snapshot each; returns the rows the table holds."""
     from loader.staging.manifest import FileEntry, TableEntry
     from loader.warehouse import iceberg
@@ -142,7 +143,6 @@ def main() -> None:
     if args.changes < 10 or args.changes * args.intervals > args.rows:
         parser.error("need --changes >= 10 and --changes x --intervals <= --rows")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from loader.config import load_config
     from loader.staging.stores import LocalStore
     from loader.warehouse import iceberg
     from loader.warehouse.maintenance import maintain_table
@@ -152,16 +152,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scan-after-maintenance-"))
     spark = None
     try:
-        cfg = load_config(
-            None,
-            env={
-                "LOADER__WAREHOUSE__DIR": str(tmp / "warehouse"),
-                "LOADER__WAREHOUSE__DATABASE": "bench_wh",
-                "LOADER__WAREHOUSE__FORMAT": "iceberg",
-                "LOADER__SPARK__MASTER": '"local[2]"',
-                "LOADER__SPARK__CONF": '{ "spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "6g" }',
-            },
-        )
+        cfg = bench_config(tmp, "iceberg")
         t0 = time.perf_counter()
         spark = build_session(cfg, "bench-scan-after-maintenance")
         spark.sparkContext.setLogLevel("ERROR")
@@ -174,7 +165,7 @@ def main() -> None:
             f"{name}: {args.rows:,} rows; {args.intervals} intervals of {args.changes:,} change rows",
             flush=True,
         )
-        live = apply_intervals(bench, name, args.rows, args.intervals)
+        live = apply_intervals(bench, args.rows, args.intervals)
         fresh = table_name(cfg, "bench", "fresh")
         ensure_table(spark, cfg, "bench", "fresh", columns(), key=["id"])
         spark.sql(f"INSERT INTO {fresh} SELECT * FROM {name} ORDER BY id")
@@ -189,8 +180,7 @@ def main() -> None:
                 seconds, answers[label] = scan(spark, table)
                 best[label] = min(best[label], seconds)
         t0 = time.perf_counter()
-        (_, ancestry), *_ = iceberg.committed_tables(spark, "iceberg.bench_wh", cfg.source.name)
-        done = maintain_table(spark, cfg, name, ancestry)
+        done = maintain_table(spark, cfg, name, iceberg.current_ancestry(spark, name))
         print(
             f"maintenance in {time.perf_counter() - t0:.1f} s: {done.rewritten_files} files rewritten, "
             f"data files {done.data_files[0]} -> {done.data_files[1]}, delete files "
