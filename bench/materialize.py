@@ -183,8 +183,8 @@ def full_rewrite(spark: Any, target: Path) -> None:
                     SELECT id, a, b, c, d, _seqno, _commit_ts, {PART}, 0 AS _row, 'I' AS op FROM bench_wh.bench__t
                     UNION ALL
                     SELECT CAST(id AS BIGINT), CAST(a AS INT), b, CAST(c AS DECIMAL(12,2)),
-                           CAST(d AS TIMESTAMP_NTZ), CAST(seqno AS BIGINT), to_timestamp(commit_ts),
-                           CAST(floor(CAST(id AS BIGINT) / 1000000) AS BIGINT), CAST(row_id AS INT), op
+                           CAST(d AS TIMESTAMP_NTZ), CAST(_loader_seqno AS BIGINT), to_timestamp(_loader_commit_ts),
+                           CAST(floor(CAST(id AS BIGINT) / 1000000) AS BIGINT), CAST(_loader_row_id AS INT), _loader_op
                     FROM bench_changes)
             ) WHERE rn = 1 AND op = 'I'
             """
