@@ -121,8 +121,8 @@ class TableWriter:
         workdir: Path,
         part_bytes: int,
         gzip_parts: bool,
-        previous: list[ColumnSpec] | None = None,
-        table_format: str = "hive",
+        previous: list[ColumnSpec] | None,
+        table_format: str,
     ) -> None:
         self.entry = entry
         self.table_format = table_format  # the warehouse's: which type changes it can follow
@@ -336,7 +336,7 @@ def publish_table(
     table: str,
     pieces: list[TablePiece],
     gzip_parts: bool,
-    table_format: str = "hive",
+    table_format: str,
 ) -> TableEntry:
     """Upload the parts of one table, in log order, and describe them for the manifest."""
     entry = TableEntry(schema, table, pieces[0].primary_key)

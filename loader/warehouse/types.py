@@ -186,7 +186,7 @@ def iceberg_widens(old: str, new: str) -> bool:
     return o is not None and n is not None and o[2] == n[2] and int(n[1]) >= int(o[1])
 
 
-def type_change_problem(old: str, new: str, table_format: str = "hive") -> str | None:
+def type_change_problem(old: str, new: str, table_format: str) -> str | None:
     """Why a column cannot go from the MySQL type ``old`` to ``new`` in a warehouse table of
     ``table_format``, or None.
 
