@@ -134,6 +134,10 @@ def test_the_trigger_form_shows_the_params_and_a_backfill_run_succeeds(
         # The backfill started where the browser said, before the checkpoint: the rows came again.
         assert interval.start == str(start) and interval.state == "materialised" and interval.changes == 2
         assert sorted(p.name for p in ARTIFACTS.iterdir()) >= ["1-trigger-form.png", "2-backfill-filled.png"]
+        # And the warehouse holds what the source holds.
+        compared = subprocess.run([str(BIN / "loader"), "compare"], env=env, capture_output=True, text=True)
+        assert compared.returncode == 0, compared.stdout + compared.stderr[-2000:]
+        assert "source 2 rows, warehouse 2 rows, equal" in compared.stdout, compared.stdout
     finally:
         os.killpg(airflow.pid, signal.SIGTERM)
         try:
