@@ -43,6 +43,7 @@ $(UI_STAMP): tests/ui/package-lock.json
 setup: $(STAMP) ## create the virtual environment, install missing Debian packages, fetch the pinned jars
 	@infra/install-deps.sh
 	@infra/jars/fetch.sh $(JARS_CACHE)
+	@$(BIN)/python -m loader.warehouse.class_archive
 	@$(MAKE) --no-print-directory $(UI_STAMP)
 
 .PHONY: demo

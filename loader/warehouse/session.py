@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from loader.aws import connection_keys
 from loader.config import DEFAULT_JARS, Config
 from loader.errors import ConfigError
+from loader.warehouse import class_archive
 from loader.warehouse.tables import ICEBERG_CATALOG
 
 # The embedded Iceberg catalog's file, in the warehouse's metastore folder.
@@ -24,6 +25,7 @@ ICEBERG_SQLITE = "iceberg_catalog.db"
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 QUIET_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -33,6 +35,9 @@ QUIET_CONF = {
 def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
     """Every Spark setting the loader's jobs run with, from the config (``jdbc``: it reads the source)."""
     wh = cfg.warehouse
+    # The driver's JVM options: the loader's, then the config's own (spark.driver.extraJavaOptions
+    # in [spark] conf adds to them instead of dropping Derby's home).
+    java_options = class_archive.java_options()
     conf = {
         **QUIET_CONF,
         "spark.sql.warehouse.dir": f"{wh.spark_dir()}/tables",
@@ -57,7 +62,7 @@ def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
         conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
             f"jdbc:derby:;databaseName={derby_home / 'metastore_db'};create=true"
         )
-        conf["spark.driver.extraJavaOptions"] = f"-Dderby.system.home={derby_home}"
+        java_options.append(f"-Dderby.system.home={derby_home}")
         # A re-load after a column was dropped, moved or changed gives the table new columns;
         # Hive compares column types by position and would refuse (Parquet reads by name).
         # A shared metastore needs the same setting on its server.
@@ -72,6 +77,9 @@ def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
     if wh.scheme == "s3" and wh.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(wh.dir, wh.s3_endpoint_url))
     conf.update(cfg.spark.conf)
+    java_options += cfg.spark.conf.get(JAVA_OPTIONS, "").split()
+    if java_options:
+        conf[JAVA_OPTIONS] = " ".join(java_options)
     return conf
 
 
