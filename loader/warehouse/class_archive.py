@@ -6,7 +6,7 @@ CPU, on a two-core machine. The JVM can instead map those classes from an archiv
 training run dumped (JDK 13+ dynamic CDS), which roughly halves a job's start.
 
 The archive is an optimisation only. It is used when it exists and matches: the JVM checks its
-own build and the classpath, and runs without it (silently, see ``java_options``) otherwise.
+own build and the classpath, and runs without it (silently, see ``session.archive_java_options``) otherwise.
 
     python -m loader.warehouse.class_archive    # make setup: build it unless it is there
 """
@@ -26,39 +26,8 @@ import os
 import subprocess
 import tempfile
 import time
-from importlib.metadata import PackageNotFoundError, version
 
-from loader.config import DEFAULT_JARS
-
-ARCHIVE_DIR = DEFAULT_JARS.parent / "class-archive"
-
-
-def archive_path() -> Path | None:
-    """Where the archive for the installed PySpark and pinned jars is (None without PySpark).
-
-    Keyed by Spark's version and the pinned jars' pom (infra/jars/fetch.sh's stamp): an archive
-    of another classpath would only be refused, so a new pin or Spark builds a new one.
-    """
-    try:
-        spark = version("pyspark")
-    except PackageNotFoundError:
-        return None
-    stamp = DEFAULT_JARS / ".pom.sha256"
-    jars = stamp.read_text().strip()[:12] if stamp.is_file() else "nojars"
-    return ARCHIVE_DIR / f"spark-{spark}-{jars}.jsa"
-
-
-def java_options() -> list[str]:
-    """The driver JVM's options that map the archive, when there is one.
-
-    The JVM warns on stderr when it refuses an archive (a classpath changed by
-    ``spark.driver.extraClassPath``, another JDK); the job then only starts slower, so the
-    warning would be noise above the job's own last line.
-    """
-    path = archive_path()
-    if path is None or not path.is_file():
-        return []
-    return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds*=off"]
+from loader.warehouse.session import ARCHIVE_DIR, archive_path, spark_conf
 
 
 def _train(config_path: str) -> None:
@@ -119,7 +88,6 @@ def build(force: bool = False) -> str:
     if path.is_file() and not force:
         return f"Spark class archive: {path} (there already)"
     from loader.config import load_config
-    from loader.warehouse.session import spark_conf
 
     path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

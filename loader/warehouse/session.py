@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -16,7 +17,6 @@ from urllib.parse import urlsplit
 from loader.aws import connection_keys
 from loader.config import DEFAULT_JARS, Config
 from loader.errors import ConfigError
-from loader.warehouse import class_archive
 from loader.warehouse.tables import ICEBERG_CATALOG
 
 # The embedded Iceberg catalog's file, in the warehouse's metastore folder.
@@ -32,12 +32,44 @@ QUIET_CONF = {
 }
 
 
+# The class-data-sharing archive make setup builds (loader.warehouse.class_archive).
+ARCHIVE_DIR = DEFAULT_JARS.parent / "class-archive"
+
+
+def archive_path() -> Path | None:
+    """Where the archive for the installed PySpark and pinned jars is (None without PySpark).
+
+    Keyed by Spark's version and the pinned jars' pom (infra/jars/fetch.sh's stamp): an archive
+    of another classpath would only be refused, so a new pin or Spark builds a new one.
+    """
+    try:
+        spark = version("pyspark")
+    except PackageNotFoundError:
+        return None
+    stamp = DEFAULT_JARS / ".pom.sha256"
+    jars = stamp.read_text().strip()[:12] if stamp.is_file() else "nojars"
+    return ARCHIVE_DIR / f"spark-{spark}-{jars}.jsa"
+
+
+def archive_java_options() -> list[str]:
+    """The driver JVM's options that map the archive, when there is one.
+
+    The JVM warns on stderr when it refuses an archive (a classpath changed by
+    ``spark.driver.extraClassPath``, another JDK); the job then only starts slower, so the
+    warning would be noise above the job's own last line.
+    """
+    path = archive_path()
+    if path is None or not path.is_file():
+        return []
+    return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds*=off"]
+
+
 def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
     """Every Spark setting the loader's jobs run with, from the config (``jdbc``: it reads the source)."""
     wh = cfg.warehouse
     # The driver's JVM options: the loader's, then the config's own (spark.driver.extraJavaOptions
     # in [spark] conf adds to them instead of dropping Derby's home).
-    java_options = class_archive.java_options()
+    java_options = archive_java_options()
     conf = {
         **QUIET_CONF,
         "spark.sql.warehouse.dir": f"{wh.spark_dir()}/tables",

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.warehouse import class_archive
-from loader.warehouse.session import JAVA_OPTIONS, spark_conf
+from loader.warehouse.session import JAVA_OPTIONS, archive_path, spark_conf
 
 
 def test_the_configs_java_options_add_to_the_loaders(session_config: Config) -> None:
@@ -24,7 +23,7 @@ def test_the_configs_java_options_add_to_the_loaders(session_config: Config) -> 
     # driver options used to replace it.
     assert f"-Dderby.system.home={cfg.warehouse.metastore_dir}" in options
     assert options[-2:] == ["-Duser.timezone=UTC", "-Xss4m"]
-    archive = class_archive.archive_path()
+    archive = archive_path()
     assert archive is not None and archive.is_file(), "make setup builds the class archive"
     assert f"-XX:SharedArchiveFile={archive}" in options
 
@@ -33,4 +32,4 @@ def test_the_configs_java_options_add_to_the_loaders(session_config: Config) -> 
 def test_the_drivers_jvm_maps_the_archive(spark: Any) -> None:
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     mapped = Path(f"/proc/{pid}/maps").read_text()
-    assert str(class_archive.archive_path()) in mapped
+    assert str(archive_path()) in mapped
