@@ -242,14 +242,15 @@ def merge_changes(
     columns: list[str],
     key: list[str],
     summary: Mapping[str, str],
+    target_filter: str = "",
 ) -> tuple[int, int, int, int]:
     """Merge the change rows ``changes`` into the Iceberg table ``name`` in one snapshot whose
-    summary carries ``summary``.
+    summary carries ``summary`` (``target_filter``: see ``merge_into_sql``).
 
     Returns:
         Rows inserted, updated and deleted, and the partitions the snapshot changed.
     """
-    latest, merge = merge_into_sql(name, columns, key)
+    latest, merge = merge_into_sql(name, columns, key, target_filter)
     changes.createOrReplaceTempView("changes")
     spark.sql(latest).createOrReplaceTempView("latest")
     with snapshot_summary(spark, summary):

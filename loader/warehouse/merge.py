@@ -90,22 +90,51 @@ def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> Mer
     )
 
 
-def merge_into_sql(target: str, columns: list[str], key: list[str]) -> tuple[str, str]:
+# Above this many separate key ranges, the target is narrowed to the one range around them all.
+MAX_KEY_RANGES = 64
+
+
+def key_ranges_sql(column: str, ranges: list[int], width: int) -> str:
+    """A predicate that holds for every key in the key ranges ``ranges`` (range ``r`` holds the
+    keys ``r * width`` to ``r * width + width - 1``, as ``floor(key / width)`` numbers them).
+
+    Adjacent ranges are joined; past ``MAX_KEY_RANGES`` separate runs, one range from the first
+    to the last stands for them (it holds more keys, never fewer).
+    """
+    runs: list[list[int]] = []
+    for r in sorted(set(ranges)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    if len(runs) > MAX_KEY_RANGES:
+        runs = [[runs[0][0], runs[-1][1]]]
+    terms = [f"({column} >= {lo * width} AND {column} < {(hi + 1) * width})" for lo, hi in runs]
+    return "(" + " OR ".join(terms) + ")" if terms else ""
+
+
+def merge_into_sql(
+    target: str, columns: list[str], key: list[str], target_filter: str = ""
+) -> tuple[str, str]:
     """The latest change of each key (over the view ``changes``) and the ``MERGE INTO`` that
     applies them (over the view ``latest``) to ``target``, an Iceberg table with these columns.
 
-    The key is compared with ``=`` (primary key columns are never NULL), which lets Iceberg skip
-    the data files whose key ranges hold no changed key.
+    The key is compared with ``=`` (primary key columns are never NULL). ``target_filter``, a
+    predicate on the target's rows (alias ``t``) that every changed key's row satisfies, is added
+    to the join: Spark pushes it into the target's scan, so Iceberg reads only the files whose
+    partitions and key bounds can hold a changed key (without it, the whole table is read and
+    shuffled for the join whatever the change).
 
     Raises:
         MergeError: naming the key columns the table does not have.
     """
     latest = latest_sql(columns, key)
     q = quote_identifier
+    key_join = " AND ".join(f"t.{q(k)} = l.{q(k)}" for k in key)
     merge = _render(
         "merge_into.sql",
         target=target,
-        key_join=" AND ".join(f"t.{q(k)} = l.{q(k)}" for k in key),
+        key_join=f"{key_join} AND {target_filter}" if target_filter else key_join,
         update_columns=", ".join(f"{q(c)} = l.{q(c)}" for c in columns),
         columns=", ".join(q(c) for c in columns),
         latest_columns=", ".join(f"l.{q(c)}" for c in columns),

@@ -156,6 +156,34 @@ def test_columns_added_and_widened_follow_the_source(
     assert_equal_to_source(spark, cfg)
 
 
+def test_the_merge_reads_only_the_key_ranges_it_changes_and_misses_no_key_at_the_edges(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    # The merge narrows its read of the table to the key ranges (of partition_rows = 10 keys)
+    # that hold a changed key; a key put in the wrong range would be inserted a second time.
+    # Keys past 2**53 round as doubles, the last BIGINT has no next range, negative keys
+    # round down.
+    big, top = 2**53 + 1, 2**63 - 1
+    fresh_schema(mariadb, "ice_keys", "t (id BIGINT PRIMARY KEY, v VARCHAR(10))")
+    keys = [-11, -10, -1, 0, 9, 10, 19, 40, big - 1, big, big + 1, top - 1, top]
+    mariadb.execute("INSERT INTO ice_keys.t VALUES " + ", ".join(f"({k}, 'old')" for k in keys))
+    cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_keys")
+    run_initial_load(spark, cfg, progress=quiet)
+    changed = [-11, -1, 9, 10, big, big + 1, top]
+    mariadb.execute(
+        f"UPDATE ice_keys.t SET v = 'new' WHERE id IN ({', '.join(map(str, changed))})",
+        f"DELETE FROM ice_keys.t WHERE id IN (-10, 19, {top - 1})",
+        f"INSERT INTO ice_keys.t VALUES (-20, 'ins'), (1, 'ins'), ({big + 2}, 'ins')",
+    )
+    assert run_extract(cfg, progress=quiet) is not None
+    run_materialize(spark, cfg)
+    rows = sorted((r.id, r.v) for r in spark.table("iceberg.ice_keys_wh.ice_keys__t").collect())
+    expected = {k: "new" if k in changed else "old" for k in keys if k not in (-10, 19, top - 1)}
+    expected.update({-20: "ins", 1: "ins", big + 2: "ins"})
+    assert rows == sorted(expected.items())
+    assert_equal_to_source(spark, cfg)
+
+
 def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_ones_apply_again(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:

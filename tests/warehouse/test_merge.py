@@ -144,3 +144,14 @@ def test_composite_keys_and_odd_names() -> None:
     assert "PARTITION BY c.`order id`, c.`line``no`" in sql.latest
     with pytest.raises(MergeError, match="'nope'"):
         merge_sql(["a"], ["nope"])
+
+
+def test_the_key_ranges_of_a_merge_join_adjacent_ones_and_cap_their_number() -> None:
+    from loader.warehouse.merge import MAX_KEY_RANGES, key_ranges_sql
+
+    assert key_ranges_sql("t.id", [3, -1, 4, 0, 9], 10) == (
+        "((t.id >= -10 AND t.id < 10) OR (t.id >= 30 AND t.id < 50) OR (t.id >= 90 AND t.id < 100))"
+    )
+    spread = list(range(0, 2 * MAX_KEY_RANGES + 2, 2))
+    assert key_ranges_sql("k", spread, 5) == f"((k >= 0 AND k < {(spread[-1] + 1) * 5}))"
+    assert key_ranges_sql("k", [], 5) == ""
