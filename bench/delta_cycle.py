@@ -8,7 +8,9 @@ own config file (source name, staging, warehouse folder and database; ``[spark] 
 
 - ``hive``: partitioned Parquet tables in Spark's Hive catalog (the touched partitions are
   rewritten and swapped in);
-- ``iceberg``: Iceberg tables, ``MERGE INTO`` merge-on-read, one snapshot per interval.
+- ``iceberg``: Iceberg tables, ``MERGE INTO`` merge-on-read, one snapshot per interval;
+- ``iceberg_c1``: the same with ``-XX:TieredStopAtLevel=1`` in the driver's Java options (the
+  JVM's quick compiler only: less compiling on two cores, slower code in jobs of minutes).
 
 Then the changes, once, after every load (so each format's next run reads the same binlog
 interval): ``--changes`` row changes, about 50% updates of key ranges spread over the table, 30%
@@ -60,7 +62,14 @@ from bench.binlog_decode import PASSWORD, start_server, stop_server  # noqa: E40
 BIN = Path(sys.executable).parent  # the virtualenv's bin: loader, spark-submit
 PASSWORD_ENV = "LOADER_BENCH_PASSWORD"
 TARGET_SECONDS = 30.0
-FORMATS = ("hive", "iceberg")
+FORMATS = ("hive", "iceberg", "iceberg_c1")
+# A format's table format and the driver JVM's extra options: iceberg_c1 is Iceberg with the JVM's
+# quick compiler only (README, "A job's start"), which suits jobs of seconds.
+VARIANTS = {
+    "hive": ("hive", ""),
+    "iceberg": ("iceberg", ""),
+    "iceberg_c1": ("iceberg", "-XX:TieredStopAtLevel=1"),
+}
 TX_ROWS = 1000  # row changes per transaction
 SHARES = {"update": 0.5, "insert": 0.3, "delete": 0.2}
 
@@ -167,6 +176,8 @@ def write_config(folder: Path, fmt: str, port: int) -> Path:
     """``folder/loader.toml``: the source as the ``loader`` user, ``bench.t``, staging and
     warehouse under ``folder``, the warehouse database ``bench_<fmt>_wh`` in format ``fmt``."""
     folder.mkdir(parents=True, exist_ok=True)
+    table_format, java_options = VARIANTS[fmt]
+    java = f', "spark.driver.extraJavaOptions" = "{java_options}"' if java_options else ""
     path = folder / "loader.toml"
     path.write_text(
         f"""[source]
@@ -181,11 +192,11 @@ include = ["bench.t"]
 uri = "{folder / "staging"}"
 [warehouse]
 database = "bench_{fmt}_wh"
-format = "{fmt}"
+format = "{table_format}"
 dir = "{folder / "warehouse"}"
 [spark]
 master = "local[2]"
-conf = {{ "spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "4g" }}
+conf = {{ "spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "4g"{java} }}
 """,
         encoding="utf-8",
     )
@@ -361,7 +372,7 @@ def report(cycles: list[Cycle], rows: int, changes: int) -> None:
         )
         note = "" if c.spark_seen else " (spark-submit not seen: plan counted in materialise)"
         print(
-            f"{c.fmt:8s} {c.seconds:6.1f} s = start {c.start:.2f} + plan {c.plan:.2f} + extract {c.extract:.2f} "
+            f"{c.fmt:10s} {c.seconds:6.1f} s = start {c.start:.2f} + plan {c.plan:.2f} + extract {c.extract:.2f} "
             f"({c.changes:,} change rows in {c.transactions:,} transactions, {rate:,.0f} rows/s) + materialise "
             f"{c.materialise:.1f} (Spark start and bookkeeping {c.spark_start:.1f} + merge {c.merge:.1f}){note}"
         )
@@ -382,7 +393,7 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=100_000)
-    parser.add_argument("--formats", default=",".join(FORMATS), help="comma-separated: hive, iceberg")
+    parser.add_argument("--formats", default=",".join(FORMATS), help="comma-separated: " + ", ".join(FORMATS))
     args = parser.parse_args()
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(FORMATS))
@@ -406,7 +417,7 @@ def main() -> None:
             copied = sum(int(t["rows"]) for t in loaded["tables"])
             assert copied == args.rows, f"{fmt}: the initial load copied {copied:,} rows, not {args.rows:,}"
             print(
-                f"{fmt:8s} initial load (not timed): {copied:,} rows, {done.seconds:.1f} s wall "
+                f"{fmt:10s} initial load (not timed): {copied:,} rows, {done.seconds:.1f} s wall "
                 f"({float(loaded['seconds']):.1f} s in the command), P0 {loaded['p0']}"
             )
 
@@ -432,9 +443,9 @@ def main() -> None:
                 f"{fmt}: {cycle.changes:,} change rows extracted, not {expected:,}"
             )
             cycles.append(cycle)
-            print(f"{fmt:8s} run-once: {cycle.seconds:.1f} s")
+            print(f"{fmt:10s} run-once: {cycle.seconds:.1f} s")
             for line in checksum(config, config.parent):
-                print(f"{fmt:8s} checksum (not timed): {line}")
+                print(f"{fmt:10s} checksum (not timed): {line}")
         report(cycles, args.rows, args.changes)
     finally:
         stop_server(datadir)
