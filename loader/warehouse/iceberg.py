@@ -38,6 +38,36 @@ COMPACTS = "loader.compacts"  # the interval id, or "load <id>", whose rows a co
 _MERGED = "spark.merge-into.num-target-rows-"
 
 
+# The MERGE's join (the table right-outer-joined to its changes) gets a bloom filter of the
+# changed keys on the table's side. Spark injects one only into a join it would shuffle, on a
+# table of at least the application threshold, from a side under the creation threshold; a
+# dynamic partition pruning filter on the same key (never executed here: MERGE's join is not
+# broadcast) would stand in its place.
+KEY_FILTER_CONF = {
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
+    "spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold": "64MB",
+    "spark.sql.optimizer.runtime.bloomFilter.creationSideThreshold": "256MB",
+    "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+
+
+@contextmanager
+def session_conf(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
+    """Spark settings for the block only; the session's own come back after it."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 @contextmanager
 def snapshot_summary(spark: Any, properties: Mapping[str, str]) -> Iterator[None]:
     """Add ``properties`` to the summary of the snapshots committed inside the block."""
@@ -250,11 +280,19 @@ def merge_changes(
     Returns:
         Rows inserted, updated and deleted, and the partitions the snapshot changed.
     """
-    latest, merge = merge_into_sql(name, columns, key, target_filter)
+    ranked_sql, merge = merge_into_sql(name, columns, key, target_filter)
     changes.createOrReplaceTempView("changes")
-    spark.sql(latest).createOrReplaceTempView("latest")
-    with snapshot_summary(spark, summary):
-        spark.sql(merge)
+    # Ranked once and kept, the latest changes are a filter over a relation of known size: what
+    # Spark's runtime bloom filter needs to drop, while the table is read, the rows of keys
+    # that did not change, before they are shuffled for the join.
+    ranked = spark.sql(ranked_sql).cache()
+    ranked.count()
+    ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
+    try:
+        with snapshot_summary(spark, summary), session_conf(spark, KEY_FILTER_CONF):
+            spark.sql(merge)
+    finally:
+        ranked.unpersist()
     crashpoints.reached("after snapshot committed")
     now = current_summaries(spark, name)[0]
 

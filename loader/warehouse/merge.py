@@ -2,7 +2,7 @@
 
 The rule runs in three steps, each a readable template (DESIGN.md section 4):
 
-1. ``latest_changes.sql``: the latest change of each key;
+1. ``latest_changes.sql``: the latest change of each key (``ranked_changes.sql`` ranks them);
 2. ``decide.sql``: what happens to each changed key (insert, update, delete, stale, none), which
    scans only the key and ``_seqno`` columns of the base rows;
 3. ``merge.sql``: the table's new rows; ``merge_counts.sql`` counts the effect from step 2.
@@ -43,8 +43,9 @@ def _render(template: str, **values: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--")).strip()
 
 
-def latest_sql(columns: list[str], key: list[str]) -> str:
-    """Step 1 over the view ``changes``: the latest change of each key.
+def ranked_sql(columns: list[str], key: list[str]) -> str:
+    """Step 1 over the view ``changes``, before its filter: every change with its rank among
+    its key's changes (``_loader_rank`` 1 is the latest).
 
     Raises:
         MergeError: naming the key columns the table does not have.
@@ -54,7 +55,12 @@ def latest_sql(columns: list[str], key: list[str]) -> str:
     missing = [k for k in key if k not in columns]
     if missing:
         raise MergeError(f"key columns {missing} are not among the table's columns {columns}")
-    return _render("latest_changes.sql", key_columns=", ".join(f"c.{quote_identifier(k)}" for k in key))
+    return _render("ranked_changes.sql", key_columns=", ".join(f"c.{quote_identifier(k)}" for k in key))
+
+
+def latest_sql(columns: list[str], key: list[str]) -> str:
+    """Step 1 over the view ``changes``: the latest change of each key (see ``ranked_sql``)."""
+    return _render("latest_changes.sql", ranked=ranked_sql(columns, key))
 
 
 def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> MergeSql:
@@ -116,8 +122,9 @@ def key_ranges_sql(column: str, ranges: list[int], width: int) -> str:
 def merge_into_sql(
     target: str, columns: list[str], key: list[str], target_filter: str = ""
 ) -> tuple[str, str]:
-    """The latest change of each key (over the view ``changes``) and the ``MERGE INTO`` that
-    applies them (over the view ``latest``) to ``target``, an Iceberg table with these columns.
+    """The changes ranked (``ranked_sql``, over the view ``changes``) and the ``MERGE INTO`` that
+    applies the latest of each key (the view ``latest``, those ranked 1) to ``target``, an
+    Iceberg table with these columns.
 
     The key is compared with ``=`` (primary key columns are never NULL). ``target_filter``, a
     predicate on the target's rows (alias ``t``) that every changed key's row satisfies, is added
@@ -128,7 +135,7 @@ def merge_into_sql(
     Raises:
         MergeError: naming the key columns the table does not have.
     """
-    latest = latest_sql(columns, key)
+    ranked = ranked_sql(columns, key)
     q = quote_identifier
     key_join = " AND ".join(f"t.{q(k)} = l.{q(k)}" for k in key)
     merge = _render(
@@ -139,7 +146,7 @@ def merge_into_sql(
         columns=", ".join(q(c) for c in columns),
         latest_columns=", ".join(f"l.{q(c)}" for c in columns),
     )
-    return latest, merge
+    return ranked, merge
 
 
 @dataclass

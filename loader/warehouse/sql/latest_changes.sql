@@ -1,14 +1,6 @@
 -- Step 1 of the merge rule (DESIGN.md section 4): the latest change of each key, the one with
 -- the greatest (seqno, row_id).
 --
---   changes : the staged change rows, typed: _loader_op, _loader_seqno, _loader_row_id,
---             _loader_commit_ts, <columns> (the meta columns named so that no source column
---             is named like one)
+--   ranked : ranked_changes.sql over the staged change rows
 
-SELECT *
-FROM (
-    SELECT c.*,
-           row_number() OVER (PARTITION BY ${key_columns} ORDER BY c._loader_seqno DESC, c._loader_row_id DESC) AS _loader_rank
-    FROM changes c
-)
-WHERE _loader_rank = 1
+SELECT * FROM (${ranked}) WHERE _loader_rank = 1
