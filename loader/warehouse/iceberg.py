@@ -25,7 +25,7 @@ from typing import Any
 
 from loader import crashpoints
 from loader.errors import SnapshotError
-from loader.warehouse.merge import merge_into_sql
+from loader.warehouse.merge import key_range_sql, key_ranges_sql, merge_into_sql, ranked_sql
 from loader.warehouse.tables import quote_identifier
 
 # A session setting per summary property: Iceberg adds them to every snapshot the session commits.
@@ -68,16 +68,10 @@ def session_conf(spark: Any, settings: Mapping[str, str]) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-@contextmanager
-def snapshot_summary(spark: Any, properties: Mapping[str, str]) -> Iterator[None]:
-    """Add ``properties`` to the summary of the snapshots committed inside the block."""
-    for key, value in properties.items():
-        spark.conf.set(SNAPSHOT_PROPERTY + key, value)
-    try:
-        yield
-    finally:
-        for key in properties:
-            spark.conf.unset(SNAPSHOT_PROPERTY + key)
+def snapshot_summary(properties: Mapping[str, str]) -> dict[str, str]:
+    """The session settings that add ``properties`` to the summary of the snapshots committed
+    while they are set (``session_conf``)."""
+    return {SNAPSHOT_PROPERTY + key: value for key, value in properties.items()}
 
 
 @dataclass(frozen=True)
@@ -272,24 +266,33 @@ def merge_changes(
     columns: list[str],
     key: list[str],
     summary: Mapping[str, str],
-    target_filter: str = "",
+    range_width: int | None = None,
 ) -> tuple[int, int, int, int]:
     """Merge the change rows ``changes`` into the Iceberg table ``name`` in one snapshot whose
-    summary carries ``summary`` (``target_filter``: see ``merge_into_sql``).
+    summary carries ``summary``.
+
+    With ``range_width`` (a table keyed by one integer column), the merge reads only the key
+    ranges of that width its changes touch (``merge_into_sql``'s ``target_filter``).
 
     Returns:
         Rows inserted, updated and deleted, and the partitions the snapshot changed.
     """
-    ranked_sql, merge = merge_into_sql(name, columns, key, target_filter)
     changes.createOrReplaceTempView("changes")
     # Ranked once and kept, the latest changes are a filter over a relation of known size: what
     # Spark's runtime bloom filter needs to drop, while the table is read, the rows of keys
     # that did not change, before they are shuffled for the join.
-    ranked = spark.sql(ranked_sql).cache()
-    ranked.count()
-    ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
+    ranked = spark.sql(ranked_sql(columns, key)).cache()
     try:
-        with snapshot_summary(spark, summary), session_conf(spark, KEY_FILTER_CONF):
+        target_filter = ""
+        if range_width is None:
+            ranked.count()
+        else:
+            column = quote_identifier(key[0])
+            touched = ranked.selectExpr(key_range_sql(column, range_width)).distinct().collect()
+            target_filter = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
+        ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
+        merge = merge_into_sql(name, columns, key, target_filter)
+        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
             spark.sql(merge)
     finally:
         ranked.unpersist()
@@ -313,7 +316,7 @@ def replace_table(
     """Make ``rows`` the table's rows and columns in one snapshot (created if it is missing);
     readers see the old rows until it commits, and the table's history keeps them."""
     rows.createOrReplaceTempView("loader_copy")
-    with snapshot_summary(spark, summary):
+    with session_conf(spark, snapshot_summary(summary)):
         spark.sql(
             f"CREATE OR REPLACE TABLE {name} USING iceberg PARTITIONED BY ({partitioning}) {properties} "
             "AS SELECT * FROM loader_copy"

@@ -35,7 +35,7 @@ from loader.staging.verify import verified_manifest
 from loader.tables import reload_remedy
 from loader.warehouse import iceberg, types
 from loader.warehouse.catalog import PartitionCatalog
-from loader.warehouse.merge import apply_merge, key_ranges_sql
+from loader.warehouse.merge import apply_merge
 from loader.warehouse.tables import (
     PART,
     ensure_database,
@@ -143,44 +143,38 @@ def materialize_table(
         f" (statement at {statements[-1]['position']}: {statements[-1]['query'][:300]})" if statements else ""
     )
     warehouse_types = ensure_table(spark, cfg, schema, table, columns, key=key, cause=cause)
-    part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     if cfg.warehouse.format == "iceberg":
-        changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
-        target_filter = ""
-        if has_integer_key(columns, key):  # the key ranges the changes touch, as Hive's partitions
-            changes = changes.cache()
-            width = cfg.warehouse.partitioning(schema, table)[0]
-            # In decimals: a BIGINT divided as a double rounds keys past 2**53 into the next range.
-            exact = f"floor(CAST({quote_identifier(key[0])} AS DECIMAL(21, 0)) / {width})"
-            touched = [int(r[0]) for r in changes.selectExpr(exact).distinct().collect()]
-            target_filter = key_ranges_sql(f"t.{quote_identifier(key[0])}", touched, width)
         counts = iceberg.merge_changes(
             spark,
             table_name(cfg, schema, table),
-            changes,
+            _changes(spark, store, entries, columns, warehouse_types, min_seqno),
             [c.name for c in columns] + [INVALID_DATES_COLUMN],
             key,
             summary or {},
-            target_filter,
+            # the key ranges the changes touch, as Hive's partitions
+            cfg.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
         )
-        changes.unpersist()
         return TableResult(f"{schema}.{table}", *counts, time.monotonic() - started)
+    part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
-    per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
-    touched = sorted(per_partition)
-    if not touched:
+    try:
+        per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
+        touched = sorted(per_partition)
+        if not touched:
+            return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
+        changes.createOrReplaceTempView("changes")
+        _touched_rows(spark, cfg, schema, table, touched).createOrReplaceTempView("base")
+        effect = apply_merge(
+            spark, [c.name for c in columns] + [INVALID_DATES_COLUMN], key, sum(per_partition.values())
+        )
+        try:
+            merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
+            publish_version(spark, cfg, schema, table, merged, run_id, touched)
+        finally:
+            effect.release()
+    finally:
         changes.unpersist()
-        return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
-    changes.createOrReplaceTempView("changes")
-    _touched_rows(spark, cfg, schema, table, touched).createOrReplaceTempView("base")
-    effect = apply_merge(
-        spark, [c.name for c in columns] + [INVALID_DATES_COLUMN], key, sum(per_partition.values())
-    )
-    merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
-    publish_version(spark, cfg, schema, table, merged, run_id, touched)
-    effect.release()
-    changes.unpersist()
     return TableResult(
         f"{schema}.{table}",
         effect.inserted,

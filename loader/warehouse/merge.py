@@ -96,6 +96,12 @@ def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> Mer
     )
 
 
+def key_range_sql(column: str, width: int) -> str:
+    """The number of the key range holding ``column``'s value (``floor(key / width)``), in
+    decimals: a BIGINT divided as a double rounds keys past 2**53 into the next range."""
+    return f"floor(CAST({column} AS DECIMAL(21, 0)) / {width})"
+
+
 # Above this many separate key ranges, the target is narrowed to the one range around them all.
 MAX_KEY_RANGES = 64
 
@@ -119,26 +125,19 @@ def key_ranges_sql(column: str, ranges: list[int], width: int) -> str:
     return "(" + " OR ".join(terms) + ")" if terms else ""
 
 
-def merge_into_sql(
-    target: str, columns: list[str], key: list[str], target_filter: str = ""
-) -> tuple[str, str]:
-    """The changes ranked (``ranked_sql``, over the view ``changes``) and the ``MERGE INTO`` that
-    applies the latest of each key (the view ``latest``, those ranked 1) to ``target``, an
-    Iceberg table with these columns.
+def merge_into_sql(target: str, columns: list[str], key: list[str], target_filter: str = "") -> str:
+    """The ``MERGE INTO`` that applies the latest change of each key (the view ``latest``: the
+    rows of ``ranked_sql`` ranked 1) to ``target``, an Iceberg table with these columns.
 
     The key is compared with ``=`` (primary key columns are never NULL). ``target_filter``, a
     predicate on the target's rows (alias ``t``) that every changed key's row satisfies, is added
     to the join: Spark pushes it into the target's scan, so Iceberg reads only the files whose
     partitions and key bounds can hold a changed key (without it, the whole table is read and
     shuffled for the join whatever the change).
-
-    Raises:
-        MergeError: naming the key columns the table does not have.
     """
-    ranked = ranked_sql(columns, key)
     q = quote_identifier
     key_join = " AND ".join(f"t.{q(k)} = l.{q(k)}" for k in key)
-    merge = _render(
+    return _render(
         "merge_into.sql",
         target=target,
         key_join=f"{key_join} AND {target_filter}" if target_filter else key_join,
@@ -146,7 +145,6 @@ def merge_into_sql(
         columns=", ".join(q(c) for c in columns),
         latest_columns=", ".join(f"l.{q(c)}" for c in columns),
     )
-    return ranked, merge
 
 
 @dataclass
