@@ -101,9 +101,10 @@ class WarehouseConfig:
     """The Spark catalog the warehouse tables live in."""
 
     database: str = "warehouse"
-    # "hive": partitioned Parquet tables in the Spark (Hive) catalog; "iceberg": Iceberg tables,
-    # merged with MERGE INTO (merge-on-read), one snapshot per interval.
-    format: str = "hive"
+    # "iceberg": Iceberg tables, merged with MERGE INTO (merge-on-read), one snapshot per
+    # interval; "hive": partitioned Parquet tables in the Spark (Hive) catalog, the touched
+    # partitions rewritten and swapped in.
+    format: str = "iceberg"
     # Iceberg tables created from now on: 3 (deletion vectors) or 2 (position delete files; for
     # readers without version 3, such as Athena).
     iceberg_format_version: int = 3

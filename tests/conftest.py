@@ -27,7 +27,7 @@ from typing import Any
 import pymysql
 import pytest
 
-from loader.config import Config, load_config
+from loader.config import Config, WarehouseConfig, load_config
 from loader.positions import Position
 from loader.source import current_position
 
@@ -240,7 +240,7 @@ TABLE_FORMATS = ("hive", "iceberg")
 @pytest.fixture
 def table_format() -> str:
     """The warehouse table format of a test outside the matrix: the default."""
-    return "hive"
+    return WarehouseConfig().format
 
 
 @pytest.fixture

@@ -38,16 +38,28 @@ def _storage(where: str, request: pytest.FixtureRequest, folder: str) -> tuple[s
 
 
 def _versions(store: Store, schema: str) -> set[str]:
-    """The version folders holding the warehouse table's files."""
+    """The version folders holding the Hive-format warehouse table's files."""
     prefix = f"tables/{schema}_wh.db/{schema}__t/_versions/"
     return {k[len(prefix) :].split("/", 1)[0] for k in store.list(prefix.rstrip("/"))}
 
 
-@pytest.mark.parametrize("where", ["hdfs", "s3"])
+def _iceberg_files(store: Store, schema: str) -> tuple[set[str], set[str]]:
+    """The Iceberg table's data files and its metadata files (one metadata file per commit)."""
+    prefix = f"iceberg/{schema}_wh/{schema}__t/"
+    keys = store.list(prefix.rstrip("/"))
+    return (
+        {k for k in keys if k.startswith(prefix + "data/") and k.endswith(".parquet")},
+        {k for k in keys if k.startswith(prefix + "metadata/") and k.endswith(".metadata.json")},
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "table_format"), [("hdfs", "hive"), ("s3", "hive"), ("hdfs", "iceberg"), ("s3", "iceberg")]
+)
 def test_staging_and_warehouse_on_cluster_storage_equal_the_source(
-    mariadb: MariaDB, tmp_path: Path, request: pytest.FixtureRequest, where: str
+    mariadb: MariaDB, tmp_path: Path, request: pytest.FixtureRequest, where: str, table_format: str
 ) -> None:
-    schema = f"cs_{where}"
+    schema = f"cs_{where}_{table_format}"
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {schema}",
         f"CREATE DATABASE {schema}",
@@ -56,11 +68,16 @@ def test_staging_and_warehouse_on_cluster_storage_equal_the_source(
         f" FROM {schema}.seq_1_to_40",
     )
     staging, warehouse, warehouse_files = _storage(where, request, tmp_path.name)
+    warehouse += f'\nformat = "{table_format}"'
     toml = mariadb.config_file(tmp_path, schema, f"{schema}.*", warehouse=warehouse, staging=staging)
 
     loaded = run_loader(mariadb, toml, "initial-load")
     assert loaded.returncode == 0, loaded.stderr
-    (copied,) = _versions(warehouse_files, schema)
+    if table_format == "hive":
+        (copied,) = _versions(warehouse_files, schema)
+    else:
+        data, commits = _iceberg_files(warehouse_files, schema)
+        assert data and commits, warehouse_files.list("")
     mariadb.execute(
         f"UPDATE {schema}.t SET v = 'changed', n = -n WHERE id % 4 = 0",
         f"DELETE FROM {schema}.t WHERE id BETWEEN 10 AND 14",
@@ -69,19 +86,27 @@ def test_staging_and_warehouse_on_cluster_storage_equal_the_source(
     ran = run_loader(mariadb, toml, "run-once")
     assert ran.returncode == 0, ran.stderr
 
-    # The changes went through the cluster's storage, and the table lives there: the merge wrote
-    # a new version of its one partition and, with no retention, deleted the copy's.
+    # The changes went through the cluster's storage, and the table lives there: on Hive the
+    # merge wrote a new version of its one partition and, with no retention, deleted the
+    # copy's; on Iceberg it committed a snapshot (a metadata file) and kept the loaded files
+    # (merge-on-read: the changed rows' deletes and new rows are new files beside them).
     store = open_store(load_config(toml, env={}).staging)
     staged = [k for k in store.list(schema) if k.endswith((".csv", ".csv.gz"))]
     assert staged, store.list("")
-    (merged,) = _versions(warehouse_files, schema)
-    assert merged != copied
+    if table_format == "hive":
+        (merged,) = _versions(warehouse_files, schema)
+        assert merged != copied
+    else:
+        merged_data, merged_commits = _iceberg_files(warehouse_files, schema)
+        assert data < merged_data and commits < merged_commits
+    # Only the embedded catalog is local (Derby's folder; Iceberg's SQLite file beside it).
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml", "metastore"]
 
     checked = run_loader(mariadb, toml, "checksum")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     (line,) = [x for x in checked.stdout.splitlines() if x.startswith(f"{schema}.t → ")]
-    assert line.startswith(f"{schema}.t → {schema}_wh.{schema}__t: source 36 rows, warehouse 36 rows,")
+    wh_table = f"{schema}_wh.{schema}__t" if table_format == "hive" else f"iceberg.{schema}_wh.{schema}__t"
+    assert line.startswith(f"{schema}.t → {wh_table}: source 36 rows, warehouse 36 rows,"), line
     assert line.endswith(", equal"), checked.stdout
 
 

@@ -150,7 +150,10 @@ def test_without_the_fetched_jars_only_jobs_that_need_them_are_refused(tmp_path:
 
     empty = tmp_path / "jars"
     empty.mkdir()
-    env = {"LOADER__SPARK__JARS": str(empty)}
+    with pytest.raises(ConfigError, match="Iceberg tables needs the pinned ones"):
+        session.spark_jars(load_config(EXAMPLE, env={"LOADER__SPARK__JARS": str(empty)}))
+    # Hive-format tables on local storage need no jar.
+    env = {"LOADER__SPARK__JARS": str(empty), "LOADER__WAREHOUSE__FORMAT": "hive"}
     assert session.spark_jars(load_config(EXAMPLE, env=env)) == []
     with pytest.raises(ConfigError, match="reading the source over JDBC needs the pinned ones"):
         session.spark_jars(load_config(EXAMPLE, env=env), jdbc=True)
@@ -179,7 +182,8 @@ def test_a_jar_folder_fetched_before_the_iceberg_pins_is_refused_naming_the_jar(
     (old / "sqlite-jdbc-3.50.3.0.jar").write_bytes(b"")
     assert len(session.spark_jars(load_config(EXAMPLE, env=env))) == 3
     # Hive-format tables need neither.
-    assert len(session.spark_jars(load_config(EXAMPLE, env={"LOADER__SPARK__JARS": str(old)}))) == 3
+    hive = load_config(EXAMPLE, env={"LOADER__SPARK__JARS": str(old), "LOADER__WAREHOUSE__FORMAT": "hive"})
+    assert len(session.spark_jars(hive)) == 3
 
 
 def test_maintenance_settings_are_checked_and_give_the_dag_its_schedule(tmp_path: Path) -> None:

@@ -167,11 +167,13 @@ READ_WAREHOUSE = """
 import datetime as dt, json, sys
 from loader.config import load_config
 from loader.warehouse.session import build_session
+from loader.warehouse.tables import table_name
 tables = json.loads(sys.argv[1])
-s = build_session(load_config())
+cfg = load_config()
+s = build_session(cfg)
 out = {}
 for table, order in tables.items():
-    rows = s.sql(f"SELECT * FROM af_wh.af__{table} ORDER BY {order}").drop("_seqno", "_commit_ts", "_loader_invalid_dates", "loader_partition")
+    rows = s.sql(f"SELECT * FROM {table_name(cfg, 'af', table)} ORDER BY {order}").drop("_seqno", "_commit_ts", "_loader_invalid_dates", "loader_partition")
     out[table] = [list(r) for r in rows.collect()]
 def plain(v):
     if isinstance(v, dt.datetime): return v.isoformat(sep=" ")
@@ -289,10 +291,11 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
         writer.stop.set()
         writer.join()
 
-    # A run whose materialisation dies half way (after one partition swap) fails without
-    # retries; its tasks cleared and run again in the same run, it finishes the same interval.
+    # A run whose materialisation dies half way (after one table's snapshot, before the ledger
+    # records it) fails without retries; its tasks cleared and run again in the same run, it
+    # finishes the same interval (the committed table's snapshot is found and not applied again).
     crash = dags_test(
-        {**env, "LOADER_CRASH_AT": "materialize: after catalog swap:1"},
+        {**env, "LOADER_CRASH_AT": "materialize: after snapshot committed:1"},
         "loader_continuous_delta",
         "2026-02-04",
     )
@@ -396,7 +399,7 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert interval.state == "materialised" and ledger.checkpoint().position == interval.end  # type: ignore[union-attr]
     compared = subprocess.run([str(BIN / "loader"), "compare"], env=env, capture_output=True, text=True)
     assert compared.returncode == 0, compared.stdout + compared.stderr[-2000:]
-    assert "afd.t → afd_wh.afd__t: source 2 rows, warehouse 2 rows, equal" in compared.stdout
+    assert "afd.t → iceberg.afd_wh.afd__t: source 2 rows, warehouse 2 rows, equal" in compared.stdout
 
     # The checksum brings the warehouse to its snapshot of the source (a delta run up to there)
     # and compares row counts and checksums per key range.
@@ -410,14 +413,20 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
         f"checksum at {at} (warehouse brought there by interval {ledger.intervals()[-1].id})"
         in checked.stdout
     )
-    assert "afd.t → afd_wh.afd__t: source 4 rows, warehouse 4 rows, 5 key ranges, equal" in checked.stdout
+    assert (
+        "afd.t → iceberg.afd_wh.afd__t: source 4 rows, warehouse 4 rows, 5 key ranges, equal"
+        in checked.stdout
+    )
     # A change the binlog never carried: exit 1, the key ranges, and the remedy last.
     mariadb.execute("SET sql_log_bin = 0", "UPDATE afd.t SET id = 30 WHERE id = 3", "SET sql_log_bin = 1")
     checked = subprocess.run(
         [str(BIN / "loader"), "checksum", "--range-rows", "1"], env=env, capture_output=True, text=True
     )
     assert checked.returncode == 1, checked.stdout + checked.stderr[-2000:]
-    assert "afd.t → afd_wh.afd__t: source 4 rows, warehouse 4 rows, 5 key ranges, DIFFERENT" in checked.stdout
+    assert (
+        "afd.t → iceberg.afd_wh.afd__t: source 4 rows, warehouse 4 rows, 5 key ranges, DIFFERENT"
+        in checked.stdout
+    )
     assert "  differs where id > 2 AND id <= 4: source 1 rows, warehouse 2 rows" in checked.stdout
     assert "  differs where id > 4 AND id <= 30: source 1 rows, warehouse 0 rows" in checked.stdout
     assert checked.stdout.strip().splitlines()[-1] == (

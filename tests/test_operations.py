@@ -359,6 +359,7 @@ def test_a_full_or_read_only_staging_disk_is_one_line_naming_the_file(
         subprocess.run(["umount", "-l", str(small)], check=False)
 
 
+@pytest.mark.parametrize("table_format", ["hive"])  # the database's folder, as Hive lays it out
 def test_a_read_only_warehouse_fails_materialise_with_spark_s_root_cause_noted(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:

@@ -46,7 +46,10 @@ def test_a_reload_and_a_delta_run_share_the_metastore_at_once(
         "INSERT INTO hm.b SELECT seq, seq / 4 FROM hm.seq_1_to_30",
     )
     toml = mariadb.config_file(
-        tmp_path, "hm", "hm.*", warehouse=f'catalog = "hive"\nmetastore_uri = "{hive_metastore}"'
+        tmp_path,
+        "hm",
+        "hm.*",
+        warehouse=f'format = "hive"\ncatalog = "hive"\nmetastore_uri = "{hive_metastore}"',
     )
     loaded = run_loader(mariadb, toml, "initial-load")
     assert loaded.returncode == 0, loaded.stderr

@@ -23,6 +23,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 both_formats = pytest.mark.parametrize("table_format", TABLE_FORMATS)
 
 
+@pytest.fixture
+def table_format() -> str:
+    """The tests outside the matrix look at partitions, versions and swaps: Hive's."""
+    return "hive"
+
+
 def _checkpoint_now(mariadb: MariaDB, cfg: Config) -> Ledger:
     """Set the checkpoint at the server's current position, as an initial load would."""
     start = mariadb.execute()
@@ -156,6 +162,7 @@ include = ["mat.*"]
 [staging]
 uri = "{cfg.staging.uri}"
 [warehouse]
+format = "{cfg.warehouse.format}"
 database = "crash_wh"
 dir = "{tmp_path / "job-warehouse"}"
 partition_rows = 10
