@@ -313,7 +313,7 @@ def test_loader_tables_shows_each_selected_table_and_its_warehouse_table(
         [loader, "tables", "--config", str(toml)], capture_output=True, text=True, env=env, timeout=60
     )
     assert "`nm_list`.`a b` -> nm_list__a_b___" in text.stdout and "(not loaded yet)" in text.stdout
-    assert text.stdout.startswith("3 selected tables -> warehouse database nm_wh\n"), text.stdout
+    assert text.stdout.startswith("3 selected tables -> warehouse database iceberg.nm_wh\n"), text.stdout
     # Iceberg tables are named in the Spark catalog that holds them.
     iceberg = subprocess.run(
         [loader, "tables", "--config", str(toml)],

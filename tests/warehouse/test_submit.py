@@ -26,9 +26,12 @@ from loader.warehouse.submit import (
 PYTHON = "/opt/env/bin/python3"
 
 
-def _config(tmp_path: Path, jar: Path | None = None, jars: str | None = None) -> Config:
+def _config(
+    tmp_path: Path, jar: Path | None = None, jars: str | None = None, table_format: str | None = None
+) -> Config:
     path = tmp_path / "loader.toml"
-    lines = ['[spark]\nmaster = "local[3]"\n']
+    lines = [f'[warehouse]\nformat = "{table_format}"\n'] if table_format else []
+    lines.append('[spark]\nmaster = "local[3]"\n')
     if jars is not None:
         lines.append(f'jars = "{jars}"\n')
     lines.append('[spark.conf]\n"spark.executor.memory" = "3g"\n')
@@ -88,12 +91,18 @@ def test_the_environment_puts_the_launchers_tools_first_and_names_the_outcome_fi
 def test_the_pinned_jars_and_another_driver_go_with_jars_not_with_a_setting(tmp_path: Path) -> None:
     folder = tmp_path / "jars"
     folder.mkdir()
-    for name in ("iceberg.jar", "hadoop-aws.jar", "README.txt"):
+    for name in (
+        "iceberg-spark-runtime-4.1_2.13-1.10.0.jar",
+        "sqlite-jdbc-3.50.3.0.jar",
+        "hadoop-aws.jar",
+        "README.txt",
+    ):
         (folder / name).write_bytes(b"")
     driver = tmp_path / "other-driver.jar"
     driver.write_bytes(b"")
     job = _job(_config(tmp_path, driver, jars="jars"), tmp_path)  # relative to the config's folder
-    assert job.jars == [str(folder / "hadoop-aws.jar"), str(folder / "iceberg.jar"), str(driver)]
+    pinned = ["hadoop-aws.jar", "iceberg-spark-runtime-4.1_2.13-1.10.0.jar", "sqlite-jdbc-3.50.3.0.jar"]
+    assert job.jars == [str(folder / name) for name in pinned] + [str(driver)]
     assert "spark.jars" not in job.conf
     command = job.command()
     assert command[command.index("--jars") + 1] == ",".join(job.jars)
@@ -113,8 +122,10 @@ def test_jars_that_are_not_there_say_how_to_fetch_them(tmp_path: Path, name: str
 
 def test_without_jars_only_a_job_that_reads_the_source_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    cfg = _config(tmp_path, jars="empty")
-    assert _job(cfg, tmp_path).jars == []  # local storage: Spark's own jars do
+    with pytest.raises(ConfigError, match="Iceberg tables needs the pinned ones"):
+        _job(_config(tmp_path, jars="empty"), tmp_path)  # the default format
+    cfg = _config(tmp_path, jars="empty", table_format="hive")
+    assert _job(cfg, tmp_path).jars == []  # Hive tables on local storage: Spark's own jars do
     with pytest.raises(ConfigError, match="reading the source over JDBC needs the pinned ones"):
         _job(cfg, tmp_path, name="initial-load")
 
