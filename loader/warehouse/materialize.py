@@ -143,12 +143,13 @@ def materialize_table(
         f" (statement at {statements[-1]['position']}: {statements[-1]['query'][:300]})" if statements else ""
     )
     warehouse_types = ensure_table(spark, cfg, schema, table, columns, key=key, cause=cause)
+    names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     if cfg.warehouse.format == "iceberg":
         counts = iceberg.merge_changes(
             spark,
             table_name(cfg, schema, table),
             _changes(spark, store, entries, columns, warehouse_types, min_seqno),
-            [c.name for c in columns] + [INVALID_DATES_COLUMN],
+            names,
             key,
             summary or {},
             # the key ranges the changes touch, as Hive's partitions
@@ -165,9 +166,7 @@ def materialize_table(
             return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
         changes.createOrReplaceTempView("changes")
         _touched_rows(spark, cfg, schema, table, touched).createOrReplaceTempView("base")
-        effect = apply_merge(
-            spark, [c.name for c in columns] + [INVALID_DATES_COLUMN], key, sum(per_partition.values())
-        )
+        effect = apply_merge(spark, names, key, sum(per_partition.values()))
         try:
             merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
             publish_version(spark, cfg, schema, table, merged, run_id, touched)
