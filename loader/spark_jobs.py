@@ -26,6 +26,7 @@ if __name__ == "__main__":
 import argparse
 import dataclasses
 import os
+import time
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -141,14 +142,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from loader.warehouse.session import build_session
 
+    started = time.monotonic()
     try:
         cfg = load_config(args.config)
         spark = build_session(
             cfg, app_name=f"loader-{args.job}-{cfg.source.name}", jdbc=args.job in SOURCE_JOBS
         )
         spark.sparkContext.setLogLevel("WARN")
+        ready = time.monotonic()
         if cfg.warehouse.format == "iceberg":
             _check_catalog(spark, cfg)
+        _progress(
+            f"{args.job}: Spark session ready in {ready - started:.1f} s"
+            + (f", catalog in {time.monotonic() - ready:.1f} s" if cfg.warehouse.format == "iceberg" else "")
+        )
         with crashpoints.step(args.job):
             summary = RUNNERS[args.job](spark, cfg, args)
     except REPORTED as exc:

@@ -18,6 +18,7 @@ snapshots after it leave the ancestry, so their intervals are merged again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,15 +100,31 @@ class Snapshot:
         return f"snapshot {self.id}"
 
 
+def load_table(spark: Any, name: str) -> Any:
+    """The Iceberg table ``name`` (as Spark SQL names it) through Iceberg's Java API, as committed
+    now (the loader's catalogs cache no tables)."""
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+
+
 def current_ancestry(spark: Any, name: str) -> list[Snapshot]:
     """The table's current snapshot and its ancestors, newest first (a snapshot a rollback or a
-    replacement left behind is not among them)."""
-    rows = spark.sql(
-        f"SELECT s.snapshot_id, s.parent_id, s.summary FROM {name}.history h "
-        f"JOIN {name}.snapshots s ON h.snapshot_id = s.snapshot_id "
-        "WHERE h.is_current_ancestor ORDER BY h.made_current_at DESC, s.committed_at DESC"
-    ).collect()
-    return [Snapshot(r.snapshot_id, r.parent_id, dict(r.summary or {})) for r in rows]
+    replacement left behind is not among them), as far back as they are kept.
+
+    Read from the table's metadata in one call: a query of its ``history`` and ``snapshots``
+    tables would plan and run a Spark job, seconds at each merge's start.
+    """
+    jvm = spark._jvm
+    metadata = load_table(spark, name).operations().current()
+    parsed = json.loads(jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata))
+    kept = {s["snapshot-id"]: s for s in parsed.get("snapshots", [])}
+    out = []
+    at = parsed.get("current-snapshot-id")
+    while at in kept:
+        snapshot = kept[at]
+        parent = snapshot.get("parent-snapshot-id")
+        out.append(Snapshot(at, parent, dict(snapshot.get("summary") or {})))
+        at = parent
+    return out
 
 
 def current_summaries(spark: Any, name: str) -> list[dict[str, str]]:
@@ -251,11 +268,8 @@ def roll_back(spark: Any, name: str, target: RollbackTarget, source: str, interv
     elif target.empty:
         # Through Iceberg's API: SQL's DELETE of every row is a metadata-only delete, which does
         # not take the session's snapshot properties, and the marker must be in the summary.
-        jvm = spark._jvm
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
-        delete = table.newDelete().deleteFromRowFilter(
-            jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
-        )
+        every_row = spark._jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
+        delete = load_table(spark, name).newDelete().deleteFromRowFilter(every_row)
         delete.set(SOURCE, source).set(ROLLBACK, interval).commit()
 
 

@@ -39,11 +39,7 @@ def maintain_table(spark: Any, cfg: Config, name: str, ancestry: list[iceberg.Sn
     snapshots_before = _snapshots(spark, name)
     jvm = spark._jvm
     actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-
-    def table() -> Any:  # as committed now (the catalog caches nothing)
-        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
-
-    rewrite = actions.rewriteDataFiles(table())
+    rewrite = actions.rewriteDataFiles(iceberg.load_table(spark, name))
     compacts = iceberg.rows_of(ancestry, cfg.source.name)
     if compacts:
         rewrite = rewrite.snapshotProperty(iceberg.COMPACTS, compacts)
@@ -56,7 +52,8 @@ def maintain_table(spark: Any, cfg: Config, name: str, ancestry: list[iceberg.Sn
         .execute()
     )
     older_than = int((time.time() - mt.expire_after_hours * 3600) * 1000)
-    actions.expireSnapshots(table()).expireOlderThan(older_than).retainLast(mt.retain_last).execute()
+    expire = actions.expireSnapshots(iceberg.load_table(spark, name)).expireOlderThan(older_than)
+    expire.retainLast(mt.retain_last).execute()
     data_after, deletes_after = _files(spark, name)
     return TableMaintenance(
         table=name.replace("`", ""),
