@@ -12,6 +12,8 @@ DEMO_PORT ?= 33061
 # The demo server's password for the 'loader' account; loader.example.toml reads it from here.
 export LOADER_SOURCE_PASSWORD ?= loader
 PYTEST_ARGS ?=
+# Test processes of make test; each starts its own servers (MariaDB, Spark, ...) when its tests need them.
+TEST_WORKERS ?= 2
 AIRFLOW_PORT ?= 8080
 # The demo's Airflow: SQLite under .demo/airflow, this repository's DAGs, local Spark.
 AIRFLOW_ENV := AIRFLOW_HOME=$(abspath $(DEMO_DIR))/airflow AIRFLOW__CORE__DAGS_FOLDER=$(abspath dags) \
@@ -85,7 +87,7 @@ format: setup ## reformat the code with ruff
 
 .PHONY: test
 test: lint ## set up, lint, then run the whole test suite (integration tests included)
-	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 .PHONY: unit

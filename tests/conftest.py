@@ -54,6 +54,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # the thread ended
+            continue
+        if state not in ("T", "t"):
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class MariaDB:
     """The private test server: where it listens and where its binlog files are."""
@@ -75,6 +86,11 @@ class MariaDB:
         pid = int((self.datadir / "mariadbd.pid").read_text())
         os.kill(pid, signal.SIGSTOP)
         try:
+            # kill() returns before every thread has stopped; a busy machine can take a while.
+            deadline = time.monotonic() + 10
+            while not _all_threads_stopped(pid):
+                assert time.monotonic() < deadline, f"mariadbd (pid {pid}) did not stop on SIGSTOP"
+                time.sleep(0.02)
             yield
         finally:
             os.kill(pid, signal.SIGCONT)
