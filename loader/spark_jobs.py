@@ -149,13 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg, app_name=f"loader-{args.job}-{cfg.source.name}", jdbc=args.job in SOURCE_JOBS
         )
         spark.sparkContext.setLogLevel("WARN")
-        ready = time.monotonic()
+        ready = f"{args.job}: Spark session ready in {time.monotonic() - started:.1f} s"
         if cfg.warehouse.format == "iceberg":
+            reached = time.monotonic()
             _check_catalog(spark, cfg)
-        _progress(
-            f"{args.job}: Spark session ready in {ready - started:.1f} s"
-            + (f", catalog in {time.monotonic() - ready:.1f} s" if cfg.warehouse.format == "iceberg" else "")
-        )
+            ready += f", catalog in {time.monotonic() - reached:.1f} s"
+        _progress(ready)
         with crashpoints.step(args.job):
             summary = RUNNERS[args.job](spark, cfg, args)
     except REPORTED as exc:

@@ -91,17 +91,12 @@ def test_the_environment_puts_the_launchers_tools_first_and_names_the_outcome_fi
 def test_the_pinned_jars_and_another_driver_go_with_jars_not_with_a_setting(tmp_path: Path) -> None:
     folder = tmp_path / "jars"
     folder.mkdir()
-    for name in (
-        "iceberg-spark-runtime-4.1_2.13-1.10.0.jar",
-        "sqlite-jdbc-3.50.3.0.jar",
-        "hadoop-aws.jar",
-        "README.txt",
-    ):
+    for name in ("iceberg-spark-runtime.jar", "sqlite-jdbc.jar", "hadoop-aws.jar", "README.txt"):
         (folder / name).write_bytes(b"")
     driver = tmp_path / "other-driver.jar"
     driver.write_bytes(b"")
     job = _job(_config(tmp_path, driver, jars="jars"), tmp_path)  # relative to the config's folder
-    pinned = ["hadoop-aws.jar", "iceberg-spark-runtime-4.1_2.13-1.10.0.jar", "sqlite-jdbc-3.50.3.0.jar"]
+    pinned = ["hadoop-aws.jar", "iceberg-spark-runtime.jar", "sqlite-jdbc.jar"]
     assert job.jars == [str(folder / name) for name in pinned] + [str(driver)]
     assert "spark.jars" not in job.conf
     command = job.command()
