@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import json
 import logging
 import os
@@ -496,6 +497,43 @@ def spark_rows(config: Path, sql: str) -> list[list[Any]]:
     line = next((x for x in out.stdout.splitlines() if x.startswith("ROWS ")), None)
     assert line is not None, out.stderr[-3000:]
     return list(json.loads(line[5:]))
+
+
+def iceberg_table(cfg: Config, schema: str, table: str) -> Any:
+    """The warehouse table of the source table ``schema.table`` in the embedded Iceberg catalog,
+    loaded by pyiceberg: another engine's reading, without a Spark job's JVM start."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from loader.naming import warehouse_table
+    from loader.warehouse.session import ICEBERG_SQLITE
+
+    catalog = SqlCatalog(
+        "iceberg",
+        uri=f"sqlite:///{Path(cfg.warehouse.metastore_dir) / ICEBERG_SQLITE}",
+        warehouse=f"{cfg.warehouse.spark_dir()}/iceberg",
+    )
+    return catalog.load_table(f"{cfg.warehouse.database}.{warehouse_table(schema, table)}")
+
+
+def iceberg_rows(cfg: Config, schema: str, table: str, columns: list[str]) -> list[list[Any]]:
+    """``columns`` of every row of the warehouse table of ``schema.table`` (``iceberg_table``),
+    sorted; timestamps as UTC without a zone, as a Spark session in UTC returns them."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dt.datetime) and value.tzinfo is not None:
+            return value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value
+
+    scan = iceberg_table(cfg, schema, table).scan(selected_fields=tuple(columns))
+    rows = scan.to_arrow().select(columns).to_pylist()
+    return sorted([plain(r[c]) for c in columns] for r in rows)
+
+
+def iceberg_snapshot_summaries(cfg: Config, schema: str, table: str) -> list[dict[str, str]]:
+    """The summary of every snapshot of the warehouse table of ``schema.table``, oldest first
+    (as Spark's ``<table>.snapshots`` lists them)."""
+    snapshots = iceberg_table(cfg, schema, table).metadata.snapshots
+    return [dict(s.summary.additional_properties) if s.summary else {} for s in snapshots]
 
 
 def assert_equal_to_source(spark: Any, cfg: Config, range_rows: int = 4) -> None:

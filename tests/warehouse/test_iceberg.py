@@ -19,17 +19,17 @@ from loader.ledger import Ledger
 from loader.positions import Position
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from loader.warehouse.session import ICEBERG_SQLITE
 from tests.conftest import (
     MariaDB,
     assert_equal_to_source,
     dags_test,
     fresh_schema,
+    iceberg_rows,
+    iceberg_snapshot_summaries,
     loader_dag_env,
     quiet,
     run_state,
     schema_config,
-    spark_rows,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -124,16 +124,8 @@ def test_intervals_land_as_one_merge_on_read_snapshot_each_and_equal_the_source(
 
     # Another engine reads the same rows: pyiceberg, no Spark, through the embedded catalog's
     # SQLite file (deletion vectors applied).
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    catalog = SqlCatalog(
-        "iceberg",
-        uri=f"sqlite:///{Path(cfg.warehouse.metastore_dir) / ICEBERG_SQLITE}",
-        warehouse=f"{cfg.warehouse.spark_dir()}/iceberg",
-    )
     for table, columns, key in (("t", "id, v, n, d, s", "id"), ("c", "a, b, x", "a, b")):
-        read = catalog.load_table(f"ice_wh.ice__{table}").scan(selected_fields=tuple(columns.split(", ")))
-        rows = sorted(tuple(r.values()) for r in read.to_arrow().to_pylist())
+        rows = [tuple(r) for r in iceberg_rows(cfg, "ice", table, columns.split(", "))]
         assert rows == sorted(mariadb.rows(f"SELECT {columns} FROM ice.{table} ORDER BY {key}")), table
 
 
@@ -366,15 +358,14 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     )
     assert again.returncode == 0, again.stderr
     assert [i.state for i in ledger.intervals()] == ["materialised"]
-    merges = spark_rows(
-        config,
-        "SELECT summary['loader.interval'], summary['added-records'] FROM iceberg.crash_wh.ice_crash__k.snapshots "
-        "WHERE summary['loader.interval'] IS NOT NULL",
-    )
+    merges = [
+        [s["loader.interval"], s["added-records"]]
+        for s in iceberg_snapshot_summaries(cfg, "ice_crash", "k")
+        if "loader.interval" in s
+    ]
     assert merges == [[interval.id, "30"]]  # merged once, not again after the crash
-    rows = spark_rows(config, "SELECT id, v FROM iceberg.crash_wh.ice_crash__k ORDER BY id")
-    assert rows == [[i, i * 10] for i in range(1, 31)]
-    assert spark_rows(config, "SELECT id FROM iceberg.crash_wh.ice_crash__m ORDER BY id") == [[1], [2]]
+    assert iceberg_rows(cfg, "ice_crash", "k", ["id", "v"]) == [[i, i * 10] for i in range(1, 31)]
+    assert iceberg_rows(cfg, "ice_crash", "m", ["id"]) == [[1], [2]]
 
     # loader rollback, killed after the ledger went back and before the tables did: the rerun
     # finishes it, and the next materialise applies the later interval again.
@@ -382,10 +373,11 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     for step in ("extract", "materialize"):
         ran = subprocess.run([loader, step, "--config", str(config)], capture_output=True, text=True, env=env)
         assert ran.returncode == 0, ran.stderr
-    both = (
-        "SELECT (SELECT sort_array(collect_list(id)) FROM iceberg.crash_wh.ice_crash__k WHERE v = 0), "
-        "(SELECT sort_array(collect_list(id)) FROM iceberg.crash_wh.ice_crash__m)"
-    )
+
+    def both() -> list[list[int]]:
+        zeros = [i for i, v in iceberg_rows(cfg, "ice_crash", "k", ["id", "v"]) if v == 0]
+        return [zeros, [i for (i,) in iceberg_rows(cfg, "ice_crash", "m", ["id"])]]
+
     rollback = [loader, "rollback", "--to-interval", interval.id, "--config", str(config)]
     crashed = subprocess.run(
         rollback, capture_output=True, text=True, env={**env, AT_ENV: "rollback: after ledger rewound:1"}
@@ -399,9 +391,9 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     second = ledger.intervals()[1].id
     assert f"2 of 2 tables returned to the state after interval {interval.id}" in again
     assert f"interval {second} → interval {interval.id}" in again
-    assert spark_rows(config, both) == [[[], [1, 2]]]
+    assert both() == [[], [1, 2]]
     ran = subprocess.run(
         [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
     )
     assert ran.returncode == 0, ran.stderr
-    assert spark_rows(config, both) == [[[1, 2, 3], [2]]]
+    assert both() == [[1, 2, 3], [2]]
