@@ -10,7 +10,9 @@ own config file (source name, staging, warehouse folder and database; ``[spark] 
   rewritten and swapped in);
 - ``iceberg``: Iceberg tables, ``MERGE INTO`` merge-on-read, one snapshot per interval;
 - ``iceberg_c1``: the same with ``-XX:TieredStopAtLevel=1`` in the driver's Java options (the
-  JVM's quick compiler only: less compiling on two cores, slower code in jobs of minutes).
+  JVM's quick compiler only: less compiling on two cores, slower code in jobs of minutes);
+- ``iceberg_g1``: the same with ``-XX:+UseG1GC``, the JVM's default garbage collector, in place
+  of the parallel one the loader chooses for a local master.
 
 Then the changes, once, after every load (so each format's next run reads the same binlog
 interval): ``--changes`` row changes, about 50% updates of key ranges spread over the table, 30%
@@ -62,13 +64,15 @@ from bench.binlog_decode import PASSWORD, start_server, stop_server  # noqa: E40
 BIN = Path(sys.executable).parent  # the virtualenv's bin: loader, spark-submit
 PASSWORD_ENV = "LOADER_BENCH_PASSWORD"
 TARGET_SECONDS = 30.0
-FORMATS = ("hive", "iceberg", "iceberg_c1")
+FORMATS = ("hive", "iceberg", "iceberg_c1", "iceberg_g1")
 # A format's table format and the driver JVM's extra options: iceberg_c1 is Iceberg with the JVM's
-# quick compiler only (README, "A job's start"), which suits jobs of seconds.
+# quick compiler only (README, "A job's start"), which suits jobs of seconds; iceberg_g1 with the
+# JVM's default collector (G1) in place of the parallel one the loader sets for a local master.
 VARIANTS = {
     "hive": ("hive", ""),
     "iceberg": ("iceberg", ""),
     "iceberg_c1": ("iceberg", "-XX:TieredStopAtLevel=1"),
+    "iceberg_g1": ("iceberg", "-XX:+UseG1GC"),
 }
 TX_ROWS = 1000  # row changes per transaction
 SHARES = {"update": 0.5, "insert": 0.3, "delete": 0.2}

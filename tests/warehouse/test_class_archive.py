@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.warehouse.session import JAVA_OPTIONS, archive_path, spark_conf
+from loader.warehouse.session import JAVA_OPTIONS, PARALLEL_GC, archive_path, spark_conf
 
 
 def test_the_configs_java_options_add_to_the_loaders(session_config: Config) -> None:
@@ -22,10 +22,33 @@ def test_the_configs_java_options_add_to_the_loaders(session_config: Config) -> 
     # Derby's home keeps its metastore out of the current folder; a [spark] conf that sets
     # driver options used to replace it.
     assert f"-Dderby.system.home={cfg.warehouse.metastore_dir}" in options
-    assert options[-2:] == ["-Duser.timezone=UTC", "-Xss4m"]
+    assert options[-3:] == [PARALLEL_GC, "-Duser.timezone=UTC", "-Xss4m"]
     archive = archive_path()
     assert archive is not None and archive.is_file(), "make setup builds the class archive"
     assert f"-XX:SharedArchiveFile={archive}" in options
+
+
+def test_a_local_driver_collects_with_the_parallel_collector_unless_the_config_chooses_one(
+    session_config: Config,
+) -> None:
+    def options(master: str, configured: str = "") -> list[str]:
+        conf = {JAVA_OPTIONS: configured} if configured else {}
+        spark = dataclasses.replace(session_config.spark, master=master, conf=conf)
+        return spark_conf(dataclasses.replace(session_config, spark=spark)).get(JAVA_OPTIONS, "").split()
+
+    assert options("local[2]").count(PARALLEL_GC) == 1
+    # Two collectors would stop the JVM at its start: the config's choice is the one.
+    chosen = options("local[2]", "-XX:+UseG1GC -Xss4m")
+    assert PARALLEL_GC not in chosen and "-XX:+UseG1GC" in chosen
+    # A cluster's driver runs no tasks: the JVM's default stays.
+    assert PARALLEL_GC not in options("spark://127.0.0.1:7077")
+
+
+@pytest.mark.integration
+def test_the_drivers_jvm_collects_with_the_parallel_collector(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert sorted(beans.get(i).getName() for i in range(beans.size())) == ["PS MarkSweep", "PS Scavenge"]
 
 
 @pytest.mark.integration
