@@ -65,9 +65,8 @@ def archive_java_options() -> list[str]:
     return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds*=off"]
 
 
-# Set by the loader for a local master, whose driver JVM runs the tasks too. Measured on 2 cores
-# against the JVM's default (G1): bench/delta_cycle's Iceberg cycle 29.3 s against 31.6 s, an
-# aggregate and a sort of 20 million rows 27-29 s against 32-34 s (README, "A job's start").
+# Set by the loader for a local master, whose driver JVM runs the tasks too: G1's concurrent
+# threads compete with them for the cores (README, "A job's start", has the measurements).
 PARALLEL_GC = "-XX:+UseParallelGC"
 _CHOSEN_GC = re.compile(r"-XX:\+Use\w*GC$")
 
