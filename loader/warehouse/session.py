@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,10 +72,19 @@ PARALLEL_GC = "-XX:+UseParallelGC"
 _CHOSEN_GC = re.compile(r"-XX:\+Use\w*GC$")
 
 
-def collector_options(master: str, configured: list[str]) -> list[str]:
-    """The driver's garbage collector: the parallel one for a local master, unless the config's
-    own Java options (``configured``) choose one (two would stop the JVM at its start)."""
-    if not master.startswith("local") or any(_CHOSEN_GC.match(o) for o in configured):
+# Where else a driver JVM takes options from: a collector chosen there and the loader's would be
+# two, and the JVM stops at its start ("Multiple garbage collectors selected").
+_JVM_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")
+
+
+def collector_options(
+    master: str, configured: list[str], environ: Mapping[str, str] = os.environ
+) -> list[str]:
+    """The driver's garbage collector: the parallel one for a local master, unless one is chosen
+    already, in the config's driver Java options (``configured``) or the JVM's option variables
+    in ``environ``."""
+    chosen = [*configured, *(o for v in _JVM_OPTION_VARIABLES for o in environ.get(v, "").split())]
+    if not master.startswith("local") or any(_CHOSEN_GC.match(o) for o in chosen):
         return []
     return [PARALLEL_GC]
 
@@ -125,7 +135,8 @@ def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
         conf.update(s3a_endpoint_conf(wh.dir, wh.s3_endpoint_url))
     conf.update(cfg.spark.conf)
     configured = cfg.spark.conf.get(JAVA_OPTIONS, "").split()
-    java_options += collector_options(cfg.spark.master, configured) + configured
+    defaults = cfg.spark.conf.get("spark.driver.defaultJavaOptions", "").split()  # Spark puts them first
+    java_options += collector_options(cfg.spark.master, defaults + configured) + configured
     if java_options:
         conf[JAVA_OPTIONS] = " ".join(java_options)
     return conf

@@ -29,7 +29,7 @@ def test_the_configs_java_options_add_to_the_loaders(session_config: Config) -> 
 
 
 def test_a_local_driver_collects_with_the_parallel_collector_unless_the_config_chooses_one(
-    session_config: Config,
+    session_config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def options(master: str, configured: str = "") -> list[str]:
         conf = {JAVA_OPTIONS: configured} if configured else {}
@@ -42,6 +42,9 @@ def test_a_local_driver_collects_with_the_parallel_collector_unless_the_config_c
     assert PARALLEL_GC not in chosen and "-XX:+UseG1GC" in chosen
     # A cluster's driver runs no tasks: the JVM's default stays.
     assert PARALLEL_GC not in options("spark://127.0.0.1:7077")
+    # Nor when the JVM gets a collector from its option variables.
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dfile.encoding=UTF-8 -XX:+UseSerialGC")
+    assert PARALLEL_GC not in options("local[2]")
 
 
 @pytest.mark.integration
