@@ -31,7 +31,15 @@ from loader.ledger import Ledger
 from loader.staging.stores import LocalStore
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import TABLE_FORMATS, MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config
+from tests.conftest import (
+    TABLE_FORMATS,
+    MariaDB,
+    assert_equal_to_source,
+    fresh_schema,
+    quiet,
+    run_loader,
+    schema_config,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -335,3 +343,21 @@ def test_spark_jobs_killed_at_random_points_and_moments_then_rerun_leave_the_war
             "\n" + crashes.report(f"Spark jobs ({table_format}): {writer.transactions} transactions written")
         )
     assert crashes.kills >= SPARK_KILLS
+
+
+def test_a_metastore_left_half_created_by_a_killed_first_job_is_created_again(
+    mariadb: MariaDB, tmp_path: Path
+) -> None:
+    fresh_schema(mariadb, "crashderby", "k (id INT PRIMARY KEY, v INT)")
+    mariadb.execute("INSERT INTO crashderby.k SELECT seq, seq * 2 FROM crashderby.seq_1_to_20")
+    toml = mariadb.config_file(tmp_path, "crashderby", "crashderby.*", warehouse='format = "hive"')
+    # What a first job killed while Derby created its database leaves: the folder, some of its
+    # files, no service.properties (found so by the crash series above).
+    unfinished = tmp_path / "warehouse" / "metastore" / "metastore_db"
+    (unfinished / "seg0").mkdir(parents=True)
+    (unfinished / "log").mkdir()
+    loaded = run_loader(mariadb, toml, "initial-load")
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert (unfinished / "service.properties").is_file()
+    checked = run_loader(mariadb, toml, "checksum")
+    assert checked.returncode == 0 and "1 tables, 1 equal" in checked.stdout + checked.stderr, checked.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -331,6 +332,23 @@ def _check_pinned(cfg: Config, jars: list[str]) -> None:
             )
 
 
+def discard_unfinished_metastore(path: Path) -> None:
+    """Remove the embedded Derby metastore at ``path`` if its creation never finished.
+
+    Derby writes ``service.properties`` when it creates a database. A folder without it was
+    left by a job killed while it created the metastore (its first start): Derby then neither
+    opens it nor creates it again ("Unable to instantiate SessionHiveMetaStoreClient"), so every
+    later job would fail the same way. It holds no table yet; this job creates it anew.
+    """
+    if path.is_dir() and not (path / "service.properties").exists():
+        shutil.rmtree(path)
+        print(
+            f"the embedded metastore {path} was left half-created by a job that was stopped; "
+            "it is created again",
+            file=sys.stderr,
+        )
+
+
 def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> SparkSession:
     """Start (or reuse) the Spark session for this config (``jdbc``: the job reads the source)."""
     from pyspark.sql import SparkSession
@@ -341,6 +359,7 @@ def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if cfg.warehouse.catalog == "derby":  # also where the embedded Iceberg catalog is
         Path(cfg.warehouse.metastore_dir).mkdir(parents=True, exist_ok=True)
+        discard_unfinished_metastore(Path(cfg.warehouse.metastore_dir) / "metastore_db")
     builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
     # Keys go into the driver's settings here, never on spark-submit's command line; Spark
     # hands them to the executors and redacts them in its UI and logs.
