@@ -517,7 +517,8 @@ def iceberg_table(cfg: Config, schema: str, table: str) -> Any:
 
 def iceberg_rows(cfg: Config, schema: str, table: str, columns: list[str]) -> list[list[Any]]:
     """``columns`` of every row of the warehouse table of ``schema.table`` (``iceberg_table``),
-    sorted; timestamps as UTC without a zone, as a Spark session in UTC returns them."""
+    sorted (name the key columns first: rows compare by them before any NULL); timestamps as UTC
+    without a zone, as a Spark session in UTC returns them."""
 
     def plain(value: Any) -> Any:
         if isinstance(value, dt.datetime) and value.tzinfo is not None:
