@@ -29,7 +29,7 @@ base rows plus the new keys so far, and the rows carrying the merge's seqnos are
 and updates.
 
     .venv/bin/python bench/cost_follows_change.py [--small 1000000] [--large 10000000]
-        [--changes 100000] [--repeat 2] [--formats hive,iceberg]
+        [--changes 100000] [--repeat 2] [--formats hive,iceberg] [--driver-java-options OPTS]
 """
 
 from __future__ import annotations
@@ -83,18 +83,22 @@ def columns() -> list[Any]:
     ]
 
 
-def bench_config(tmp: Path, fmt: str, partition_rows: int = 1_000_000) -> Any:
+def bench_config(tmp: Path, fmt: str, partition_rows: int = 1_000_000, java_options: str = "") -> Any:
     """The loader's config for a warehouse of table format ``fmt`` in ``tmp`` (database
-    ``bench_wh``), on local[2] with room for 10,000,000-row tables."""
+    ``bench_wh``), on local[2] with room for 10,000,000-row tables; ``java_options`` go to the
+    driver's JVM."""
     from loader.config import load_config
 
+    conf = '"spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "6g"'
+    if java_options:
+        conf += f', "spark.driver.extraJavaOptions" = "{java_options}"'
     env = {
         "LOADER__WAREHOUSE__DIR": str(tmp / "warehouse"),
         "LOADER__WAREHOUSE__DATABASE": "bench_wh",
         "LOADER__WAREHOUSE__FORMAT": fmt,
         "LOADER__WAREHOUSE__PARTITION_ROWS": str(partition_rows),
         "LOADER__SPARK__MASTER": '"local[2]"',
-        "LOADER__SPARK__CONF": '{ "spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "6g" }',
+        "LOADER__SPARK__CONF": "{ " + conf + " }",
     }
     return load_config(None, env=env)
 
@@ -253,6 +257,11 @@ def main() -> None:
     parser.add_argument(
         "--partition-rows", type=int, default=1_000_000, help="keys per partition (the loader's default)"
     )
+    parser.add_argument(
+        "--driver-java-options",
+        default="",
+        help="extra options for the driver's JVM, e.g. -XX:TieredStopAtLevel=1 (the quick compiler only)",
+    )
     args = parser.parse_args()
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     if not formats or any(f not in FORMATS for f in formats):
@@ -266,7 +275,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-cost-follows-change-"))
     spark = None
     try:
-        configs = {fmt: bench_config(tmp, fmt, args.partition_rows) for fmt in FORMATS}
+        configs = {
+            fmt: bench_config(tmp, fmt, args.partition_rows, args.driver_java_options) for fmt in FORMATS
+        }
         # One session for both: the Iceberg config's session is the Hive one plus the Iceberg
         # catalog and SQL extensions (start-only settings), so both formats share one warm JVM.
         session_cfg = configs["iceberg" if "iceberg" in formats else "hive"]

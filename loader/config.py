@@ -190,6 +190,11 @@ class SparkConfig:
     # beside the loader package, when there is one; an installed package without the checkout
     # runs without them until a job needs them (S3 storage, a JDBC read), which then says so.
     jars: str = ""
+    # A materialise job on a local master over at most this many pending change rows, into
+    # Iceberg tables of at most this many rows together (as last recorded), runs its driver with
+    # the JVM's quick compiler only: such a job is mostly its start. -1: never.
+    quick_compiler_changes: int = 500_000
+    quick_compiler_table_rows: int = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -426,6 +431,10 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         raise ConfigError(
             f"{origin}: maintenance.min_input_files and retain_last must be >= 1, expire_after_hours "
             '>= 0, and schedule a cron expression, a preset such as "@daily", or "none"'
+        )
+    if min(cfg.spark.quick_compiler_changes, cfg.spark.quick_compiler_table_rows) < -1:
+        raise ConfigError(
+            f"{origin}: spark.quick_compiler_changes and quick_compiler_table_rows must be >= 0 (or -1: never)"
         )
     if cfg.load.parallelism < 1 or cfg.load.fetch_size < 1:
         raise ConfigError(f"{origin}: load.parallelism and load.fetch_size must be >= 1")

@@ -42,7 +42,9 @@ PLANNED, EXTRACTED, MATERIALISED, ABANDONED = "planned", "extracted", "materiali
 # ``p0_gtid``; the checkpoint's ``server`` and ``gtid``. Absent is unknown (never a refusal).
 # It also added ``epoch`` to intervals, loads and the checkpoint: which binlog history their
 # positions belong to (a re-load of every table from another history starts the next); absent 0.
-LEDGER_VERSION = 7
+# Version 8 added an interval's ``table_rows``: the rows of each Iceberg table after its merge
+# (a later materialise job's size); absent is none.
+LEDGER_VERSION = 8
 UPGRADES: dict[int, records.Upgrade] = {
     1: lambda fields: fields,
     2: lambda fields: fields,
@@ -50,6 +52,7 @@ UPGRADES: dict[int, records.Upgrade] = {
     4: lambda fields: fields,
     5: lambda fields: fields,
     6: lambda fields: fields,
+    7: lambda fields: fields,
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
@@ -109,6 +112,9 @@ class Interval:
     # Where the log was left on the server read before, when this interval followed another
     # server that holds that history (a failover): "FILE:POS of SERVER (GTID ...)".
     followed_from: str | None = None
+    # [schema, table, rows] of each Iceberg table its materialisation merged into: the rows its
+    # data files held after the snapshot (how big a later job over them is: ``table_rows``).
+    table_rows: list[list[Any]] = field(default_factory=list)
 
     @property
     def effective_end(self) -> Position:
@@ -691,3 +697,29 @@ def layouts_before(
         for schema, table, columns in recorded:
             known[(schema, table)] = [ColumnSpec(name, kind) for name, kind in columns]
     return {name: columns for name, columns in known.items() if columns is not None}
+
+
+def table_rows(intervals: list[Interval], loads: list[Load]) -> dict[tuple[str, str], int]:
+    """Each table's rows as last recorded, by (schema, table): by the materialised interval or
+    the complete load that came last in the log (ordered as ``layouts_before`` orders them).
+
+    A size for planning, not a count to check against: an Iceberg snapshot's count keeps a
+    changed row's old version until compaction, and a table the loader did not count (Hive
+    tables after their load, records of older loaders) keeps its older count or has none.
+    """
+    events: list[tuple[int, Position, int, list[tuple[str, str, int]]]] = []
+    for i in intervals:
+        if i.state == MATERIALISED and i.table_rows:
+            events.append((i.epoch, i.effective_end, 0, [(s, t, int(n)) for s, t, n in i.table_rows]))
+    for load in loads:
+        if load.state == "complete":
+            counted = [
+                (schema, table, load.rows[qualified])
+                for qualified, (schema, table) in zip(load.tables, load.table_names(), strict=False)
+                if qualified in load.rows
+            ]
+            events.append((load.epoch, Position.parse(load.p0), 1, counted))
+    known: dict[tuple[str, str], int] = {}
+    for *_, counted in sorted(events, key=lambda e: (e[0], e[1], e[2])):
+        known.update(((schema, table), rows) for schema, table, rows in counted)
+    return known

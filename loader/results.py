@@ -139,6 +139,9 @@ class TableResult:
     deleted: int
     partitions: int
     seconds: float
+    # The rows the table's data files hold after it (an Iceberg snapshot's total-records, which
+    # counts a changed row's old version until compaction); None where not counted (Hive tables).
+    data_file_rows: int | None = None
 
     def plus(self, other: TableResult) -> TableResult:
         """This table's result and a later run's on it, together."""
@@ -149,6 +152,7 @@ class TableResult:
             self.deleted + other.deleted,
             self.partitions + other.partitions,
             self.seconds + other.seconds,
+            other.data_file_rows if other.data_file_rows is not None else self.data_file_rows,
         )
 
 

@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--as-of", help="compare: the warehouse as it was after this interval")
     parser.add_argument("--to-interval", help="rollback: the interval whose state the warehouse returns to")
     args = parser.parse_args(argv)
-    from loader.warehouse.session import build_session
+    from loader.warehouse.session import build_session, runs_quick_compiler_only
 
     started = time.monotonic()
     try:
@@ -150,6 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         spark.sparkContext.setLogLevel("WARN")
         ready = f"{args.job}: Spark session ready in {time.monotonic() - started:.1f} s"
+        if runs_quick_compiler_only(spark):
+            ready += " (the JVM's quick compiler only)"
         if cfg.warehouse.format == "iceberg":
             reached = time.monotonic()
             _check_catalog(spark, cfg)

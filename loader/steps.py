@@ -38,7 +38,7 @@ from loader.errors import (
 )
 from loader.extract import run_extract
 from loader.history import SourceHistory
-from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, PLANNED, Interval, Ledger, Load
+from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, PLANNED, Interval, Ledger, Load, table_rows
 from loader.naming import warehouse_tables
 from loader.positions import Position
 from loader.results import (
@@ -72,7 +72,7 @@ from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
 from loader.warehouse.rollback import check_interval
-from loader.warehouse.session import s3_connections
+from loader.warehouse.session import JobSize, s3_connections
 from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, error_outcome, read_outcome
 
 Progress = Callable[[str], None]
@@ -257,6 +257,24 @@ def run_once(
     return RunOnce(planned, extracted, tables, time.monotonic() - started)
 
 
+def materialize_size(cfg: Config) -> JobSize | None:
+    """What a materialise job goes through: the pending intervals' change rows and the rows
+    last recorded for the Iceberg tables they change (``ledger.table_rows``); None when one of
+    these is not known (Hive tables, records of older loaders)."""
+    if cfg.warehouse.format != "iceberg":
+        return None
+    ledger = Ledger.of(cfg)
+    intervals = ledger.intervals()
+    pending = [i for i in intervals if i.state == EXTRACTED]
+    if any(i.changes is None or i.layouts is None for i in pending):
+        return None
+    known = table_rows(intervals, ledger.loads())
+    touched = {(schema, table) for i in pending for schema, table, _ in i.layouts or []}
+    if not touched <= known.keys():
+        return None
+    return JobSize(sum(i.changes or 0 for i in pending), sum(known[name] for name in touched))
+
+
 def changed_tables(cfg: Config, interval_id: str | None) -> list[tuple[str, str]]:
     """The source tables an interval changed (what a run publishes as updated)."""
     if interval_id is None:
@@ -291,6 +309,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             python=sys.executable,
             environ=os.environ,
             source=source,
+            size=materialize_size(cfg) if name == "materialize" else None,
         )
         # The keys of the Airflow connections the job's S3 storage names: only the launcher
         # can look them up.

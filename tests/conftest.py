@@ -41,8 +41,9 @@ PASSWORD = "loader-test"
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # The tests' Spark jobs last seconds on two cores, where the JVM's C2 compiler costs more than it
-# gains (bench/delta_cycle: 37 s, 27 s with C1 only); jobs of minutes take twice as long with C1
-# only, so it is the suite's choice, not the loader's default. spark-submit's JVM reads this.
+# gains (bench/delta_cycle: 37 s, 27 s with C1 only); the loader chooses C1 only by itself for
+# materialise jobs it knows to be small (README, "A job's start"), the suite for every job.
+# spark-submit's JVM reads this.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 # py4j logs its shutdown at INFO to streams pytest has closed by then.
 logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from itertools import pairwise
@@ -25,6 +26,7 @@ from loader.ledger import (
     Load,
     layout_record,
     layouts_before,
+    table_rows,
 )
 from loader.positions import Position, seqno_of
 from loader.staging import layout
@@ -299,6 +301,36 @@ def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and
     intervals[1].state, intervals[1].layouts = EXTRACTED, None
     assert layouts_before(intervals, [first_load], layout.interval_id(3)) == {}
     assert layouts_before(intervals[:1], [load("binlog.000001:150", None)], layout.interval_id(2)) == {}
+
+
+def test_a_tables_rows_are_the_last_recorded_by_a_materialised_interval_or_a_load() -> None:
+    def interval(number: int, end: str, counted: list[list[object]], state: str = MATERIALISED) -> Interval:
+        return Interval(layout.interval_id(number), "binlog.000001:4", end, state=state, table_rows=counted)
+
+    loads = [
+        Load(
+            "load-1",
+            "binlog.000001:4",
+            ["s.t", "s.u", "s.v"],
+            "complete",
+            rows={"s.t": 1000, "s.u": 50},  # s.v: a loader that did not count it
+            names=[["s", "t"], ["s", "u"], ["s", "v"]],
+        ),
+        Load("load-2", "binlog.000001:250", ["s.u"], "started", rows={"s.u": 9}, names=[["s", "u"]]),
+    ]
+    intervals = [
+        interval(1, "binlog.000001:100", [["s", "t", 1200]]),
+        interval(2, "binlog.000001:200", [["s", "t", 1300], ["s", "u", 70]]),
+        interval(3, "binlog.000001:300", [["s", "t", 99_999]], state=EXTRACTED),  # not merged yet
+    ]
+    assert table_rows(intervals, loads) == {("s", "t"): 1300, ("s", "u"): 70}
+    # A re-load after the intervals counted the table anew; one before them did not.
+    reload = Load("load-3", "binlog.000001:220", ["s.t"], "complete", rows={"s.t": 10}, names=[["s", "t"]])
+    assert table_rows(intervals, [*loads, reload])[("s", "t")] == 10
+    early = dataclasses.replace(reload, id="load-0", p0="binlog.000001:50")
+    assert table_rows(intervals, [*loads, early])[("s", "t")] == 1300
+    # Records of loaders that kept no counts: the load's only.
+    assert table_rows([interval(1, "binlog.000001:100", [])], loads) == {("s", "t"): 1000, ("s", "u"): 50}
 
 
 class Server:

@@ -3,6 +3,7 @@ for every caller (the command line and Airflow launch jobs differently, the step
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,11 @@ import pytest
 from loader import steps
 from loader.config import Config, load_config
 from loader.errors import SparkJobError, TransientError, exit_code
-from loader.ledger import EXTRACTED, MATERIALISED, Ledger
+from loader.ledger import EXTRACTED, MATERIALISED, Ledger, Load, layout_record
 from loader.positions import Position
 from loader.results import TableResult
+from loader.staging.manifest import ColumnSpec
+from loader.warehouse.session import JAVA_OPTIONS, QUICK_COMPILER
 from loader.warehouse.submit import SparkJob, write_outcome
 
 
@@ -98,3 +101,43 @@ def test_decoding_uses_every_core_only_when_reading_binlog_files(cfg: Config, tm
         None, env={"LOADER__SOURCE__TRANSPORT": "files", "LOADER__SOURCE__BINLOG_DIR": str(tmp_path)}
     )
     assert 1 <= steps.decode_workers(files) <= steps.MAX_DECODE_WORKERS
+
+
+def test_a_materialise_job_over_few_rows_runs_with_the_quick_compiler_only(
+    cfg: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)  # the test suite's own choice
+    ledger = Ledger.of(cfg)
+    ledger.save_load(
+        Load("load-1", "binlog.000001:4", ["s.t"], "complete", rows={"s.t": 4_000_000}, names=[["s", "t"]])
+    )
+    interval = ledger.get(_extracted_interval(cfg))
+    assert interval is not None
+
+    def quick(changes: int, table: str = "t", config: Config = cfg) -> bool:
+        assert interval is not None
+        interval.changes = changes
+        interval.layouts = [layout_record("s", table, [ColumnSpec("id", "int")])]
+        ledger.save(interval)
+        options: list[list[str]] = []
+
+        def launch(job: SparkJob) -> str | None:
+            options.append(job.conf.get(JAVA_OPTIONS, "").split())
+            write_outcome(job.result_path, [])
+            return None
+
+        steps.materialize(config, launch)
+        return QUICK_COMPILER in options[0]
+
+    # The default limits: 500,000 pending change rows, into tables of 10,000,000 rows together.
+    assert quick(500_000)
+    assert not quick(500_001)
+    ledger.save_load(
+        Load("load-2", "binlog.000001:8", ["s.t"], "complete", rows={"s.t": 10_000_001}, names=[["s", "t"]])
+    )
+    assert not quick(10)
+    assert not quick(10, table="u")  # a table of unknown size
+    hive = dataclasses.replace(cfg, warehouse=dataclasses.replace(cfg.warehouse, format="hive"))
+    ledger.save_load(dataclasses.replace(ledger.loads()[0], id="load-3", p0="binlog.000001:12"))
+    assert quick(10)
+    assert not quick(10, config=hive)  # Hive tables are not counted after their load

@@ -132,6 +132,12 @@ def current_summaries(spark: Any, name: str) -> list[dict[str, str]]:
     return [s.summary for s in current_ancestry(spark, name)]
 
 
+def total_records(summary: Mapping[str, str]) -> int | None:
+    """The rows a snapshot's data files hold (what a scan reads: merge-on-read keeps a changed
+    row's old version until compaction); None when its summary does not say."""
+    return int(summary["total-records"]) if "total-records" in summary else None
+
+
 def committed_interval(spark: Any, name: str, source: str, interval: str) -> bool:
     """Whether the table's current state holds the merge of this interval of this source."""
     for summary in current_summaries(spark, name):
@@ -281,7 +287,7 @@ def merge_changes(
     key: list[str],
     summary: Mapping[str, str],
     range_width: int | None = None,
-) -> tuple[int, int, int, int]:
+) -> tuple[int, int, int, int, int | None]:
     """Merge the change rows ``changes`` into the Iceberg table ``name`` in one snapshot whose
     summary carries ``summary``.
 
@@ -289,7 +295,8 @@ def merge_changes(
     ranges of that width its changes touch (``merge_into_sql``'s ``target_filter``).
 
     Returns:
-        Rows inserted, updated and deleted, and the partitions the snapshot changed.
+        Rows inserted, updated and deleted, the partitions the snapshot changed, and the table's
+        ``total_records`` after it.
     """
     changes.createOrReplaceTempView("changes")
     # Ranked once and kept, the latest changes are a filter over a relation of known size: what
@@ -321,6 +328,7 @@ def merge_changes(
         count(_MERGED + "matched-updated"),
         count(_MERGED + "matched-deleted"),
         count("changed-partition-count"),
+        total_records(now),
     )
 
 

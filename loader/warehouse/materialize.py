@@ -145,7 +145,7 @@ def materialize_table(
     warehouse_types = ensure_table(spark, cfg, schema, table, columns, key=key, cause=cause)
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     if cfg.warehouse.format == "iceberg":
-        counts = iceberg.merge_changes(
+        inserted, updated, deleted, partitions, rows = iceberg.merge_changes(
             spark,
             table_name(cfg, schema, table),
             _changes(spark, store, entries, columns, warehouse_types, min_seqno),
@@ -155,7 +155,8 @@ def materialize_table(
             # the key ranges the changes touch, as Hive's partitions
             cfg.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
         )
-        return TableResult(f"{schema}.{table}", *counts, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)
     part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
@@ -258,22 +259,27 @@ def _materialize_intervals(
         iceberg.END: str(last.effective_end),
     }
     results = []
+    counted = []  # [schema, table, rows] of the tables whose rows the merge reports
     for (schema, table), entries in sorted(by_table.items()):
         name = table_name(cfg, schema, table)
         if (
             cfg.warehouse.format == "iceberg"
             and spark.catalog.tableExists(name)
             and iceberg.committed_interval(spark, name, cfg.source.name, last.id)
-        ):
-            continue  # committed before the ledger heard of it (a crash in between)
+        ):  # committed before the ledger heard of it (a crash in between)
+            rows = iceberg.total_records(iceberg.current_summaries(spark, name)[0])
+            counted += [[schema, table, rows]] if rows is not None else []
+            continue
         try:
-            results.append(
-                materialize_table(
-                    spark, cfg, store, entries, run_id, loaded.get((schema, table)), summary=summary
-                )
+            result = materialize_table(
+                spark, cfg, store, entries, run_id, loaded.get((schema, table)), summary=summary
             )
         except MaterializeError as exc:
             raise MaterializeError(f"interval {span}: {exc}") from None
+        results.append(result)
+        if result.data_file_rows is not None:
+            counted.append([schema, table, result.data_file_rows])
+    last.table_rows = counted
     for interval in intervals:
         interval.state = MATERIALISED
         ledger.save(interval)

@@ -12,13 +12,14 @@ import re
 import shutil
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from loader.aws import connection_keys
-from loader.config import DEFAULT_JARS, Config
+from loader.config import DEFAULT_JARS, Config, SparkConfig
 from loader.errors import ConfigError
 from loader.warehouse.tables import ICEBERG_CATALOG
 
@@ -78,20 +79,78 @@ _CHOSEN_GC = re.compile(r"-XX:\+Use\w*GC$")
 _JVM_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")
 
 
+def _chosen(configured: list[str], environ: Mapping[str, str]) -> list[str]:
+    """The driver JVM's options from the config (``configured``) and from its option variables."""
+    return [*configured, *(o for v in _JVM_OPTION_VARIABLES for o in environ.get(v, "").split())]
+
+
 def collector_options(
     master: str, configured: list[str], environ: Mapping[str, str] = os.environ
 ) -> list[str]:
     """The driver's garbage collector: the parallel one for a local master, unless one is chosen
     already, in the config's driver Java options (``configured``) or the JVM's option variables
     in ``environ``."""
-    chosen = [*configured, *(o for v in _JVM_OPTION_VARIABLES for o in environ.get(v, "").split())]
-    if not master.startswith("local") or any(_CHOSEN_GC.match(o) for o in chosen):
+    if not master.startswith("local") or any(_CHOSEN_GC.match(o) for o in _chosen(configured, environ)):
         return []
     return [PARALLEL_GC]
 
 
-def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
-    """Every Spark setting the loader's jobs run with, from the config (``jdbc``: it reads the source)."""
+# The JVM's quick compiler only (C1): for a job that is mostly its start (README, "A job's
+# start", has the measurements).
+QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+_CHOSEN_COMPILER = re.compile(r"-XX:([+-]TieredCompilation|TieredStopAtLevel=\d+)$")
+
+
+@dataclass(frozen=True)
+class JobSize:
+    """What a materialise job goes through: the pending change rows, and the rows of the tables
+    they change (together, as last recorded)."""
+
+    changes: int
+    table_rows: int
+
+
+def compiler_options(
+    spark: SparkConfig,
+    configured: list[str],
+    job: JobSize | None,
+    environ: Mapping[str, str] = os.environ,
+) -> list[str]:
+    """The driver's compilers: the quick one only for a local job of a known size (``job``)
+    within ``spark``'s ``quick_compiler_changes`` and ``quick_compiler_table_rows``, unless the
+    config's driver Java options (``configured``) or the JVM's option variables choose.
+
+    A local driver runs every task. The optimising compiler (C2) competes with them for the
+    cores and pays back only in CPU-bound work of a minute or more, whose code it makes up to
+    twice as fast: change rows are parsed, ranked and shuffled, a table's rows mostly scanned.
+    """
+    if (
+        job is None
+        or job.changes > spark.quick_compiler_changes
+        or job.table_rows > spark.quick_compiler_table_rows
+        or not spark.master.startswith("local")
+        or any(_CHOSEN_COMPILER.match(o) for o in _chosen(configured, environ))
+    ):
+        return []
+    return [QUICK_COMPILER]
+
+
+def runs_quick_compiler_only(spark: SparkSession) -> bool:
+    """Whether the driver's JVM compiles with the quick compiler only, whoever chose it (the
+    loader, the config, the JVM's option variables); False where the JVM does not say."""
+    jvm: Any = spark.sparkContext._jvm
+    try:
+        bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+            jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+        )
+        return str(bean.getVMOption("TieredStopAtLevel").getValue()) == "1"
+    except Exception:  # not HotSpot: no such bean or option
+        return False
+
+
+def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> dict[str, str]:
+    """Every Spark setting the loader's jobs run with, from the config (``jdbc``: it reads the
+    source; ``job``: what it goes through, when its launcher knows)."""
     wh = cfg.warehouse
     # The driver's JVM options: the loader's, then the config's own (spark.driver.extraJavaOptions
     # in [spark] conf adds to them instead of dropping Derby's home).
@@ -137,7 +196,9 @@ def spark_conf(cfg: Config, jdbc: bool = False) -> dict[str, str]:
     conf.update(cfg.spark.conf)
     configured = cfg.spark.conf.get(JAVA_OPTIONS, "").split()
     defaults = cfg.spark.conf.get("spark.driver.defaultJavaOptions", "").split()  # Spark puts them first
-    java_options += collector_options(cfg.spark.master, defaults + configured) + configured
+    java_options += collector_options(cfg.spark.master, defaults + configured)
+    java_options += compiler_options(cfg.spark, defaults + configured, job)
+    java_options += configured
     if java_options:
         conf[JAVA_OPTIONS] = " ".join(java_options)
     return conf

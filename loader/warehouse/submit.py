@@ -20,7 +20,7 @@ from typing import Any
 from loader.config import Config
 from loader.errors import REPORTED, ConfigError, SparkJobError, describe, is_transient
 from loader.source import Credentials
-from loader.warehouse.session import spark_conf
+from loader.warehouse.session import JobSize, spark_conf
 
 JOBS = ("materialize", "initial-load", "compare", "checksum", "rollback", "maintain")
 # The jobs that read the source: they get its credentials from the launcher (which may have
@@ -68,6 +68,7 @@ def build_spark_job(
     python: str,
     environ: Mapping[str, str],
     source: Credentials | None = None,
+    size: JobSize | None = None,
 ) -> SparkJob:
     """The spark-submit run of job ``name`` with the config's settings.
 
@@ -79,12 +80,14 @@ def build_spark_job(
         environ: the launcher's environment (``PATH``, ``SPARK_LOCAL_IP``).
         source: credentials resolved by the launcher (an Airflow connection, say) that a job
             of ``SOURCE_JOBS`` uses instead of looking them up itself; other jobs do not get them.
+        size: what the job goes through, when the launcher knows (the driver's compilers
+            follow: ``session.compiler_options``).
     """
     if name not in JOBS:
         raise ValueError(f"no Spark job {name!r} (jobs: {', '.join(JOBS)})")
     if not cfg.path:
         raise ConfigError(f"loader {name} needs --config (or LOADER_CONFIG): the Spark job reads it too")
-    conf = spark_conf(cfg, jdbc=name in SOURCE_JOBS)
+    conf = spark_conf(cfg, jdbc=name in SOURCE_JOBS, job=size)
     jars = [j for j in conf.pop("spark.jars", "").split(",") if j]
     conf["spark.pyspark.python"] = python
     conf["spark.pyspark.driver.python"] = python

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.warehouse.session import JAVA_OPTIONS, PARALLEL_GC, archive_path, spark_conf
+from loader.warehouse.session import (
+    JAVA_OPTIONS,
+    PARALLEL_GC,
+    QUICK_COMPILER,
+    JobSize,
+    archive_path,
+    spark_conf,
+)
 
 
 def test_the_configs_java_options_add_to_the_loaders(session_config: Config) -> None:
@@ -45,6 +52,43 @@ def test_a_local_driver_collects_with_the_parallel_collector_unless_the_config_c
     # Nor when the JVM gets a collector from its option variables.
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dfile.encoding=UTF-8 -XX:+UseSerialGC")
     assert PARALLEL_GC not in options("local[2]")
+
+
+def test_a_small_local_job_runs_with_the_quick_compiler_only_unless_the_config_chooses(
+    session_config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)  # the test suite's own choice
+
+    def options(
+        job: JobSize | None, master: str = "local[2]", configured: str = "", never: bool = False
+    ) -> list[str]:
+        conf = {JAVA_OPTIONS: configured} if configured else {}
+        limits = (-1, -1) if never else (100, 1000)
+        spark = dataclasses.replace(
+            session_config.spark,
+            master=master,
+            conf=conf,
+            quick_compiler_changes=limits[0],
+            quick_compiler_table_rows=limits[1],
+        )
+        return (
+            spark_conf(dataclasses.replace(session_config, spark=spark), job=job)
+            .get(JAVA_OPTIONS, "")
+            .split()
+        )
+
+    assert options(JobSize(100, 1000)).count(QUICK_COMPILER) == 1
+    # A job that may last minutes keeps the optimising compiler, as does one of unknown size.
+    assert QUICK_COMPILER not in options(JobSize(101, 10))
+    assert QUICK_COMPILER not in options(JobSize(10, 1001))
+    assert QUICK_COMPILER not in options(None)
+    assert QUICK_COMPILER not in options(JobSize(0, 0), never=True)
+    assert QUICK_COMPILER not in options(JobSize(10, 10), master="spark://127.0.0.1:7077")  # executors work
+    # The config's or the JVM's own choice stays the only one.
+    assert options(JobSize(10, 10), configured="-XX:-TieredCompilation")[-1:] == ["-XX:-TieredCompilation"]
+    assert QUICK_COMPILER not in options(JobSize(10, 10), configured="-XX:-TieredCompilation")
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=4")
+    assert QUICK_COMPILER not in options(JobSize(10, 10))
 
 
 @pytest.mark.integration
