@@ -86,7 +86,9 @@ def _row(rnd: random.Random, key: int) -> str:
 
 
 def generate(port: int, changes: int) -> dict[str, object]:
-    """Write the workload into a fresh binlog file; returns its name and end position."""
+    """Write the workload into a fresh binlog file; returns its name, start and end positions and
+    its change rows (``change_rows``: an update is two, its before and after image, counted from
+    the server's affected-row counts), which every reader must find."""
     from loader.source import current_position
 
     inserts = int(changes * 0.75)
@@ -102,12 +104,13 @@ def generate(port: int, changes: int) -> dict[str, object]:
         cur.execute("FLUSH BINARY LOGS")
         start = current_position(conn)
         t0 = time.monotonic()
+        change_rows = 0
         for first in range(0, inserts, 1000):
             rows = ",".join(_row(rnd, k) for k in range(first, min(first + 1000, inserts)))
-            cur.execute(f"INSERT INTO bench.t VALUES {rows}")
+            change_rows += cur.execute(f"INSERT INTO bench.t VALUES {rows}")
         for first in range(0, updates, 1000):
             lo = rnd.randrange(0, inserts - 1000)
-            cur.execute(
+            change_rows += 2 * cur.execute(
                 f"UPDATE bench.t SET a = a + 1, b = CONCAT('u', id), e = e * 2 WHERE id >= {lo} LIMIT {min(1000, updates - first)}"
             )
         deleted = 0
@@ -115,7 +118,7 @@ def generate(port: int, changes: int) -> dict[str, object]:
         lo = 0
         while deleted < deletes:
             n = min(1000, deletes - deleted)
-            cur.execute(f"DELETE FROM bench.t WHERE id >= {lo} ORDER BY id LIMIT {n}")
+            change_rows += cur.execute(f"DELETE FROM bench.t WHERE id >= {lo} ORDER BY id LIMIT {n}")
             deleted += n
             lo += step
         end = current_position(conn)
@@ -124,7 +127,7 @@ def generate(port: int, changes: int) -> dict[str, object]:
     print(
         f"workload: {changes:,} row changes written in {time.monotonic() - t0:.1f} s, binlog {start} .. {end}"
     )
-    return {"file": str(binlog), "start": start.pos, "end": end.pos}
+    return {"file": str(binlog), "start": start.pos, "end": end.pos, "change_rows": change_rows}
 
 
 def run_ours(kind: str, port: int, datadir: Path, file: str, start: int, end: int) -> tuple[int, float]:

@@ -1,15 +1,48 @@
 """Extraction speed and memory: this loader's ``extract`` against python-mysql-replication plus
-Python's csv module, on the workload of ``bench/binlog_decode.py`` (about 1,000,000 row changes).
+Python's csv module and against MariaDB's own decoder ``mariadb-binlog -v``, on one binlog
+interval of a private MariaDB, side by side in one run.
 
-- ``ours-N``: ``loader extract`` of the whole range into local CSV staging, N decoding processes
-  (the binlog files transport, cut at transaction starts);
-- ``pymysqlrepl-csv``: python-mysql-replication 1.0.17 iterating the same binlog and writing the
-  same change rows (an update as its D then its I) with ``csv.writer``.
+The workload (``--table``), written into a fresh binlog file (one file, so that every reader
+can be given the same start and stop positions):
 
-Every run is its own process (peak memory is max RSS of it and its children); each runs
-``--repeat`` times and its fastest run counts.
+- ``default``: the workload of ``bench/binlog_decode.py``, table ``bench.t`` (ten mixed-type
+  columns): ``--changes`` row changes (1,000,000), 75% inserts in statements of 1,000 rows, 20%
+  updates, 5% deletes;
+- ``mixed``: ``bench.mixed``, ten columns (BIGINT key, INT, VARCHAR, DECIMAL(12,2),
+  DATETIME(6), DOUBLE, TEXT, TINYINT, DATE, ENUM; NULLs in four of them), ``--changes`` row
+  changes (240,000): five sixths inserts of new keys and one sixth updates of key ranges (of
+  four columns), i.e. 200,000 inserts and 40,000 updates, 280,000 change rows;
+- ``wide``: ``bench.wide``, the same ten types four times (40 columns), the same changes.
 
-    .venv/bin/python bench/extract.py [--changes 1000000] [--workers 2]
+``mixed`` and ``wide`` are made on the server (the Sequence engine's ``seq_1_to_N``) in
+transactions of 1,000 row changes, each its inserts then its updates, as an application writes
+them. Every workload counts its change rows from the server's affected-row counts (an update is
+two, its D then its I, as the staging files write it).
+
+The variants, each run ``--repeat`` times (3) in a process of its own, its fastest run
+counting (peak memory: the most of the max RSS of it and its children over its runs):
+
+- ``ours-files-N``: ``loader extract`` of the interval into local CSV staging, the binlog files
+  transport (``source.transport = "files"``), N decoding processes (``--workers``, one per
+  core by default; the interval cut at transaction starts); ``ours-files-1`` too when N > 1;
+- ``ours-server``: the same through a replication connection (``source.transport = "server"``,
+  the loader's default): one process;
+- ``pymysqlrepl-csv``: python-mysql-replication 1.0.17 reading the same interval from the
+  server and writing the same change rows with ``csv.writer``;
+- ``mariadb-binlog``: MariaDB's C tool ``mariadb-binlog -v`` (or ``mysqlbinlog``; Debian
+  package mariadb-client) on the same binlog file, ``--start-position`` to
+  ``--stop-position``, its output into a file; its change rows are counted afterwards (not
+  timed) from its ``### INSERT INTO``, ``### DELETE FROM`` and ``### UPDATE`` lines.
+
+Every run of every variant must find the workload's number of change rows. ``ours-files-N``
+also runs on the first quarter of the interval, to show that memory does not grow with it.
+
+Targets, in change rows/s (the issue "Extraction at the speed of the C tools"): ``ours-server``
+at least 10x ``pymysqlrepl-csv``, ``ours-files-N`` at least 15x ``pymysqlrepl-csv``, and one
+process (``ours-server``) at least 0.40x ``mariadb-binlog``; each ratio prints met or MISSED.
+
+    .venv/bin/python bench/extract.py [--table default|mixed|wide] [--changes N] [--workers 2]
+        [--repeat 3] [--variants ours-files-2,ours-files-1,ours-server,pymysqlrepl-csv,mariadb-binlog]
 """
 
 from __future__ import annotations
@@ -18,21 +51,149 @@ import argparse
 import csv
 import json
 import os
+import random
+import re
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import binlog_decode  # noqa: E402
-from bench.binlog_decode import PASSWORD, generate, reference_stream, start_server, stop_server  # noqa: E402
+from bench.binlog_decode import PASSWORD, reference_stream, start_server, stop_server  # noqa: E402
+
+TABLES = ("default", "mixed", "wide")
+# Row changes per workload when --changes is not given: mixed and wide make 200,000 inserts and
+# 40,000 updates (280,000 change rows).
+DEFAULT_CHANGES = {"default": 1_000_000, "mixed": 240_000, "wide": 240_000}
+GROUPS = {"mixed": 1, "wide": 4}  # times the ten column types appear
+TX_ROWS = 1000  # row changes per transaction of mixed and wide
+UPDATE_SHARE = 1 / 6
+REFERENCES = ("pymysqlrepl-csv", "mariadb-binlog")
+# (variant, reference) → the least ratio of their change rows/s; "ours-files-N" is --workers'.
+TARGETS = {
+    ("ours-server", "pymysqlrepl-csv"): 10.0,
+    ("ours-files-N", "pymysqlrepl-csv"): 15.0,
+    ("ours-server", "mariadb-binlog"): 0.40,
+}
+ENUM = "'new','paid','shipped','returned','lost'"
+# One group of the mixed and wide tables: a column's name, type and value in row ``k`` of the
+# group ``{g}`` (so that the groups of the wide table differ); the first BIGINT is the key.
+MIX = (
+    ("n", "BIGINT NOT NULL", "k * 2654435761 + {g}"),
+    ("a", "INT NOT NULL", "(k * 7919 + {g}) % 2147483647 - 1073741823"),
+    ("b", "VARCHAR(64) NOT NULL", "CONCAT('name-', LPAD(k, 12, '0'), '-{g}')"),
+    ("c", "DECIMAL(12,2) NULL", "IF(k % 11 = {g}, NULL, (k * 37 + {g}) % 100000000000 / 100)"),
+    (
+        "d",
+        "DATETIME(6) NOT NULL",
+        "'2024-01-01 00:00:00' + INTERVAL k * {g1} SECOND + INTERVAL k % 1000000 MICROSECOND",
+    ),
+    ("e", "DOUBLE NULL", "IF(k % 13 = {g}, NULL, SQRT(k) * 1234.5678 + {g})"),
+    ("f", "TEXT NULL", "IF(k % 7 = {g}, NULL, CONCAT(REPEAT('note ', 1 + (k + {g}) % 11), k))"),
+    ("t", "TINYINT NOT NULL", "(k + {g}) % 256 - 128"),
+    ("h", "DATE NULL", "IF(k % 17 = {g}, NULL, DATE('2020-01-01') + INTERVAL (k + {g}) % 3650 DAY)"),
+    ("s", f"ENUM({ENUM}) NOT NULL", f"ELT(1 + (k + {{g}}) % 5, {ENUM})"),
+)
 
 
-def run_ours(port: int, datadir: Path, file: str, start: int, end: int, workers: int, out: Path) -> int:
+# --- the mixed and wide workloads ------------------------------------------------------------
+
+
+def columns(groups: int) -> list[tuple[str, str, str]]:
+    """(name, type, value of row ``k``) of a table of ``groups`` times MIX's ten types; the first
+    BIGINT is the key ``id`` (= k), the others are named after their type's letter and group."""
+    cols = []
+    for g in range(groups):
+        for name, sqltype, value in MIX:
+            if (g, name) == (0, "n"):
+                cols.append(("id", sqltype, "k"))
+            else:
+                cols.append((f"{name}{g}", sqltype, value.format(g=g, g1=g + 1)))
+    return cols
+
+
+def make_table(port: int, table: str, changes: int) -> dict[str, object]:
+    """``bench.<table>`` made, then ``changes`` row changes in a fresh binlog file, in
+    transactions of ``TX_ROWS``: new keys inserted from the Sequence engine, then a key range
+    among the keys so far updated. Returns the binlog interval and its change rows."""
+    from loader.source import current_position
+
+    cols = columns(GROUPS[table])
+    updates = round(changes * UPDATE_SHARE)
+    left = {"insert": changes - updates, "update": updates}
+    per_tx = {"insert": TX_ROWS - round(TX_ROWS * UPDATE_SHARE), "update": round(TX_ROWS * UPDATE_SHARE)}
+    values = ", ".join(value for _, _, value in cols)
+    rnd = random.Random(42)
+    conn = binlog_decode._connect(port)
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL max_binlog_size = 1073741824")
+        cur.execute("DROP DATABASE IF EXISTS bench")
+        cur.execute("CREATE DATABASE bench")
+        cur.execute("USE bench")  # the Sequence engine's tables need a current database
+        ddl = ", ".join(f"{name} {sqltype}" for name, sqltype, _ in cols)
+        cur.execute(
+            f"CREATE TABLE bench.{table} ({ddl}, PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+        )
+        cur.execute("FLUSH BINARY LOGS")
+        start = current_position(conn)
+        t0 = time.monotonic()
+        keys = change_rows = transactions = 0
+        while any(left.values()):
+            if transactions > 2 * (changes // TX_ROWS + 1):
+                raise RuntimeError(f"the workload makes no progress: {left} row changes still to make")
+            cur.execute("BEGIN")
+            n = min(left["insert"], per_tx["insert"])
+            if n:
+                # seq is unsigned: signed keys, so that the values' arithmetic may go below zero.
+                done = cur.execute(
+                    f"INSERT INTO bench.{table} SELECT {values} FROM (SELECT CAST(seq + {keys} AS SIGNED) AS k FROM seq_1_to_{n}) s"
+                )
+                keys += done
+                left["insert"] -= done
+                change_rows += done
+            n = min(left["update"], per_tx["update"], keys)
+            if n:
+                lo = rnd.randint(1, keys - n + 1)
+                done = cur.execute(
+                    f"UPDATE bench.{table} SET a0 = a0 + 1, b0 = CONCAT('upd-', id, '-', {transactions}), "
+                    f"c0 = c0 + 1.25, d0 = d0 + INTERVAL 1 SECOND WHERE id BETWEEN {lo} AND {lo + n - 1}"
+                )
+                left["update"] -= done
+                change_rows += 2 * done
+            cur.execute("COMMIT")
+            transactions += 1
+        end = current_position(conn)
+    conn.close()
+    assert start.file == end.file, f"the workload left its binlog file: {start} .. {end}"
+    print(
+        f"workload: bench.{table} ({len(cols)} columns), {changes:,} row changes ({change_rows:,} change rows) "
+        f"in {transactions:,} transactions, written in {time.monotonic() - t0:.1f} s, binlog {start} .. {end}"
+    )
+    return {"file": end.file, "start": start.pos, "end": end.pos, "change_rows": change_rows}
+
+
+def generate(port: int, table: str, changes: int) -> dict[str, object]:
+    """The ``--table`` workload in a fresh binlog file: its name, start and end positions, and
+    the change rows every variant must find."""
+    info = binlog_decode.generate(port, changes) if table == "default" else make_table(port, table, changes)
+    assert info["change_rows"], "the workload made no change rows"
+    return info
+
+
+# --- the variants ----------------------------------------------------------------------------
+
+
+def run_ours(
+    port: int, datadir: Path, file: str, start: int, end: int, transport: str, workers: int, out: Path
+) -> int:
+    """``loader extract`` of the interval into staging at ``out``; its change rows."""
     from loader.config import load_config
     from loader.extract import run_extract
     from loader.positions import Position
@@ -44,7 +205,7 @@ def run_ours(port: int, datadir: Path, file: str, start: int, end: int, workers:
             "LOADER__SOURCE__PORT": str(port),
             "LOADER__SOURCE__USER": "loader",
             "LOADER__SOURCE__PASSWORD_ENV": "BENCH_PASSWORD",
-            "LOADER__SOURCE__TRANSPORT": "files",
+            "LOADER__SOURCE__TRANSPORT": transport,
             "LOADER__SOURCE__BINLOG_DIR": str(datadir / "binlog"),
             "LOADER__TABLES__INCLUDE": '["bench.*"]',
             "LOADER__STAGING__URI": str(out),
@@ -62,7 +223,7 @@ def run_pymysqlrepl_csv(port: int, file: str, start: int, end: int, out: Path) -
 
     stream = reference_stream(port, file, start, end, 9903)
     out.mkdir(parents=True, exist_ok=True)
-    files: dict[str, tuple[object, csv.writer]] = {}  # type: ignore[valid-type]
+    files: dict[str, tuple[TextIO, Any]] = {}  # a table's file and its csv.writer
     written = 0
     for event in stream:
         name = f"{event.schema}.{event.table}"
@@ -81,29 +242,74 @@ def run_pymysqlrepl_csv(port: int, file: str, start: int, end: int, out: Path) -
                 writer.writerow(["D", *row["before_values"].values()])
                 writer.writerow(["I", *row["after_values"].values()])
                 written += 2
-    for f, _ in files.values():
-        f.close()  # type: ignore[attr-defined]
+    for handle, _ in files.values():
+        handle.close()
     stream.close()
     return written
 
 
+def binlog_tool() -> str | None:
+    """MariaDB's binlog decoder: ``mariadb-binlog``, or its older name ``mysqlbinlog``."""
+    return shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
+
+
+# A row in ``mariadb-binlog -v``'s output starts with one of these lines; an update is two change rows.
+TOOL_ROW_LINES = ((b"### INSERT INTO ", 1), (b"### DELETE FROM ", 1), (b"### UPDATE ", 2))
+
+
+def count_tool_rows(path: Path) -> int:
+    """The change rows in ``mariadb-binlog -v``'s output (so that its count is checked too)."""
+    rows = 0
+    with open(path, "rb") as f:
+        for line in f:
+            if line.startswith(b"### "):
+                rows += next((n for prefix, n in TOOL_ROW_LINES if line.startswith(prefix)), 0)
+    return rows
+
+
+def run_mariadb_binlog(datadir: Path, file: str, start: int, end: int, out: Path) -> tuple[int, float]:
+    """``mariadb-binlog -v`` on the interval of the local binlog file, its output into a file under
+    ``out`` (as ours writes its CSV files): (change rows, seconds of the tool alone)."""
+    tool = binlog_tool()
+    assert tool is not None, "mariadb-binlog not found (Debian package mariadb-client)"
+    out.mkdir(parents=True, exist_ok=True)
+    result = out / "mariadb-binlog.txt"
+    # --no-defaults (first): no option files of this machine's.
+    command = [tool, "--no-defaults", "-v", f"--start-position={start}", f"--stop-position={end}"]
+    t0 = time.perf_counter()
+    with open(result, "wb") as f:
+        subprocess.run([*command, str(datadir / "binlog" / file)], stdout=f, check=True)
+    secs = time.perf_counter() - t0
+    return count_tool_rows(result), secs
+
+
+def run_variant(args: argparse.Namespace, out: Path) -> tuple[int, float]:
+    """One run of the variant ``args.run`` in this process: (change rows, seconds)."""
+    datadir = Path(args.datadir)
+    if args.run == "mariadb-binlog":
+        return run_mariadb_binlog(datadir, args.file, args.start, args.end, out)
+    t0 = time.perf_counter()
+    if args.run == "pymysqlrepl-csv":
+        rows = run_pymysqlrepl_csv(args.port, args.file, args.start, args.end, out)
+    elif args.run == "ours-server":
+        rows = run_ours(args.port, datadir, args.file, args.start, args.end, "server", 1, out)
+    else:
+        workers = int(args.run.rsplit("-", 1)[1])
+        rows = run_ours(args.port, datadir, args.file, args.start, args.end, "files", workers, out)
+    return rows, time.perf_counter() - t0
+
+
 def child(args: argparse.Namespace) -> None:
+    """A measured run; prints its change rows, seconds and peak memory as JSON. The peak of
+    ``mariadb-binlog`` is the tool's own (this Python process only starts it and counts)."""
     out = Path(tempfile.mkdtemp(prefix="bench-extract-out-"))
     try:
-        t0 = time.perf_counter()
-        if args.run == "pymysqlrepl-csv":
-            rows = run_pymysqlrepl_csv(args.port, args.file, args.start, args.end, out)
-        else:
-            workers = int(args.run.split("-")[1])
-            rows = run_ours(args.port, Path(args.datadir), args.file, args.start, args.end, workers, out)
-        secs = time.perf_counter() - t0
+        rows, secs = run_variant(args, out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    rss = max(
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
-    )
-    print(json.dumps({"rows": rows, "seconds": secs, "peak_rss_mb": rss / 1024}))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    own = 0 if args.run == "mariadb-binlog" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"rows": rows, "seconds": secs, "peak_rss_mb": max(own, children) / 1024}))
 
 
 def measure(
@@ -112,16 +318,108 @@ def measure(
     return binlog_decode.measure(run, port, datadir, info, end, script=__file__)
 
 
+# --- the report ------------------------------------------------------------------------------
+
+
+def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """The variants to run, in order: ``--variants`` or all of them (without the references
+    under ``--skip-reference``, without ``mariadb-binlog`` when it is not installed)."""
+    if args.variants:
+        wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
+    else:
+        files = [f"ours-files-{args.workers}"] + (["ours-files-1"] if args.workers > 1 else [])
+        wanted = [*files, "ours-server", *REFERENCES]
+        if binlog_tool() is None:
+            print("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
+            wanted.remove("mariadb-binlog")
+    if args.skip_reference:
+        wanted = [v for v in wanted if v not in REFERENCES]
+    known = re.compile(r"ours-files-[1-9][0-9]*|ours-server|pymysqlrepl-csv|mariadb-binlog")
+    unknown = [v for v in wanted if not known.fullmatch(v)]
+    if unknown or not wanted:
+        parser.error(
+            f"--variants: {', '.join(unknown) or 'none left'}; accepted: ours-files-N, ours-server, "
+            + ", ".join(REFERENCES)
+        )
+    if "mariadb-binlog" in wanted and binlog_tool() is None:
+        parser.error("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
+    return wanted
+
+
+def best_of(run: str, repeat: int, port: int, datadir: Path, info: dict[str, object]) -> dict[str, float]:
+    """``repeat`` runs of a variant: the fastest, with the highest peak memory of them all. Every
+    run must find the workload's change rows."""
+    runs = [measure(run, port, datadir, info) for _ in range(repeat)]
+    for r in runs:
+        if r["rows"] != info["change_rows"]:
+            raise AssertionError(
+                f"{run}: {r['rows']:,.0f} change rows, the workload made {info['change_rows']:,}"
+            )
+    best = min(runs, key=lambda x: x["seconds"])
+    best["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
+    return best
+
+
+def print_ratios(results: dict[str, dict[str, float]], workers: int) -> None:
+    """Every variant of ours against each reference run, in change rows/s; the targets' ratios
+    with met or MISSED."""
+    speed = {run: r["rows"] / r["seconds"] for run, r in results.items()}
+    targets = {(v.replace("-N", f"-{workers}"), ref): t for (v, ref), t in TARGETS.items()}
+    for ref in REFERENCES:
+        if ref not in speed:
+            continue
+        for run in (r for r in speed if r not in REFERENCES):
+            ratio = speed[run] / speed[ref]
+            target = targets.get((run, ref))
+            verdict = ""
+            if target is not None:
+                verdict = f" ({'met' if ratio >= target else 'MISSED'}, target >= {target:g}x)"
+            print(f"ratio {run} / {ref} (change rows/s): {ratio:.2f}x{verdict}")
+    for (run, ref), target in targets.items():
+        if run not in speed or ref not in speed:
+            print(f"ratio {run} / {ref}: not measured (target >= {target:g}x)")
+
+
+def quarter_memory(
+    run: str, port: int, datadir: Path, info: dict[str, object], whole: dict[str, float]
+) -> None:
+    """Memory must not grow with the interval: ``run`` on about its first quarter (ending at a
+    transaction start near 25%)."""
+    from loader.binlog.files import BinlogFiles
+    from loader.binlog.split import split_points
+    from loader.positions import Position
+
+    file = str(info["file"])
+    first, last = Position(file, int(str(info["start"]))), Position(file, int(str(info["end"])))
+    cut = split_points(BinlogFiles(datadir / "binlog"), first, last, 4)
+    q = measure(run, port, datadir, info, end=cut[0].pos)
+    print(
+        f"memory: {run} peak RSS {q['peak_rss_mb']:.0f} MB on a quarter of the interval "
+        f"({q['rows']:,.0f} change rows), {whole['peak_rss_mb']:.0f} MB on all of it"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--changes", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--table", choices=TABLES, default="default", help="the workload (default: default)")
+    parser.add_argument(
+        "--changes",
+        type=int,
+        help="row changes (default: 1,000,000 for default, 240,000 for mixed and wide)",
+    )
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="N of ours-files-N")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each variant; the fastest counts")
+    parser.add_argument(
+        "--variants",
+        help="comma-separated (default: all): ours-files-N, ours-server, " + ", ".join(REFERENCES),
+    )
     parser.add_argument("--keep", help="a data directory to keep the server and workload in between runs")
     parser.add_argument(
-        "--skip-reference", action="store_true", help="run only this loader (no python-mysql-replication)"
+        "--skip-reference",
+        action="store_true",
+        help="run only this loader (leave out " + " and ".join(REFERENCES) + ")",
     )
     for hidden in ("--child", "--port", "--datadir", "--file", "--start", "--end"):
         parser.add_argument(hidden, dest=hidden.strip("-").replace("child", "run"), help=argparse.SUPPRESS)
@@ -130,43 +428,29 @@ def main() -> None:
         args.port, args.start, args.end = int(args.port), int(args.start), int(args.end)
         child(args)
         return
+    changes = args.changes or DEFAULT_CHANGES[args.table]
+    if changes < 1 or args.workers < 1 or args.repeat < 1:
+        parser.error("--changes, --workers and --repeat must be at least 1")
+    wanted = variants_wanted(args, parser)
     datadir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-extract-"))
     port = start_server(datadir)
     try:
-        info = generate(port, args.changes)
-        results = {}
-        runs_wanted = [f"ours-{args.workers}", "ours-1"] + (
-            [] if args.skip_reference else ["pymysqlrepl-csv"]
+        info = generate(port, args.table, changes)
+        size = (datadir / "binlog" / str(info["file"])).stat().st_size
+        print(
+            f"binlog file: {size / 1e6:.0f} MB; every variant must find {info['change_rows']:,} change rows"
         )
-        for run in runs_wanted:
-            runs = [measure(run, port, datadir, info) for _ in range(args.repeat)]
-            results[run] = r = min(runs, key=lambda x: x["seconds"])
-            r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
+        results = {}
+        for run in wanted:
+            results[run] = r = best_of(run, args.repeat, port, datadir, info)
             print(
                 f"{run:16s} {r['rows']:>10,.0f} change rows in {r['seconds']:6.2f} s = "
                 f"{r['rows'] / r['seconds']:>9,.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MB"
             )
-        # Memory must not grow with the interval: the same extraction on a quarter of the range
-        # (ending at a transaction start near 25%).
-        from loader.binlog.files import BinlogFiles
-        from loader.binlog.split import split_points
-        from loader.positions import Position
-
-        file = str(info["file"])
-        first, last = Position(file, int(str(info["start"]))), Position(file, int(str(info["end"])))
-        cut = split_points(BinlogFiles(datadir / "binlog"), first, last, 4)
-        q = measure(f"ours-{args.workers}", port, datadir, info, end=cut[0].pos)
-        print(
-            f"memory: ours-{args.workers} peak RSS {q['peak_rss_mb']:.0f} MB on a quarter of the interval "
-            f"({q['rows']:,.0f} change rows), {results[f'ours-{args.workers}']['peak_rss_mb']:.0f} MB on all of it"
-        )
-        if args.skip_reference:
-            return
-        assert results["ours-1"]["rows"] == results["pymysqlrepl-csv"]["rows"], "different row counts"
-        base = results["pymysqlrepl-csv"]["rows"] / results["pymysqlrepl-csv"]["seconds"]
-        for run in (f"ours-{args.workers}", "ours-1"):
-            r = results[run]
-            print(f"speed ratio {run} / python-mysql-replication+csv: {r['rows'] / r['seconds'] / base:.1f}x")
+        many = f"ours-files-{args.workers}"
+        if many in results:
+            quarter_memory(many, port, datadir, info, results[many])
+        print_ratios(results, args.workers)
     finally:
         stop_server(datadir)
         if not args.keep:
