@@ -138,9 +138,10 @@ def total_records(summary: Mapping[str, str]) -> int | None:
     return int(summary["total-records"]) if "total-records" in summary else None
 
 
-def committed_interval(spark: Any, name: str, source: str, interval: str) -> bool:
-    """Whether the table's current state holds the merge of this interval of this source."""
-    for summary in current_summaries(spark, name):
+def committed_interval(summaries: list[dict[str, str]], source: str, interval: str) -> bool:
+    """Whether a table's current state, whose ancestry's summaries are ``summaries``
+    (``current_summaries``, newest first), holds the merge of this interval of this source."""
+    for summary in summaries:
         if summary.get(SOURCE) == source and (LOAD in summary or ROLLBACK in summary):
             return False  # a copy replaced the table, or a rollback emptied it, after any earlier merge
         if summary.get(SOURCE) == source and summary.get(INTERVAL) == interval:

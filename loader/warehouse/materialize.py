@@ -262,14 +262,13 @@ def _materialize_intervals(
     counted = []  # [schema, table, rows] of the tables whose rows the merge reports
     for (schema, table), entries in sorted(by_table.items()):
         name = table_name(cfg, schema, table)
-        if (
-            cfg.warehouse.format == "iceberg"
-            and spark.catalog.tableExists(name)
-            and iceberg.committed_interval(spark, name, cfg.source.name, last.id)
-        ):  # committed before the ledger heard of it (a crash in between)
-            rows = iceberg.total_records(iceberg.current_summaries(spark, name)[0])
-            counted += [[schema, table, rows]] if rows is not None else []
-            continue
+        if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
+            summaries = iceberg.current_summaries(spark, name)
+            if iceberg.committed_interval(summaries, cfg.source.name, last.id):
+                # Committed before the ledger heard of it (a crash in between): its count stays.
+                rows = iceberg.total_records(summaries[0])
+                counted += [[schema, table, rows]] if rows is not None else []
+                continue
         try:
             result = materialize_table(
                 spark, cfg, store, entries, run_id, loaded.get((schema, table)), summary=summary
