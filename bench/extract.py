@@ -25,8 +25,9 @@ counting (peak memory: the most of the max RSS of it and its children over its r
 - ``ours-files-N``: ``loader extract`` of the interval into local CSV staging, the binlog files
   transport (``source.transport = "files"``), N decoding processes (``--workers``, one per
   core by default; the interval cut at transaction starts); ``ours-files-1`` too when N > 1;
-- ``ours-server``: the same through a replication connection (``source.transport = "server"``,
-  the loader's default): one process;
+- ``ours-server-N``: the same through a replication connection (``source.transport =
+  "server"``, the loader's default): the stream read once and spooled in ranges that N
+  processes decode; ``ours-server-1`` too when N > 1 (one process reading and decoding);
 - ``pymysqlrepl-csv``: python-mysql-replication 1.0.17 reading the same interval from the
   server and writing the same change rows with ``csv.writer``;
 - ``mariadb-binlog``: MariaDB's C tool ``mariadb-binlog -v`` (or ``mysqlbinlog``; Debian
@@ -35,14 +36,16 @@ counting (peak memory: the most of the max RSS of it and its children over its r
   timed) from its ``### INSERT INTO``, ``### DELETE FROM`` and ``### UPDATE`` lines.
 
 Every run of every variant must find the workload's number of change rows. ``ours-files-N``
-also runs on the first quarter of the interval, to show that memory does not grow with it.
+and ``ours-server-N`` also run on the first quarter of the interval, to show that memory does
+not grow with it.
 
-Targets, in change rows/s (the issue "Extraction at the speed of the C tools"): ``ours-server``
-at least 10x ``pymysqlrepl-csv``, ``ours-files-N`` at least 15x ``pymysqlrepl-csv``, and one
-process (``ours-server``) at least 0.40x ``mariadb-binlog``; each ratio prints met or MISSED.
+Targets, in change rows/s (the issue "Extraction at the speed of the C tools"):
+``ours-server-N`` at least 10x ``pymysqlrepl-csv``, ``ours-files-N`` at least 15x
+``pymysqlrepl-csv``, and one process (``ours-server-1``) at least 0.40x ``mariadb-binlog``; each
+ratio prints met or MISSED.
 
     .venv/bin/python bench/extract.py [--table default|mixed|wide] [--changes N] [--workers 2]
-        [--repeat 3] [--variants ours-files-2,ours-files-1,ours-server,pymysqlrepl-csv,mariadb-binlog]
+        [--repeat 3] [--variants ours-files-2,ours-files-1,ours-server-2,ours-server-1,...]
 """
 
 from __future__ import annotations
@@ -76,11 +79,11 @@ GROUPS = {"mixed": 1, "wide": 4}  # times the ten column types appear
 TX_ROWS = 1000  # row changes per transaction of mixed and wide
 UPDATE_SHARE = 1 / 6
 REFERENCES = ("pymysqlrepl-csv", "mariadb-binlog")
-# (variant, reference) → the least ratio of their change rows/s; "ours-files-N" is --workers'.
+# (variant, reference) → the least ratio of their change rows/s; N is --workers.
 TARGETS = {
-    ("ours-server", "pymysqlrepl-csv"): 10.0,
+    ("ours-server-N", "pymysqlrepl-csv"): 10.0,
     ("ours-files-N", "pymysqlrepl-csv"): 15.0,
-    ("ours-server", "mariadb-binlog"): 0.40,
+    ("ours-server-1", "mariadb-binlog"): 0.40,
 }
 ENUM = "'new','paid','shipped','returned','lost'"
 # One group of the mixed and wide tables: a column's name, type and value in row ``k`` of the
@@ -291,11 +294,9 @@ def run_variant(args: argparse.Namespace, out: Path) -> tuple[int, float]:
     t0 = time.perf_counter()
     if args.run == "pymysqlrepl-csv":
         rows = run_pymysqlrepl_csv(args.port, args.file, args.start, args.end, out)
-    elif args.run == "ours-server":
-        rows = run_ours(args.port, datadir, args.file, args.start, args.end, "server", 1, out)
     else:
-        workers = int(args.run.rsplit("-", 1)[1])
-        rows = run_ours(args.port, datadir, args.file, args.start, args.end, "files", workers, out)
+        _, transport, workers = args.run.split("-")
+        rows = run_ours(args.port, datadir, args.file, args.start, args.end, transport, int(workers), out)
     return rows, time.perf_counter() - t0
 
 
@@ -327,18 +328,22 @@ def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -
     if args.variants:
         wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
     else:
-        files = [f"ours-files-{args.workers}"] + (["ours-files-1"] if args.workers > 1 else [])
-        wanted = [*files, "ours-server", *REFERENCES]
+        wanted = [
+            f"ours-{transport}-{n}"
+            for transport in ("files", "server")
+            for n in dict.fromkeys((args.workers, 1))
+        ]
+        wanted += REFERENCES
         if binlog_tool() is None:
             print("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
             wanted.remove("mariadb-binlog")
     if args.skip_reference:
         wanted = [v for v in wanted if v not in REFERENCES]
-    known = re.compile(r"ours-files-[1-9][0-9]*|ours-server|pymysqlrepl-csv|mariadb-binlog")
+    known = re.compile(r"ours-(files|server)-[1-9][0-9]*|pymysqlrepl-csv|mariadb-binlog")
     unknown = [v for v in wanted if not known.fullmatch(v)]
     if unknown or not wanted:
         parser.error(
-            f"--variants: {', '.join(unknown) or 'none left'}; accepted: ours-files-N, ours-server, "
+            f"--variants: {', '.join(unknown) or 'none left'}; accepted: ours-files-N, ours-server-N, "
             + ", ".join(REFERENCES)
         )
     if "mariadb-binlog" in wanted and binlog_tool() is None:
@@ -409,11 +414,11 @@ def main() -> None:
         type=int,
         help="row changes (default: 1,000,000 for default, 240,000 for mixed and wide)",
     )
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="N of ours-files-N")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="N of ours-files-N and ours-server-N")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each variant; the fastest counts")
     parser.add_argument(
         "--variants",
-        help="comma-separated (default: all): ours-files-N, ours-server, " + ", ".join(REFERENCES),
+        help="comma-separated (default: all): ours-files-N, ours-server-N, " + ", ".join(REFERENCES),
     )
     parser.add_argument("--keep", help="a data directory to keep the server and workload in between runs")
     parser.add_argument(
@@ -447,9 +452,9 @@ def main() -> None:
                 f"{run:16s} {r['rows']:>10,.0f} change rows in {r['seconds']:6.2f} s = "
                 f"{r['rows'] / r['seconds']:>9,.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MB"
             )
-        many = f"ours-files-{args.workers}"
-        if many in results:
-            quarter_memory(many, port, datadir, info, results[many])
+        for many in (f"ours-files-{args.workers}", f"ours-server-{args.workers}"):
+            if many in results:
+                quarter_memory(many, port, datadir, info, results[many])
         print_ratios(results, args.workers)
     finally:
         stop_server(datadir)

@@ -440,9 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", metavar="ID", help="extract this recorded interval again (same boundaries, same files)"
     )
     p.add_argument("--allow-gap", action="store_true", help=ALLOW_GAP_HELP)
-    p.add_argument(
-        "--workers", type=int, help="decoding processes (default: one per core reading binlog files, else 1)"
-    )
+    p.add_argument("--workers", type=int, help="decoding processes (default: one per core, up to 8)")
 
     add(
         "materialize", cmd_materialize, "apply the extracted intervals to the warehouse tables (spark-submit)"

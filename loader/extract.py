@@ -16,7 +16,7 @@ import itertools
 import multiprocessing
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +26,7 @@ from loader import crashpoints, gtids, history, scratch, statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
+from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
 from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
 from loader.config import Config
 from loader.errors import ExtractError, HistoryError, TableKeyError
@@ -34,7 +35,7 @@ from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, 
 from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
-from loader.source import check_binlog_settings, connect, credentials
+from loader.source import binary_logs, check_binlog_settings, connect, credentials
 from loader.staging import csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
@@ -72,6 +73,8 @@ def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec], table_fo
 # A transaction's rows wait on disk, not in memory, once this many of its changes are decoded:
 # the extract's memory stays bounded whatever the size of a transaction.
 OPEN_ROWS_HELD_AT = 20_000
+# An interval of less binlog than this is decoded in one process: starting more costs more.
+PARALLEL_FROM_BYTES = 4 << 20
 
 _INT_KIND = {ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG}
 _INT_KIND |= {ColumnType.YEAR, ColumnType.BIT}
@@ -386,12 +389,15 @@ def _extract_range(
     loaded_at: dict[tuple[str, str], Position] | None = None,
     previous: dict[tuple[str, str], list[ColumnSpec]] | None = None,
     epoch: int = 0,
+    spool: str | None = None,
 ) -> RangeResult:
     """Decode ``[start, end)`` and write its CSV parts under ``workdir`` (one decoder's share).
 
     A table's events before ``loaded_at`` (its last re-load) are passed over: the copy has them.
     ``previous``: each table's columns before ``start``, which its first rows must continue.
     ``epoch``: the binlog history the positions belong to (it leads every seqno).
+    ``spool``: the range's events as the parent read them from the server (else the source's
+    transport is read).
     """
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
     writers: dict[tuple[str, str], TableWriter] = {}
@@ -402,7 +408,7 @@ def _extract_range(
     last_report = time.monotonic()
     with source_schema(credentials(cfg.source)) as schema:
         txs = read_transactions(
-            open_transport(cfg.source),
+            SpooledEvents(spool) if spool else open_transport(cfg.source),
             Position.parse(start),
             end_pos,
             selector,
@@ -448,14 +454,130 @@ def _extract_range(
     return result
 
 
-def _ranges(cfg: Config, start: Position, end: Position, workers: int) -> list[tuple[str, str]]:
-    if workers > 1 and cfg.source.transport == "files":
-        from loader.binlog.files import BinlogFiles
-        from loader.binlog.split import split_points
+@dataclass(frozen=True)
+class _Range:
+    start: str
+    end: str
+    spool: str | None = None  # the range's events, read from the server by the parent
 
-        cuts = [start, *split_points(BinlogFiles(cfg.source.binlog_dir), start, end, workers), end]
-        return [(str(a), str(b)) for a, b in itertools.pairwise(cuts) if a < b]
-    return [(str(start), str(end))]
+
+def _file_ranges(cfg: Config, start: Position, end: Position, workers: int) -> list[_Range]:
+    """The interval cut at transaction starts into ranges of similar sizes of binlog files."""
+    from loader.binlog.files import BinlogFiles
+    from loader.binlog.split import split_points
+
+    cuts = [start, *split_points(BinlogFiles(cfg.source.binlog_dir), start, end, workers), end]
+    return [_Range(str(a), str(b)) for a, b in itertools.pairwise(cuts) if a < b]
+
+
+def _interval_bytes(cfg: Config, start: Position, end: Position) -> int:
+    """Bytes of binlog in ``[start, end)``, from the sizes of the files or the server's list."""
+    sizes: dict[str, int] = {}
+    if cfg.source.transport == "files":
+        from loader.binlog.files import BinlogFiles
+
+        sizes = {p.name: p.stat().st_size for p in BinlogFiles(cfg.source.binlog_dir).list_files()}
+    elif start.file != end.file:
+        conn = connect(credentials(cfg.source))
+        try:
+            sizes = binary_logs(conn)
+        finally:
+            conn.close()
+    return stream_bytes(sizes, start, end)
+
+
+def _server_ranges(
+    cfg: Config,
+    start: Position,
+    end: Position,
+    total: int,
+    workers: int,
+    folder: str,
+    progress: Progress,
+    label: str,
+) -> Iterator[_Range]:
+    """The server's stream of the interval (``total`` bytes) read once, spooled under ``folder``
+    in ranges of similar sizes cut at transaction starts; each is yielded once spooled."""
+    transport = open_transport(cfg.source)
+    try:
+        for i, piece in enumerate(
+            spool_pieces(transport.events(start, end), start, end, total, workers, folder)
+        ):
+            progress(
+                f"extract: {label}: range {i + 1} ({piece.start} to {piece.end}, "
+                f"{piece.bytes / 1e6:,.1f} MB of {total / 1e6:,.1f}) read from the server, decoding"
+            )
+            yield _Range(str(piece.start), str(piece.end), piece.path)
+    finally:
+        transport.close()
+
+
+def _decode(
+    cfg: Config,
+    interval: Interval,
+    tmp: str,
+    progress: Progress,
+    workers: int,
+    loaded_at: dict[tuple[str, str], Position],
+    previous: dict[tuple[str, str], list[ColumnSpec]],
+) -> list[RangeResult]:
+    """Decode the interval: in this process, or cut into ranges decoded in ``workers`` processes
+    (files read by each, or the server's stream read here once and spooled)."""
+    start, end = Position.parse(interval.start), Position.parse(interval.end)
+    label = f"interval {interval.id}"
+    ranges: Iterable[_Range] = [_Range(interval.start, interval.end)]
+    total = _interval_bytes(cfg, start, end) if workers > 1 and not interval.max_changes else 0
+    if total >= max(1, PARALLEL_FROM_BYTES):
+        if cfg.source.transport == "files":
+            ranges = _file_ranges(cfg, start, end, workers)
+            if len(ranges) > 1:
+                progress(f"extract: {label}: {len(ranges)} ranges in {len(ranges)} processes")
+        else:
+            ranges = _server_ranges(cfg, start, end, total, workers, tmp, progress, label)
+    if isinstance(ranges, list) and len(ranges) == 1:
+        one = ranges[0]
+        return [
+            _extract_range(
+                cfg,
+                one.start,
+                one.end,
+                tmp,
+                interval.max_changes,
+                progress,
+                label,
+                loaded_at,
+                previous,
+                interval.epoch,
+            )
+        ]
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        try:
+            futures = []
+            for i, r in enumerate(ranges):
+                futures.append(
+                    pool.submit(
+                        _extract_range,
+                        cfg,
+                        r.start,
+                        r.end,
+                        f"{tmp}/w{i:03d}",
+                        None,
+                        None,
+                        f"range {i}",
+                        loaded_at,
+                        previous if i == 0 else None,  # later ranges continue the one before
+                        interval.epoch,
+                        r.spool,
+                    )
+                )
+                for future in futures:  # a failed range ends the read early
+                    if future.done() and future.exception() is not None:
+                        future.result()
+            return [f.result() for f in futures]
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def extract_interval(
@@ -477,43 +599,8 @@ def extract_interval(
     start, end = Position.parse(interval.start), Position.parse(interval.end)
     loaded_at = ledger.loaded_at(interval.epoch)  # loads of an earlier history are all before it
     previous = ledger.layouts_before(interval.id)
-    ranges = [(interval.start, interval.end)] if interval.max_changes else _ranges(cfg, start, end, workers)
     with scratch.folder("extract") as tmp:
-        if len(ranges) == 1:
-            results = [
-                _extract_range(
-                    cfg,
-                    *ranges[0],
-                    tmp,
-                    interval.max_changes,
-                    progress,
-                    f"interval {interval.id}",
-                    loaded_at,
-                    previous,
-                    interval.epoch,
-                )
-            ]
-        else:
-            progress(f"extract: interval {interval.id}: {len(ranges)} ranges in {len(ranges)} processes")
-            ctx = multiprocessing.get_context("fork")
-            with concurrent.futures.ProcessPoolExecutor(len(ranges), mp_context=ctx) as pool:
-                futures = [
-                    pool.submit(
-                        _extract_range,
-                        cfg,
-                        a,
-                        b,
-                        f"{tmp}/w{i:03d}",
-                        None,
-                        None,
-                        f"range {i}",
-                        loaded_at,
-                        previous if i == 0 else None,  # later ranges continue the one before
-                        interval.epoch,
-                    )
-                    for i, (a, b) in enumerate(ranges)
-                ]
-                results = [f.result() for f in futures]
+        results = _decode(cfg, interval, tmp, progress, workers, loaded_at, previous)
         stopped_at = results[-1].stopped_at
         interval_end = Position.parse(stopped_at) if stopped_at else end
         reached = _gtid_reached(interval, results, stopped_at is not None)

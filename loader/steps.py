@@ -171,12 +171,12 @@ def _span(begin: Position, end: Position) -> int | None:
     return max(0, end.pos - begin.pos) if begin.file == end.file else None
 
 
-def decode_workers(cfg: Config, requested: int | None = None) -> int:
-    """Decoding processes for an extract: as asked, else one per core (up to 8) when reading
-    binlog files, else one (a server streams one connection)."""
+def decode_workers(requested: int | None = None) -> int:
+    """Decoding processes for an extract: as asked, else one per core (up to 8), whichever the
+    transport (a server's stream is read once and its ranges decoded in parallel)."""
     if requested:
         return requested
-    return min(MAX_DECODE_WORKERS, os.cpu_count() or 1) if cfg.source.transport == "files" else 1
+    return min(MAX_DECODE_WORKERS, os.cpu_count() or 1)
 
 
 @leased("loader extract")
@@ -198,9 +198,7 @@ def extract(
         if interval_id is None:
             return None
     try:
-        return run_extract(
-            cfg, interval_id=interval_id, workers=decode_workers(cfg, workers), progress=progress
-        )
+        return run_extract(cfg, interval_id=interval_id, workers=decode_workers(workers), progress=progress)
     except REPORTED as exc:
         Ledger.of(cfg).record_error(interval_id, f"extract: {describe(exc)}")
         raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -249,7 +250,15 @@ def test_interval_errors_leave_the_ledger_planned(mariadb: MariaDB, tmp_path: Pa
     assert not open_store(cfg.staging).list(layout.manifests_prefix(cfg.source.name))
 
 
-def test_parallel_extraction_writes_the_same_rows(mariadb: MariaDB, tmp_path: Path) -> None:
+def test_parallel_extraction_writes_the_same_rows(
+    mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both transports, decoded in one process or cut into ranges, stage the same rows in the
+    same order: across a rotation and with a large transaction's rows waiting on disk."""
+    from loader import extract, steps
+
+    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)
+    monkeypatch.setattr(extract, "PARALLEL_FROM_BYTES", 0)  # a few kB of binlog here
     mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex9",
         "CREATE TABLE IF NOT EXISTS ex9.a (id INT PRIMARY KEY, v VARCHAR(50))",
@@ -266,28 +275,36 @@ def test_parallel_extraction_writes_the_same_rows(mariadb: MariaDB, tmp_path: Pa
             f"INSERT INTO ex9.b VALUES ({i}, '2024-01-01 00:00:{i % 60:02d}.{i:06d}')",
             f"UPDATE ex9.a SET v = 'changed' WHERE id = {i // 2}",
         )
+        if i == 30:
+            mariadb.execute("FLUSH BINARY LOGS")
+        if i == 40:  # one transaction of 20 rows
+            mariadb.execute("INSERT INTO ex9.b SELECT id + 1000, NULL FROM ex9.a WHERE id < 20")
     end = mariadb.execute()
-    outputs = []
-    for workers in (1, 3):
-        cfg = dataclasses.replace(
-            files_cfg, staging=dataclasses.replace(files_cfg.staging, uri=str(tmp_path / f"staging{workers}"))
-        )
-        summary = run_extract(cfg, start, end, workers=workers, progress=lambda _: None)
+    outputs = {}
+    said: list[str] = []
+    for transport, workers in (("files", 1), ("files", 3), ("server", 1), ("server", 3), ("server", None)):
+        cfg = files_cfg if transport == "files" else base
+        staging = tmp_path / f"staging-{transport}-{workers}"
+        cfg = dataclasses.replace(cfg, staging=dataclasses.replace(cfg.staging, uri=str(staging)))
+        if workers is None:  # as the DAG's extract runs it: the default number of processes
+            summary = steps.extract(cfg, start=start, end=end, progress=said.append)
+        else:
+            summary = run_extract(cfg, start, end, workers=workers, progress=said.append)
         assert summary is not None
         manifest = Manifest.from_json(open_store(cfg.staging).get(summary.manifest) or b"")
-        outputs.append(
-            (
-                summary.changes,
-                {t.table: t.ops for t in manifest.tables},
-                {t: _csv_rows(cfg, manifest, t) for t in ("a", "b")},
-                len(manifest.tables[0].files),
-            )
+        outputs[transport, workers] = (
+            summary.changes,
+            {t.table: t.ops for t in manifest.tables},
+            {t: _csv_rows(cfg, manifest, t) for t in ("a", "b")},
+            len(manifest.tables[0].files),
         )
-    (c1, ops1, rows1, _), (c3, ops3, rows3, parts3) = outputs
-    # 60 + 60 inserts, and 30 updates that change a row (each a D and an I).
-    assert c1 == c3 == 60 + 60 + 30 * 2
-    assert ops1 == ops3 and rows1 == rows3
-    assert parts3 > 1  # the work really was split
+    # 60 + 60 + 20 inserts, and 30 updates that change a row (each a D and an I).
+    reference = outputs["server", 1]
+    assert reference[0] == 60 + 60 + 20 + 30 * 2 and reference[3] == 1
+    for key, out in outputs.items():
+        assert out[:3] == reference[:3], key
+    assert outputs["files", 3][3] > 1 and outputs["server", 3][3] == 3  # the work really was split
+    assert sum("read from the server" in line for line in said) == 3 + (os.cpu_count() or 1)
 
 
 def test_extract_command_prints_a_summary(mariadb: MariaDB, tmp_path: Path) -> None:

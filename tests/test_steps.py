@@ -4,6 +4,7 @@ for every caller (the command line and Airflow launch jobs differently, the step
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -94,13 +95,9 @@ def test_inside_the_job_a_failure_is_noted_and_a_success_clears_old_errors(cfg: 
     assert steps.status(cfg).last_error is None
 
 
-def test_decoding_uses_every_core_only_when_reading_binlog_files(cfg: Config, tmp_path: Path) -> None:
-    assert steps.decode_workers(cfg) == 1  # one server connection
-    assert steps.decode_workers(cfg, 3) == 3
-    files = load_config(
-        None, env={"LOADER__SOURCE__TRANSPORT": "files", "LOADER__SOURCE__BINLOG_DIR": str(tmp_path)}
-    )
-    assert 1 <= steps.decode_workers(files) <= steps.MAX_DECODE_WORKERS
+def test_decoding_uses_every_core_whichever_the_transport() -> None:
+    assert steps.decode_workers(3) == 3
+    assert steps.decode_workers() == min(steps.MAX_DECODE_WORKERS, os.cpu_count() or 1)
 
 
 def test_a_materialise_job_over_few_rows_runs_with_the_quick_compiler_only(

@@ -15,6 +15,7 @@ from loader.binlog.files import BinlogFiles
 from loader.positions import Position
 
 _HEADER = struct.Struct("<IBIIIH")
+_BEGIN_MAX = 512  # bytes: a BEGIN query event is far smaller
 _STARTS = frozenset({EventType.GTID, EventType.ANONYMOUS_GTID, EventType.GTID_TAGGED, EventType.MARIA_GTID})
 
 
@@ -66,11 +67,17 @@ def _after_format_description(f: BinaryIO) -> int:
 def _starts_transaction(f: BinaryIO, typ: int, size: int) -> bool:
     if typ in _STARTS:
         return True
-    if typ != EventType.QUERY or size > 512:
+    if typ != EventType.QUERY or size > _BEGIN_MAX:
         return False
-    # Binlogs without GTIDs: a transaction starts at its BEGIN query.
-    body = f.read(size - HEADER_LEN)
-    if len(body) < 13:
+    return starts_transaction(typ, f.read(size - HEADER_LEN))
+
+
+def starts_transaction(typ: int, body: bytes) -> bool:
+    """Whether an event of type ``typ`` with ``body`` (the bytes after its header) begins a
+    transaction: a GTID event, or in binlogs without GTIDs a BEGIN query."""
+    if typ in _STARTS:
+        return True
+    if typ != EventType.QUERY or len(body) < 13 or len(body) > _BEGIN_MAX - HEADER_LEN:
         return False
     db_len, status_len = body[8], int.from_bytes(body[11:13], "little")
     query = body[13 + status_len + db_len + 1 :]

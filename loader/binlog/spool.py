@@ -1,0 +1,136 @@
+"""One server's binlog stream, read once and spooled to local files in pieces cut at
+transaction starts, so that worker processes decode the pieces in parallel.
+
+A piece is decoded as the files transport decodes a range that starts inside a file: the
+format description in force there comes first (marked artificial), then the piece's events.
+Each transaction carries its own table maps, so nothing else carries over from one piece to
+the next. The pieces are written as the stream arrives, so the first ones are decoded while
+the parent still reads the rest.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from loader.binlog.constants import HEADER_LEN, EventType
+from loader.binlog.split import starts_transaction
+from loader.binlog.transport import RawEvent
+from loader.errors import DecodeError
+from loader.positions import Position
+
+_RECORD = struct.Struct("<BQI")  # kind, position, length of what follows
+_EVENT, _ARTIFICIAL, _FILE = 0, 1, 2
+_READ_BUFFER = 1 << 20
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A spooled part of the stream: the events of ``[start, end)`` in the file at ``path``."""
+
+    start: Position
+    end: Position
+    path: str
+    bytes: int  # of binlog events (what the server sent for this part of its log)
+
+
+def stream_bytes(sizes: Mapping[str, int], start: Position, end: Position) -> int:
+    """Bytes of log between two positions, from the sizes of the binlog files (oldest first,
+    as SHOW BINARY LOGS lists them); the files between must be listed."""
+    if start.file == end.file:
+        return max(0, end.pos - start.pos)
+    total = 0
+    for name, size in sizes.items():
+        if Position(start.file, 0) <= Position(name, 0) <= Position(end.file, 0):
+            first = start.pos if name == start.file else 4
+            last = end.pos if name == end.file else size
+            total += max(0, last - first)
+    return total
+
+
+class _Writer:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.out: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self.file: str | None = None
+
+    def write(self, event: RawEvent, artificial: bool = False) -> None:
+        if event.file != self.file:
+            name = event.file.encode("utf-8")
+            self.out.write(_RECORD.pack(_FILE, 0, len(name)) + name)
+            self.file = event.file
+        kind = _ARTIFICIAL if artificial or event.artificial else _EVENT
+        self.out.write(_RECORD.pack(kind, event.pos, len(event.data)))
+        self.out.write(event.data)
+
+    def close(self) -> None:
+        self.out.close()
+
+
+def spool_pieces(
+    events: Iterable[RawEvent], start: Position, end: Position, total: int, parts: int, folder: str
+) -> Iterator[Piece]:
+    """Write the stream of ``[start, end)`` (``total`` bytes of log) to up to ``parts`` files of
+    similar sizes, each cut where a transaction starts; yields each piece once it is written."""
+    targets = [total * k // parts for k in range(1, parts)]
+    number = 0
+    writer = _Writer(f"{folder}/piece-{number:03d}.events")
+    begin = start
+    done = 0  # bytes of log read, over all pieces
+    written = 0  # of them, in this piece
+    fde: RawEvent | None = None  # the format description in force
+    try:
+        for event in events:
+            data = event.data
+            typ = data[4]
+            at = Position(event.file, event.pos)
+            if (
+                targets
+                and not event.artificial
+                and done >= targets[0]
+                and at != begin
+                and starts_transaction(typ, data[HEADER_LEN:] if typ == EventType.QUERY else b"")
+            ):
+                writer.close()
+                yield Piece(begin, at, writer.path, written)
+                while targets and targets[0] <= done:
+                    targets.pop(0)
+                number += 1
+                writer = _Writer(f"{folder}/piece-{number:03d}.events")
+                begin, written = at, 0
+                if fde is not None:
+                    writer.write(fde, artificial=True)
+            if typ == EventType.FORMAT_DESCRIPTION:
+                fde = event
+            writer.write(event)
+            if not event.artificial:
+                done += len(data)
+                written += len(data)
+    finally:
+        writer.close()
+    yield Piece(begin, end, writer.path, written)
+
+
+class SpooledEvents:
+    """A transport that replays one spooled piece (what the server sent for it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def events(self, start: Position, end: Position | None) -> Iterator[RawEvent]:
+        file = start.file
+        with open(self.path, "rb", buffering=_READ_BUFFER) as f:
+            while head := f.read(_RECORD.size):
+                kind, pos, size = _RECORD.unpack(head)
+                data = f.read(size)
+                if len(data) != size:
+                    raise DecodeError(f"the spooled stream in {self.path} is cut short", f"{file}:{pos}")
+                if kind == _FILE:
+                    file = data.decode("utf-8")
+                    continue
+                yield RawEvent(file, pos, data, kind == _ARTIFICIAL)
+
+    def close(self) -> None:
+        """The file is opened per read; nothing to release."""
