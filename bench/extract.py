@@ -414,7 +414,9 @@ def main() -> None:
         type=int,
         help="row changes (default: 1,000,000 for default, 240,000 for mixed and wide)",
     )
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="N of ours-files-N and ours-server-N")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 2, help="N of ours-files-N and ours-server-N"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each variant; the fastest counts")
     parser.add_argument(
         "--variants",
