@@ -46,7 +46,15 @@ class Date:
     """A DATE (see ``values.temporal.date_reader``)."""
 
 
-Inline = Fixed | Prefixed | Datetime2 | Date
+@dataclass(frozen=True, slots=True)
+class EnumLabel:
+    """An ENUM of ``size`` bytes whose labels are known (see ``values.strings.enum_reader``)."""
+
+    size: int
+    labels: tuple[str, ...]
+
+
+Inline = Fixed | Prefixed | Datetime2 | Date | EnumLabel
 
 
 def generic_image_decoder(readers: Sequence[Reader]) -> ImageDecoder:
@@ -173,6 +181,19 @@ def _read_lines(i: int, inline: Inline | None, reader: Reader, env: dict[str, An
             )
         out.append(f"    off += {size}")
         return out
+    if isinstance(inline, EnumLabel):
+        # A label by its index (0: the empty string of an invalid value); an index beyond the
+        # labels takes the reader, which says so.
+        env[f"e{i}"] = ("", *inline.labels)
+        index = "data[off]" if inline.size == 1 else "data[off] | data[off + 1] << 8"
+        return [
+            f"t = {index}",
+            f"if t > {len(inline.labels)}:",
+            f"    v{i}, off = r{i}(data, off)",
+            "else:",
+            f"    v{i} = e{i}[t]",
+            f"    off += {inline.size}",
+        ]
     if isinstance(inline, Date):
         env.update(_gd=temporal.DATES.get, _dt=temporal.date_text)
         return [

@@ -20,6 +20,7 @@ from loader.binlog.events import Column, Rows, TableMap
 from loader.binlog.rowcode import (
     Date,
     Datetime2,
+    EnumLabel,
     Fixed,
     ImageDecoder,
     Inline,
@@ -456,6 +457,9 @@ def _inline(tm: TableMap, pc: PlanColumn, col: Column) -> Inline | None:
         return Datetime2(col.meta)
     if t in (ColumnType.DATE, ColumnType.NEWDATE):
         return Date()
+    if t == ColumnType.ENUM and pc.labels is not None:
+        size = strings.string_meta(col.meta)[1]
+        return EnumLabel(size, pc.labels) if size in (1, 2) else None
     return None
 
 

@@ -103,28 +103,37 @@ def row_encoder(kinds: list[str]) -> RowEncoder:
     doubling), ``binary``, and ``any`` (``encode_value``'s checks). The result equals
     ``row_line``'s for values of those kinds.
     """
-    env: dict[str, Any] = {"_q": quote, "_b64": _b64, "_any": encode_value, "_format": format}
-    exprs = []
+    # One f-string per row: the fields are joined in one step, and text is quoted inline.
+    env: dict[str, Any] = {
+        "_b64": _b64,
+        "_any": encode_value,
+        "_format": format,
+        "_repr": repr,
+        "_bad": quote,  # raises for the empty-string marker
+        "_E": "",
+        "_Q": '"',
+        "_QQ": '""',
+        "_F": "f",
+        "_EM": EMPTY_MARKER,
+    }
+    fields = []
     for i, kind in enumerate(kinds):
         v = f"v{i}"
         expr = {
-            "int": f"str({v})",
-            "float": f"repr({v})",
-            "decimal": f"_format({v}, 'f')",
-            "text": f"_q({v})",
-            "temporal": f"'\"' + {v} + '\"'",
-            "binary": f"'\"' + _b64({v}) + '\"'",
+            "int": v,
+            "float": f"_repr({v})",
+            "decimal": f"_format({v}, _F)",
+            "text": f"_bad({v}) if {v} == _EM else _Q + {v}.replace(_Q, _QQ) + _Q",
+            "temporal": f"_Q + {v} + _Q",
+            "binary": f"_Q + _b64({v}) + _Q",
             "any": f"_any({v})",
         }[kind]
-        exprs.append(f"('' if {v} is None else {expr})")
+        fields.append(f"{{_E if {v} is None else {expr}}}")
     unpack = ", ".join(f"v{i}" for i in range(len(kinds))) + ("," if len(kinds) == 1 else "")
     lines = ["def encode_row(op, seqno, row_id, commit_ts, values):"]
     if kinds:
         lines.append(f"    {unpack} = values")
-    fields = " + ',' + ".join(exprs) if exprs else "''"
-    lines.append(
-        f"    return op + ',' + str(seqno) + ',' + str(row_id) + ',\"' + commit_ts + '\",' + {fields} + '\\n'"
-    )
+    lines.append(f"    return f'{{op}},{{seqno}},{{row_id}},\"{{commit_ts}}\",{','.join(fields)}\\n'")
     code = "\n".join(lines) + "\n"
     exec(compile(code, "<csv row encoder>", "exec"), env)
     encoder: RowEncoder = env["encode_row"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import struct
 
-from loader.binlog.rowcode import Fixed, Prefixed, compile_image_decoder, generic_image_decoder
+import pytest
+
+from loader.binlog.rowcode import EnumLabel, Fixed, Prefixed, compile_image_decoder, generic_image_decoder
 from loader.binlog.values import numeric, strings
 
 
@@ -30,3 +32,17 @@ def test_generated_decoder_matches_the_plain_loop_even_for_null_in_not_null_colu
     }
     for name, data in rows.items():
         assert generated(data, 0) == plain(data, 0) == expected[name], name
+
+
+def test_an_enum_decoded_in_place_matches_its_reader() -> None:
+    labels = ("new", "paid", 'say "hi"')
+    for size in (1, 2):
+        columns = [(EnumLabel(size, labels), strings.enum_reader(size, labels))]
+        generated = compile_image_decoder(columns, [False])
+        plain = generic_image_decoder([r for _, r in columns])
+        for index, label in ((0, ""), (1, "new"), (3, 'say "hi"')):
+            data = b"\x00" + index.to_bytes(size, "little")
+            assert generated(data, 0) == plain(data, 0) == ((label,), 1 + size)
+        beyond = b"\x00" + (4).to_bytes(size, "little")
+        with pytest.raises(ValueError, match="ENUM index 4 beyond its 3 labels"):
+            generated(beyond, 0)

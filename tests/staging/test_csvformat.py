@@ -92,6 +92,19 @@ def test_the_empty_marker_and_unknown_values_are_refused() -> None:
         encode_value(object())
 
 
+def test_the_generated_row_encoder_writes_what_row_line_writes() -> None:
+    kinds = ["text", "binary", "int", "int", "decimal", "float", "float", "temporal"]
+    encode = csvformat.row_encoder(kinds)
+    general = csvformat.row_encoder(["any"] * len(kinds))
+    for row in _rows():
+        expected = row_line("U", 12, 3, "2024-01-01 00:00:00.000000", row)
+        assert encode("U", 12, 3, "2024-01-01 00:00:00.000000", row) == expected
+        assert general("U", 12, 3, "2024-01-01 00:00:00.000000", row) == expected
+    with pytest.raises(CsvValueError, match="marker"):
+        encode("I", 1, 0, "2024-01-01 00:00:00", (csvformat.EMPTY_MARKER, None, 1, 1, None, None, None, None))
+    assert csvformat.row_encoder([])("D", 1, 0, "t", ()) == 'D,1,0,"t",\n'
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_spark_reads_back_every_value(spark: Any, tmp_path: Path) -> None:
