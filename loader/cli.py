@@ -191,8 +191,7 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
         ):
             txs += 1
             changes += tx.change_count
-            for line in render(tx):
-                print(line)
+            sys.stdout.write("".join(f"{line}\n" for line in render(tx)))
     print(
         f"binlog show: [{start}, {end}): {txs} transactions, {changes} change rows, "
         f"{time.monotonic() - started:.1f} s",

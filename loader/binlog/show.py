@@ -38,33 +38,40 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def _image(names: tuple[str, ...], row: tuple[Any, ...] | None) -> dict[str, Any] | None:
+# json.dumps(value, ensure_ascii=False), without making an encoder per call.
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+# Values JSON takes as they are; the others go through json_value.
+_PLAIN = frozenset({int, str, float, type(None)})
+
+
+def _image(names: tuple[str, ...], row: tuple[Any, ...] | None) -> str:
     if row is None:
-        return None
-    return {n: json_value(v) for n, v in zip(names, row, strict=True) if v is not ABSENT}
+        return "null"
+    return _encode(
+        {
+            n: v if type(v) in _PLAIN else json_value(v)
+            for n, v in zip(names, row, strict=True)
+            if v is not ABSENT
+        }
+    )
 
 
 def jsonl(tx: Transaction) -> Iterator[str]:
-    """One JSON line per decoded change row (updates as one line with before and after)."""
-    commit = iso_utc(tx.commit_ts)
+    """One JSON line per decoded change row (updates as one line with before and after).
+
+    Keys in the order op, schema, table, seqno, row_id, position, commit_ts, gtid, before, after;
+    the fields a rows event's rows share are encoded once for all of them."""
+    shared = f', "commit_ts": {_encode(iso_utc(tx.commit_ts))}, "gtid": {_encode(tx.gtid)}, "before": '
+    seqno = _encode(tx.seqno)
     for batch in tx.batches:
         names = batch.table.names
+        head = (
+            f'{{"op": {_encode(batch.op)}, "schema": {_encode(batch.table.schema)}, '
+            f'"table": {_encode(batch.table.table)}, "seqno": {seqno}, "row_id": '
+        )
+        middle = f', "position": {_encode(str(batch.position))}{shared}'
         for row_id, (before, after) in zip(batch.row_ids(), batch.rows, strict=True):
-            yield json.dumps(
-                {
-                    "op": batch.op,
-                    "schema": batch.table.schema,
-                    "table": batch.table.table,
-                    "seqno": tx.seqno,
-                    "row_id": row_id,
-                    "position": str(batch.position),
-                    "commit_ts": commit,
-                    "gtid": tx.gtid,
-                    "before": _image(names, before),
-                    "after": _image(names, after),
-                },
-                ensure_ascii=False,
-            )
+            yield f'{head}{row_id}{middle}{_image(names, before)}, "after": {_image(names, after)}}}'
 
 
 def _text_value(value: Any) -> str:
