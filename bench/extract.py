@@ -1,6 +1,7 @@
 """Extraction speed and memory: this loader's ``extract`` against python-mysql-replication plus
-Python's csv module and against MariaDB's own decoder ``mariadb-binlog -v``, on one binlog
-interval of a private MariaDB, side by side in one run.
+Python's csv module and against MariaDB's own decoder ``mariadb-binlog -v``, and this loader's
+``binlog show --format jsonl`` against python-mysql-replication writing JSON lines, on one
+binlog interval of a private MariaDB, side by side in one run.
 
 The workload (``--table``), written into a fresh binlog file (one file, so that every reader
 can be given the same start and stop positions):
@@ -28,12 +29,22 @@ counting (peak memory: the most of the max RSS of it and its children over its r
 - ``ours-server-N``: the same through a replication connection (``source.transport =
   "server"``, the loader's default): the stream read once and spooled in ranges that N
   processes decode; ``ours-server-1`` too when N > 1 (one process reading and decoding);
+- ``ours-show-jsonl``: ``loader binlog show --file <datadir>/binlog --from FILE:START --to
+  FILE:END --tables 'bench.*' --format jsonl``, the CLI's own entry called in-process with its
+  standard output in a file (one process; the binlog files, no connection to the server);
 - ``pymysqlrepl-csv``: python-mysql-replication 1.0.17 reading the same interval from the
   server and writing the same change rows with ``csv.writer``;
+- ``pymysqlrepl-jsonl``: python-mysql-replication the same way, writing a JSON line per row
+  change (``json.dumps`` of its op, schema, table and before and after images keyed by column
+  name, DECIMAL and date-time values as strings, ``ensure_ascii=False``) into a file;
 - ``mariadb-binlog``: MariaDB's C tool ``mariadb-binlog -v`` (or ``mysqlbinlog``; Debian
   package mariadb-client) on the same binlog file, ``--start-position`` to
   ``--stop-position``, its output into a file; its change rows are counted afterwards (not
   timed) from its ``### INSERT INTO``, ``### DELETE FROM`` and ``### UPDATE`` lines.
+
+A JSON line is one row change (an update's is one line with its before and after image); the
+JSON lines variants count their change rows afterwards (not timed) from their lines' ``op``, an
+update as two, as everywhere else here.
 
 Every run of every variant must find the workload's number of change rows. ``ours-files-N``
 and ``ours-server-N`` also run on the first quarter of the interval, to show that memory does
@@ -41,8 +52,11 @@ not grow with it.
 
 Targets, in change rows/s (the issue "Extraction at the speed of the C tools"):
 ``ours-server-N`` at least 10x ``pymysqlrepl-csv``, ``ours-files-N`` at least 15x
-``pymysqlrepl-csv``, and one process (``ours-server-1``) at least 0.40x ``mariadb-binlog``; each
-ratio prints met or MISSED.
+``pymysqlrepl-csv``, and one process (``ours-server-1``) at least 0.40x ``mariadb-binlog``;
+``loader binlog show --format jsonl`` (``ours-show-jsonl``) at least 6x the same reference
+writing JSON lines (``pymysqlrepl-jsonl``). Each ratio prints met or MISSED. The extract
+variants are compared with ``pymysqlrepl-csv`` and ``mariadb-binlog``, ``ours-show-jsonl`` with
+``pymysqlrepl-jsonl`` and ``mariadb-binlog``.
 
     .venv/bin/python bench/extract.py [--table default|mixed|wide] [--changes N] [--workers 2]
         [--repeat 3] [--variants ours-files-2,ours-files-1,ours-server-2,ours-server-1,...]
@@ -51,6 +65,7 @@ ratio prints met or MISSED.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -78,12 +93,16 @@ DEFAULT_CHANGES = {"default": 1_000_000, "mixed": 240_000, "wide": 240_000}
 GROUPS = {"mixed": 1, "wide": 4}  # times the ten column types appear
 TX_ROWS = 1000  # row changes per transaction of mixed and wide
 UPDATE_SHARE = 1 / 6
-REFERENCES = ("pymysqlrepl-csv", "mariadb-binlog")
+REFERENCES = ("pymysqlrepl-csv", "pymysqlrepl-jsonl", "mariadb-binlog")
+# The references a variant of ours is compared with (the extract variants: the others).
+COMPARED = {"ours-show-jsonl": ("pymysqlrepl-jsonl", "mariadb-binlog")}
+EXTRACT_COMPARED = ("pymysqlrepl-csv", "mariadb-binlog")
 # (variant, reference) → the least ratio of their change rows/s; N is --workers.
 TARGETS = {
     ("ours-server-N", "pymysqlrepl-csv"): 10.0,
     ("ours-files-N", "pymysqlrepl-csv"): 15.0,
     ("ours-server-1", "mariadb-binlog"): 0.40,
+    ("ours-show-jsonl", "pymysqlrepl-jsonl"): 6.0,
 }
 ENUM = "'new','paid','shipped','returned','lost'"
 # One group of the mixed and wide tables: a column's name, type and value in row ``k`` of the
@@ -251,6 +270,82 @@ def run_pymysqlrepl_csv(port: int, file: str, start: int, end: int, out: Path) -
     return written
 
 
+# The start of a JSON line of either JSON lines variant (``op`` is its first key) → its change
+# rows: an update's line is two, its before and after image.
+JSONL_ROWS = {b'{"op": "I"': 1, b'{"op": "D"': 1, b'{"op": "U"': 2}
+JSONL_OP_ROWS = {"I": 1, "D": 1, "U": 2}
+
+
+def count_jsonl_rows(path: Path) -> int:
+    """The change rows of a JSON lines file, from each line's ``op`` (so that its count is checked)."""
+    rows = 0
+    with open(path, "rb") as f:
+        for line in f:
+            n = JSONL_ROWS.get(line[:10])
+            rows += n if n is not None else JSONL_OP_ROWS[json.loads(line)["op"]]
+    return rows
+
+
+def run_show_jsonl(datadir: Path, file: str, start: int, end: int, out: Path) -> tuple[int, float]:
+    """``loader binlog show --format jsonl`` of the interval of the local binlog files, through
+    the CLI's entry in this process, its standard output into a file under ``out``: (change
+    rows, seconds of the command alone)."""
+    from loader import cli
+
+    # What a user runs with no configuration: none of the caller's overrides.
+    for name in [n for n in os.environ if n.startswith("LOADER")]:
+        del os.environ[name]
+    out.mkdir(parents=True, exist_ok=True)
+    result, log = out / "show.jsonl", out / "show.stderr"
+    argv = ["binlog", "show", "--file", str(datadir / "binlog"), "--from", f"{file}:{start}"]
+    argv += ["--to", f"{file}:{end}", "--tables", "bench.*", "--format", "jsonl"]
+    with (
+        open(result, "w", encoding="utf-8") as f,
+        open(log, "w", encoding="utf-8") as err,
+        contextlib.redirect_stdout(f),
+        contextlib.redirect_stderr(err),
+    ):
+        t0 = time.perf_counter()
+        code = cli.main(argv)
+        f.flush()
+        secs = time.perf_counter() - t0
+    if code != 0:
+        raise RuntimeError(f"loader {' '.join(argv)}: exit code {code}: {log.read_text().strip()}")
+    return count_jsonl_rows(result), secs
+
+
+def run_pymysqlrepl_jsonl(port: int, file: str, start: int, end: int, out: Path) -> tuple[int, float]:
+    """python-mysql-replication reading the interval from the server, a JSON line per row change
+    into a file under ``out``: (change rows, seconds of the reading and writing alone)."""
+    from pymysqlreplication.row_event import DeleteRowsEvent, WriteRowsEvent
+
+    out.mkdir(parents=True, exist_ok=True)
+    result = out / "pymysqlrepl.jsonl"
+    t0 = time.perf_counter()
+    stream = reference_stream(port, file, start, end, 9904)
+    with open(result, "w", encoding="utf-8") as f:
+        for event in stream:
+            for row in event.rows:
+                if isinstance(event, WriteRowsEvent):
+                    op, before, after = "I", None, row["values"]
+                elif isinstance(event, DeleteRowsEvent):
+                    op, before, after = "D", row["values"], None
+                else:
+                    op, before, after = "U", row["before_values"], row["after_values"]
+                line = {
+                    "op": op,
+                    "schema": event.schema,
+                    "table": event.table,
+                    "before": before,
+                    "after": after,
+                }
+                # default=str: DECIMAL, DATETIME and DATE values as strings.
+                f.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+    stream.close()
+    secs = time.perf_counter() - t0
+    return count_jsonl_rows(result), secs
+
+
 def binlog_tool() -> str | None:
     """MariaDB's binlog decoder: ``mariadb-binlog``, or its older name ``mysqlbinlog``."""
     return shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
@@ -291,6 +386,10 @@ def run_variant(args: argparse.Namespace, out: Path) -> tuple[int, float]:
     datadir = Path(args.datadir)
     if args.run == "mariadb-binlog":
         return run_mariadb_binlog(datadir, args.file, args.start, args.end, out)
+    if args.run == "ours-show-jsonl":
+        return run_show_jsonl(datadir, args.file, args.start, args.end, out)
+    if args.run == "pymysqlrepl-jsonl":
+        return run_pymysqlrepl_jsonl(args.port, args.file, args.start, args.end, out)
     t0 = time.perf_counter()
     if args.run == "pymysqlrepl-csv":
         rows = run_pymysqlrepl_csv(args.port, args.file, args.start, args.end, out)
@@ -333,17 +432,20 @@ def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             for transport in ("files", "server")
             for n in dict.fromkeys((args.workers, 1))
         ]
-        wanted += REFERENCES
+        wanted += ["ours-show-jsonl", *REFERENCES]
         if binlog_tool() is None:
             print("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
             wanted.remove("mariadb-binlog")
     if args.skip_reference:
         wanted = [v for v in wanted if v not in REFERENCES]
-    known = re.compile(r"ours-(files|server)-[1-9][0-9]*|pymysqlrepl-csv|mariadb-binlog")
+    known = re.compile(
+        r"ours-(files|server)-[1-9][0-9]*|ours-show-jsonl|pymysqlrepl-csv|pymysqlrepl-jsonl|mariadb-binlog"
+    )
     unknown = [v for v in wanted if not known.fullmatch(v)]
     if unknown or not wanted:
         parser.error(
             f"--variants: {', '.join(unknown) or 'none left'}; accepted: ours-files-N, ours-server-N, "
+            + "ours-show-jsonl, "
             + ", ".join(REFERENCES)
         )
     if "mariadb-binlog" in wanted and binlog_tool() is None:
@@ -366,14 +468,14 @@ def best_of(run: str, repeat: int, port: int, datadir: Path, info: dict[str, obj
 
 
 def print_ratios(results: dict[str, dict[str, float]], workers: int) -> None:
-    """Every variant of ours against each reference run, in change rows/s; the targets' ratios
-    with met or MISSED."""
+    """Every variant of ours against each reference run it is compared with (``COMPARED``), in
+    change rows/s; the targets' ratios with met or MISSED."""
     speed = {run: r["rows"] / r["seconds"] for run, r in results.items()}
     targets = {(v.replace("-N", f"-{workers}"), ref): t for (v, ref), t in TARGETS.items()}
     for ref in REFERENCES:
         if ref not in speed:
             continue
-        for run in (r for r in speed if r not in REFERENCES):
+        for run in (r for r in speed if r not in REFERENCES and ref in COMPARED.get(r, EXTRACT_COMPARED)):
             ratio = speed[run] / speed[ref]
             target = targets.get((run, ref))
             verdict = ""
@@ -420,13 +522,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each variant; the fastest counts")
     parser.add_argument(
         "--variants",
-        help="comma-separated (default: all): ours-files-N, ours-server-N, " + ", ".join(REFERENCES),
+        help="comma-separated (default: all): ours-files-N, ours-server-N, ours-show-jsonl, "
+        + ", ".join(REFERENCES),
     )
     parser.add_argument("--keep", help="a data directory to keep the server and workload in between runs")
     parser.add_argument(
         "--skip-reference",
         action="store_true",
-        help="run only this loader (leave out " + " and ".join(REFERENCES) + ")",
+        help="run only this loader (leave out " + ", ".join(REFERENCES) + ")",
     )
     for hidden in ("--child", "--port", "--datadir", "--file", "--start", "--end"):
         parser.add_argument(hidden, dest=hidden.strip("-").replace("child", "run"), help=argparse.SUPPRESS)
@@ -451,7 +554,7 @@ def main() -> None:
         for run in wanted:
             results[run] = r = best_of(run, args.repeat, port, datadir, info)
             print(
-                f"{run:16s} {r['rows']:>10,.0f} change rows in {r['seconds']:6.2f} s = "
+                f"{run:17s} {r['rows']:>10,.0f} change rows in {r['seconds']:6.2f} s = "
                 f"{r['rows'] / r['seconds']:>9,.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MB"
             )
         for many in (f"ours-files-{args.workers}", f"ours-server-{args.workers}"):
