@@ -10,10 +10,12 @@ left out.
 from __future__ import annotations
 
 import base64
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Any
 
 from loader.binlog.rowplan import ABSENT, JsonDiff
@@ -40,20 +42,54 @@ def json_value(value: Any) -> Any:
 
 # json.dumps(value, ensure_ascii=False), without making an encoder per call.
 _encode = json.JSONEncoder(ensure_ascii=False).encode
-# Values JSON takes as they are; the others go through json_value.
-_PLAIN = frozenset({int, str, float, type(None)})
 
 
-def _image(names: tuple[str, ...], row: tuple[Any, ...] | None) -> str:
-    if row is None:
-        return "null"
-    return _encode(
-        {
-            n: v if type(v) in _PLAIN else json_value(v)
-            for n, v in zip(names, row, strict=True)
-            if v is not ABSENT
-        }
+def _other(value: Any) -> str:
+    return _encode(json_value(value))
+
+
+def _float(value: float) -> str:
+    # What the encoder writes: the shortest repr, and NaN or Infinity for the others.
+    return float.__repr__(value) if value - value == 0 else _encode(value)
+
+
+# A value's JSON text by its type, as ``_encode(json_value(value))`` writes it; other types
+# (a JSON column's partial update, ...) take ``_other``.
+_BY_TYPE: dict[type, Callable[[Any], str]] = {
+    int: int.__repr__,
+    str: encode_basestring,
+    float: _float,
+    Decimal: lambda v: '"' + format(v, "f") + '"',
+    bytes: lambda v: '"' + base64.b64encode(v).decode("ascii") + '"',
+}
+
+
+def _generic_image(names: tuple[str, ...], row: tuple[Any, ...]) -> str:
+    return _encode({n: json_value(v) for n, v in zip(names, row, strict=True) if v is not ABSENT})
+
+
+@functools.lru_cache(maxsize=1024)
+def _image_encoder(names: tuple[str, ...]) -> Callable[[tuple[Any, ...]], str]:
+    """An image's JSON object in one f-string (generated once per table's column names); an
+    image leaving columns out (``ABSENT``) takes the general path."""
+    n = len(names)
+    env: dict[str, Any] = {"_by": _BY_TYPE.get, "_other": _other, "_absent": ABSENT, "_names": names}
+    env["_generic"] = _generic_image
+    env.update({f"k{i}": _encode(name) for i, name in enumerate(names)})
+    fields = ", ".join(
+        f"{{k{i}}}: {{'null' if v{i} is None else _by(type(v{i}), _other)(v{i})}}" for i in range(n)
     )
+    unpack = "".join(f"v{i}, " for i in range(n))
+    code = (
+        "def image(row):\n"
+        "    if _absent in row:\n"
+        "        return _generic(_names, row)\n"
+        + (f"    {unpack}= row\n" if n else "")
+        + f'    return f"{{{{{fields}}}}}"\n'
+    )
+    exec(compile(code, "<json image encoder>", "exec"), env)
+    encoder: Callable[[tuple[Any, ...]], str] = env["image"]
+    return encoder
 
 
 def jsonl(tx: Transaction) -> Iterator[str]:
@@ -64,14 +100,16 @@ def jsonl(tx: Transaction) -> Iterator[str]:
     shared = f', "commit_ts": {_encode(iso_utc(tx.commit_ts))}, "gtid": {_encode(tx.gtid)}, "before": '
     seqno = _encode(tx.seqno)
     for batch in tx.batches:
-        names = batch.table.names
+        image = _image_encoder(batch.table.names)
         head = (
             f'{{"op": {_encode(batch.op)}, "schema": {_encode(batch.table.schema)}, '
             f'"table": {_encode(batch.table.table)}, "seqno": {seqno}, "row_id": '
         )
         middle = f', "position": {_encode(str(batch.position))}{shared}'
         for row_id, (before, after) in zip(batch.row_ids(), batch.rows, strict=True):
-            yield f'{head}{row_id}{middle}{_image(names, before)}, "after": {_image(names, after)}}}'
+            before_json = "null" if before is None else image(before)
+            after_json = "null" if after is None else image(after)
+            yield f'{head}{row_id}{middle}{before_json}, "after": {after_json}}}'
 
 
 def _text_value(value: Any) -> str:

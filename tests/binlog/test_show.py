@@ -141,3 +141,57 @@ def test_from_the_server_with_the_config(mariadb: MariaDB, tmp_path: Path) -> No
     assert all(
         isinstance(c["after"]["balance"], str) for c in changes if c["table"] == "customers" and c["after"]
     )
+
+
+def test_json_lines_write_every_kind_of_value_as_json_does() -> None:
+    from decimal import Decimal
+    from types import SimpleNamespace
+
+    from loader.binlog import show
+    from loader.binlog.rowplan import ABSENT, JsonDiff
+    from loader.binlog.transactions import RowsBatch, Transaction
+
+    names = ("id", 'quo"te', "{brace}", "ü", "d", "b", "f", "j")
+    table = SimpleNamespace(schema="s", table="t{x}", names=names)
+    rows = [
+        (None, (1, 'a"b\\c\n\x00é🚀', "", None, Decimal("-0.50"), b"\x00\xff", float("nan"), JsonDiff(()))),
+        (
+            (2, "x", "y", "z", Decimal("1E-10"), b"", float("-inf"), True),
+            (2, ABSENT, "y", ABSENT, None, b"", -0.0, 1),
+        ),
+        ((3, "x", "y", "z", Decimal("7"), b"q", 1e300, "{}"), None),
+    ]
+    batch = RowsBatch(table, "U", rows, 5, Position("mysql-bin.000001", 300))  # type: ignore[arg-type]
+    tx = Transaction(
+        Position("mysql-bin.000001", 4), Position("mysql-bin.000001", 400), 77, 0, "0-1-2", [batch]
+    )
+    lines = list(show.jsonl(tx))
+
+    def image(row: tuple[object, ...] | None) -> dict[str, object] | None:
+        if row is None:
+            return None
+        return {n: show.json_value(v) for n, v in zip(names, row, strict=True) if v is not ABSENT}
+
+    expected = [
+        json.dumps(
+            {
+                "op": "U",
+                "schema": "s",
+                "table": "t{x}",
+                "seqno": 77,
+                "row_id": 5 + 2 * i,
+                "position": "mysql-bin.000001:300",
+                "commit_ts": "1970-01-01T00:00:00.000000Z",
+                "gtid": "0-1-2",
+                "before": image(before),
+                "after": image(after),
+            },
+            ensure_ascii=False,
+        )
+        for i, (before, after) in enumerate(rows)
+    ]
+    assert lines == expected
+    assert (
+        json.loads(lines[0])["after"]["d"] == "-0.50"
+        and json.loads(lines[1])["before"]["d"] == "0.0000000001"
+    )
