@@ -307,6 +307,33 @@ def test_parallel_extraction_writes_the_same_rows(
     assert sum("read from the server" in line for line in said) == 3 + (os.cpu_count() or 1)
 
 
+def test_a_stop_in_a_range_decoded_by_another_process_stops_the_extract_as_in_one(
+    mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader import extract
+
+    monkeypatch.setattr(extract, "PARALLEL_FROM_BYTES", 0)
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex13", "CREATE TABLE IF NOT EXISTS ex13.t (id INT PRIMARY KEY, a INT)"
+    )
+    cfg = _config(mariadb, tmp_path, "ex13")
+    _start_at_now(cfg, mariadb)
+    for i in range(40):
+        mariadb.execute(f"INSERT INTO ex13.t VALUES ({i}, {i})")
+    mariadb.execute("ALTER TABLE ex13.t DROP COLUMN a", "INSERT INTO ex13.t VALUES (100)")
+    said: list[str] = []
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(ExtractError) as stopped:
+            run_extract(cfg, workers=workers, progress=said.append)
+        errors.append(str(stopped.value))
+    assert errors[0] == errors[1] and "ALTER TABLE drops column a" in errors[0]
+    assert sum("read from the server" in line for line in said) == 2  # two ranges, the ALTER in the second
+    (interval,) = Ledger.of(cfg).intervals()
+    assert interval.state == "planned" and interval.manifest is None
+    assert not open_store(cfg.staging).list(layout.manifests_prefix(cfg.source.name))
+
+
 def test_extract_command_prints_a_summary(mariadb: MariaDB, tmp_path: Path) -> None:
     import json
     import os
