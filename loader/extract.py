@@ -75,6 +75,7 @@ def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec], table_fo
 OPEN_ROWS_HELD_AT = 20_000
 # An interval of less binlog than this is decoded in one process: starting more costs more.
 PARALLEL_FROM_BYTES = 4 << 20
+SERVER_RANGES_PER_WORKER = 2
 
 _INT_KIND = {ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG}
 _INT_KIND |= {ColumnType.YEAR, ColumnType.BIT}
@@ -499,9 +500,12 @@ def _server_ranges(
     """The server's stream of the interval (``total`` bytes) read once, spooled under ``folder``
     in ranges of similar sizes cut at transaction starts; each is yielded once spooled."""
     transport = open_transport(cfg.source)
+    # Twice as many ranges as processes: the first is decoded after a quarter of the stream
+    # has arrived, not half, and the last one decoded after the stream ends is smaller.
+    parts = SERVER_RANGES_PER_WORKER * workers
     try:
         for i, piece in enumerate(
-            spool_pieces(transport.events(start, end), start, end, total, workers, folder)
+            spool_pieces(transport.events(start, end), start, end, total, parts, folder)
         ):
             progress(
                 f"extract: {label}: range {i + 1} ({piece.start} to {piece.end}, "

@@ -303,8 +303,10 @@ def test_parallel_extraction_writes_the_same_rows(
     assert reference[0] == 60 + 60 + 20 + 30 * 2 and reference[3] == 1
     for key, out in outputs.items():
         assert out[:3] == reference[:3], key
-    assert outputs["files", 3][3] > 1 and outputs["server", 3][3] == 3  # the work really was split
-    assert sum("read from the server" in line for line in said) == 3 + (os.cpu_count() or 1)
+    # The work really was split: the server's stream in more ranges than processes (up to twice
+    # as many; fewer where a transaction spans a cut).
+    assert outputs["files", 3][3] > 1 and 3 < outputs["server", 3][3] <= 6
+    assert sum("read from the server" in line for line in said) > 3 + (os.cpu_count() or 1)
 
 
 def test_a_stop_in_a_range_decoded_by_another_process_stops_the_extract_as_in_one(
@@ -328,7 +330,7 @@ def test_a_stop_in_a_range_decoded_by_another_process_stops_the_extract_as_in_on
             run_extract(cfg, workers=workers, progress=said.append)
         errors.append(str(stopped.value))
     assert errors[0] == errors[1] and "ALTER TABLE drops column a" in errors[0]
-    assert sum("read from the server" in line for line in said) == 2  # two ranges, the ALTER in the second
+    assert sum("read from the server" in line for line in said) > 1  # decoded in ranges
     (interval,) = Ledger.of(cfg).intervals()
     assert interval.state == "planned" and interval.manifest is None
     assert not open_store(cfg.staging).list(layout.manifests_prefix(cfg.source.name))
