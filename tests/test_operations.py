@@ -278,7 +278,16 @@ def test_a_server_frozen_or_stopped_in_the_middle_of_the_binlog_stream_fails_ext
         # The extract stops itself after the small transaction, in the middle of the stream.
         crashpoints.AT_ENV: "extract: after transaction written:1:stop",
     }
-    command = [str(Path(sys.executable).with_name("loader")), "extract", "--config", str(toml)]
+    # One process: the crashpoint pauses the process that writes the transactions it reads, which
+    # is then the one reading the stream (with more, a decoding process would pause instead).
+    command = [
+        str(Path(sys.executable).with_name("loader")),
+        "extract",
+        "--config",
+        str(toml),
+        "--workers",
+        "1",
+    ]
     for fault in ("frozen", "stopped"):
         run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60

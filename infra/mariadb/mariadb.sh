@@ -53,9 +53,12 @@ start)
             --auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 \
             || { cat "$dir/install.log" >&2; exit 1; }
     fi
-    mkdir -p "$dir/binlog"
+    # A temp folder of its own: a server removes the temp files (#sql*) it finds in its tmpdir
+    # when it starts, which in a shared /tmp are the running temp tables of the other servers.
+    mkdir -p "$dir/binlog" "$dir/tmp"
     "$mariadbd" --defaults-file="$here/binlog.cnf" --datadir="$dir/data" --user="$user" \
         --port="$port" --bind-address=127.0.0.1 --socket="$sock" --pid-file="$pidfile" \
+        --tmpdir="$dir/tmp" \
         --log-bin="$dir/binlog/mysql-bin" --log-error="$dir/error.log" \
         --innodb-buffer-pool-size=256M --skip-name-resolve ${MARIADB_ARGS:-} >/dev/null 2>&1 &
     for _ in $(seq 1 300); do
