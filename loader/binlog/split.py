@@ -65,11 +65,9 @@ def _after_format_description(f: BinaryIO) -> int:
 
 
 def _starts_transaction(f: BinaryIO, typ: int, size: int) -> bool:
-    if typ in _STARTS:
-        return True
-    if typ != EventType.QUERY or size > _BEGIN_MAX:
-        return False
-    return starts_transaction(typ, f.read(size - HEADER_LEN))
+    # Only a small query's body is read: the BEGIN of a binlog without GTIDs.
+    body = f.read(size - HEADER_LEN) if typ == EventType.QUERY and size <= _BEGIN_MAX else b""
+    return starts_transaction(typ, body)
 
 
 def starts_transaction(typ: int, body: bytes) -> bool:

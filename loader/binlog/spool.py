@@ -85,13 +85,12 @@ def spool_pieces(
         for event in events:
             data = event.data
             typ = data[4]
-            at = Position(event.file, event.pos)
             if (
                 targets
                 and not event.artificial
                 and done >= targets[0]
-                and at != begin
                 and starts_transaction(typ, data[HEADER_LEN:] if typ == EventType.QUERY else b"")
+                and (at := Position(event.file, event.pos)) != begin
             ):
                 writer.close()
                 yield Piece(begin, at, writer.path, written)
