@@ -12,8 +12,9 @@ reached to ``file``, a line each; the run's processes share it, and with it the 
 so that a test knows which points a step passes and how often.
 
 The points sit where a crash leaves something half done: before and after each write to the
-staging store and the ledger (``stores``), after each transaction extract writes, after a
-warehouse version is written and after each of its catalog swaps.
+staging store and the ledger (``stores``), after each transaction extract writes, after each
+range of a server's stream extract spools for its decoding processes, after a warehouse
+version is written and after each of its catalog swaps.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import hashlib
 import io
 import itertools
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -398,7 +399,7 @@ def _extract_range(
     ``previous``: each table's columns before ``start``, which its first rows must continue.
     ``epoch``: the binlog history the positions belong to (it leads every seqno).
     ``spool``: the range's events as the parent read them from the server (else the source's
-    transport is read).
+    transport is read); removed once decoded.
     """
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
     writers: dict[tuple[str, str], TableWriter] = {}
@@ -452,6 +453,8 @@ def _extract_range(
                     f"extract: {label}: {result.changes:,} changes in {result.transactions:,} transactions, at {tx.end}"
                 )
     result.tables = {key: writer.finish() for key, writer in writers.items()}
+    if spool:  # decoded: the scratch disk holds only the ranges still to decode
+        os.remove(spool)
     return result
 
 
@@ -511,6 +514,7 @@ def _server_ranges(
                 f"extract: {label}: range {i + 1} ({piece.start} to {piece.end}, "
                 f"{piece.bytes / 1e6:,.1f} MB of {total / 1e6:,.1f}) read from the server, decoding"
             )
+            crashpoints.reached("after range spooled")
             yield _Range(str(piece.start), str(piece.end), piece.path)
     finally:
         transport.close()

@@ -309,6 +309,37 @@ def test_parallel_extraction_writes_the_same_rows(
     assert sum("read from the server" in line for line in said) > 3 + (os.cpu_count() or 1)
 
 
+def test_a_range_spooled_from_the_server_is_removed_once_decoded(mariadb: MariaDB, tmp_path: Path) -> None:
+    """The spool of a server's stream takes scratch disk only for the ranges still to decode."""
+    from loader import extract
+    from loader.binlog.reader import open_transport
+    from loader.binlog.spool import spool_pieces
+
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex14", "CREATE TABLE IF NOT EXISTS ex14.t (id INT PRIMARY KEY, v TEXT)"
+    )
+    cfg = _config(mariadb, tmp_path, "ex14")
+    start = mariadb.execute()
+    end = mariadb.execute(*(f"INSERT INTO ex14.t VALUES ({i}, REPEAT('v', 500))" for i in range(20)))
+    transport = open_transport(cfg.source)
+    try:
+        events = transport.events(start, end)
+        pieces = list(spool_pieces(events, start, end, end.pos - start.pos, 3, str(tmp_path)))
+    finally:
+        transport.close()
+    assert len(pieces) == 3
+    changes = 0
+    for i, piece in enumerate(pieces):
+        assert Path(piece.path).exists()
+        result = extract._extract_range(
+            cfg, str(piece.start), str(piece.end), str(tmp_path / f"w{i}"), None, None, "", spool=piece.path
+        )
+        changes += result.changes
+        assert not Path(piece.path).exists()
+        assert all(Path(p.path).exists() for p in pieces[i + 1 :])
+    assert changes == 20
+
+
 def test_a_stop_in_a_range_decoded_by_another_process_stops_the_extract_as_in_one(
     mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
