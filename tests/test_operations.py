@@ -267,31 +267,40 @@ def test_a_server_frozen_or_stopped_in_the_middle_of_the_binlog_stream_fails_ext
     cfg = dataclasses.replace(small, warehouse=dataclasses.replace(small.warehouse, partition_rows=100_000))
     run_initial_load(spark, cfg, progress=quiet)
     checkpoint = Ledger.of(cfg).checkpoint()
-    # A small transaction, then one of about 20 MB of binlog: more than socket buffers hold.
+    # A small transaction, then one of about 20 MB of binlog (more than socket buffers hold),
+    # then ten of about 3 MB: over 4 MB, extract decodes in several processes by default.
     db.execute(
         "INSERT INTO ops_stream.t VALUES (0, 'first')",
         "INSERT INTO ops_stream.t SELECT seq, REPEAT('x', 60) FROM ops_stream.seq_1_to_250000",
+        *(
+            f"INSERT INTO ops_stream.t SELECT seq, REPEAT('y', 100) FROM ops_stream.seq_{lo}_to_{lo + 24_999}"
+            for lo in range(250_001, 500_001, 25_000)
+        ),
     )
     toml = db.config_file(tmp_path, cfg.source.name, "ops_stream.*")
     env = {
         **os.environ,
         "LOADER_TEST_PASSWORD": db.password,
+        "LOADER__SOURCE__CONNECT_TIMEOUT_SECONDS": "2",
         "LOADER__SOURCE__READ_TIMEOUT_SECONDS": "2",
-        # The extract stops itself after the small transaction, in the middle of the stream.
-        crashpoints.AT_ENV: "extract: after transaction written:1:stop",
     }
-    # One process: the crashpoint pauses the process that writes the transactions it reads, which
-    # is then the one reading the stream (with more, a decoding process would pause instead).
-    command = [
-        str(Path(sys.executable).with_name("loader")),
-        "extract",
-        "--config",
-        str(toml),
-        "--workers",
-        "1",
+    command = [str(Path(sys.executable).with_name("loader")), "extract", "--config", str(toml)]
+    # The extract stops itself in the middle of the stream (crash point stop) in the process
+    # that reads it: in one process after the small transaction; in several, the parent after
+    # it spooled the first range for a decoding process (which then meets the frozen server too).
+    runs = [
+        ("frozen", ["--workers", "1"], "extract: after transaction written:1:stop"),
+        ("stopped", ["--workers", "1"], "extract: after transaction written:1:stop"),
+        ("frozen", ["--workers", "2"], "extract: after range spooled:1:stop"),
     ]
-    for fault in ("frozen", "stopped"):
-        run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for fault, workers, stop_at in runs:
+        run = subprocess.Popen(
+            command + workers,
+            env={**env, crashpoints.AT_ENV: stop_at},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while not _stopped(run.pid):
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
@@ -308,17 +317,25 @@ def test_a_server_frozen_or_stopped_in_the_middle_of_the_binlog_stream_fails_ext
             finally:
                 db.start()
         last = err.strip().splitlines()[-1]
-        assert run.returncode == 3, f"{fault}: {out}{err}"
+        assert run.returncode == 3, f"{fault} {workers}: {out}{err}"
         # Earlier tests on this server may have rotated its binlog: name the file the interval ends in.
         end_file = Position.parse(Ledger.of(cfg).intervals()[0].end).file
         said = {
             "frozen": "lost the replication connection to the source: Lost connection",
             "stopped": f"the source stopped sending its binlog in {end_file}, before the end position",
         }[fault]
+        if workers[1] == "2":  # the reader's timeout, or a decoding process's if it came first
+            said = said if said in last else f"cannot connect to source loader@127.0.0.1:{db.port} within 2 s"
+        else:
+            assert "range 1 (" not in err  # one process: nothing spooled
         assert last.startswith(f"loader extract: error: {said}"), last
         [interval] = Ledger.of(cfg).intervals()
         assert interval.state == "planned" and interval.error is not None and said in interval.error
         assert Ledger.of(cfg).checkpoint() == checkpoint
+        if said.startswith("lost"):  # how far it got, and what happens next
+            assert f"; the binlog was read from {interval.start} to {end_file}:" in last, last
+            assert last.endswith(", and the next run reads it again"), last
+    assert "range 1 (" in err  # the last run's stream was spooled in ranges
 
     # The rerun extracts the same interval whole.
     delta(spark, cfg)

@@ -44,6 +44,7 @@ class BinlogServer:
         self.read_timeout = read_timeout
         self._conn: Any = None
         self._checksum = False
+        self._read_to: Position | None = None  # where the stream has been read to, for an error
 
     def close(self) -> None:
         if self._conn is not None:
@@ -84,6 +85,7 @@ class BinlogServer:
         conn._execute_command(command, payload)
 
     def events(self, start: Position, end: Position | None) -> Iterator[RawEvent]:
+        self._read_to = start
         try:
             conn = self._open()
             name = start.file.encode("utf-8")
@@ -96,7 +98,10 @@ class BinlogServer:
             if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
                 raise SourceError(f"the source cannot send its binlog from {start}: {message}") from None
             if code in (2003, 2006, 2013):
-                raise TransientError(f"lost the replication connection to the source: {message}") from None
+                raise TransientError(
+                    f"lost the replication connection to the source: {message}; the binlog was read "
+                    f"from {start} to {self._read_to}, and the next run reads it again"
+                ) from None
             raise SourceError(f"the source refused the binlog dump from {start}: {message}") from None
         finally:
             self.close()
@@ -134,7 +139,8 @@ class BinlogServer:
             if end is not None and Position(file, pos) >= end:
                 return
             yield RawEvent(file, pos, raw)
-            if end is not None and Position(file, log_pos) >= end:
+            self._read_to = Position(file, log_pos)
+            if end is not None and self._read_to >= end:
                 return
             if typ == EventType.ROTATE:
                 file = _rotate_name(raw, self._checksum)
