@@ -35,9 +35,13 @@ find_bin() {
 }
 
 # A killed server's process may linger a moment as a zombie until it is reaped: not running.
+alive() {  # a process, not a zombie
+    [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]
+}
+
 running() {
-    [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null \
-        && [[ "$(ps -o stat= -p "$(cat "$pidfile")" 2>/dev/null)" != Z* ]]
+    local pid
+    pid="$(cat "$pidfile" 2>/dev/null)" && alive "$pid"
 }
 
 case "$cmd" in
@@ -79,10 +83,11 @@ stop)
     if ! running; then echo "MariaDB in $dir is not running"; exit 0; fi
     pid="$(cat "$pidfile")"
     kill "$pid"
-    for _ in $(seq 1 300); do running || break; sleep 0.1; done
-    if running; then
+    # The server removes its pid file before it has exited: wait for the process itself.
+    for _ in $(seq 1 300); do alive "$pid" || break; sleep 0.1; done
+    if alive "$pid"; then
         kill -9 "$pid"
-        for _ in $(seq 1 100); do running || break; sleep 0.1; done
+        for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
     fi
     echo "MariaDB in $dir stopped"
     ;;
