@@ -95,14 +95,14 @@ def measure(run: str, port: int, datadir: Path, file: str, start: int, end: int)
         done = subprocess.run(
             [sys.executable, "-c", probe, *command], capture_output=True, text=True, check=True
         )
-        return json.loads(done.stdout)  # type: ignore[no-any-return]
+        return json.loads(done.stdout)
     done = subprocess.run(
         [sys.executable, __file__, "--child", run, str(port), str(datadir), file, str(start), str(end)],
         capture_output=True,
         text=True,
         check=True,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:

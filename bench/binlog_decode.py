@@ -257,7 +257,7 @@ def main() -> None:
                 f"{run:12s} {r['rows']:>9,.0f} rows in {r['seconds']:6.2f} s = {r['rows'] / r['seconds']:>9,.0f} rows/s, "
                 f"peak RSS {r['peak_rss_mb']:.0f} MB"
             )
-        quarter = int(info["start"]) + (int(info["end"]) - int(info["start"])) // 4
+        quarter = int(str(info["start"])) + (int(str(info["end"])) - int(str(info["start"]))) // 4
         q = measure("ours-files", port, datadir, info, end=quarter)
         print(
             f"memory: ours-files peak RSS {q['peak_rss_mb']:.0f} MB on a quarter of the binlog, "

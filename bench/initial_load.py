@@ -146,7 +146,9 @@ def main() -> None:
         cfg = dataclasses.replace(cfg, load=dataclasses.replace(cfg.load, parallelism=args.parallelism))
         spark = build_session(cfg, "bench-initial-load")
         spark.sparkContext.setLogLevel("ERROR")
-        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None  # a session started here has its JVM
+        jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
         jvm_cpu = functools.partial(cpu_seconds, jvm_pid)
 
         def load_table() -> None:
