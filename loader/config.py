@@ -54,7 +54,7 @@ class SourceConfig:
     # after that (a query's first row, the next binlog packet). A frozen server fails the step
     # as transient after them, instead of hanging it.
     connect_timeout_seconds: int = 10
-    read_timeout_seconds: int = 300
+    read_timeout_seconds: int = 60
     # A run holds the source's lease while a step changes the ledger or the warehouse; renewed
     # while it works, it expires this long after a killed run stopped renewing it.
     lease_seconds: int = 120

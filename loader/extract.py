@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from loader import crashpoints, gtids, history, scratch, statements
 from loader.binlog.constants import ColumnType
+from loader.binlog.fingerprint import Fingerprint
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
@@ -332,6 +333,7 @@ class RangeResult:
     created: dict[tuple[str, str], str] = field(default_factory=dict)
     gtids: dict[int, str] = field(default_factory=dict)  # the last MariaDB GTID read per domain
     mysql_gtids: GtidSet = field(default_factory=GtidSet)  # every MySQL GTID read
+    last_txn: Fingerprint | None = None  # the last transaction read that has a GTID event
 
 
 def publish_table(
@@ -433,6 +435,8 @@ def _extract_range(
                 holding = not tx.rolled_back
                 continue
             result.transactions += 1
+            if tx.fingerprint is not None:
+                result.last_txn = tx.fingerprint
             _check_statements(
                 tx, selector, writers, loaded_at or {}, pending, result.created, cfg.tables.schema_changes
             )
@@ -649,6 +653,12 @@ def extract_interval(
         interval.state = EXTRACTED
     interval.extracted_end = str(interval_end) if stopped_at else None
     interval.extracted_end_gtid = reached if stopped_at else None
+    # The last transaction before where it ends; before its start when it holds none.
+    last = next((r.last_txn.text() for r in reversed(results) if r.last_txn), interval.start_txn)
+    if stopped_at:
+        interval.extracted_end_txn = last
+    else:
+        interval.end_txn, interval.extracted_end_txn = last, None
     interval.manifest = key
     interval.manifest_sha256 = sha256_hex(manifest_bytes)
     interval.created_tables = sorted(f"{schema}.{table}" for schema, table in created)
@@ -913,7 +923,7 @@ def run_extract(
     conn = connect(creds)
     try:
         settings = check_binlog_settings(conn)
-        source = history.SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+        source = history.SourceHistory.of(conn, cfg.source, creds)
         # A recorded interval keeps its own end; a new one ends at the server's position.
         if interval_id is None:
             interval = ledger.plan(

@@ -7,6 +7,10 @@ recorded position it asks the server for the GTID state at that same position; a
 (or none) means the server no longer holds that history, and the run stops before recording
 anything.
 
+A GTID state is a counter that a reset starts again, so a mark also holds the fingerprint of the
+last transaction before its position (``binlog.fingerprint``): a state found without that
+transaction is another history too, at the same position or at a promoted replica's.
+
 MariaDB answers for any position (``BINLOG_GTID_POS``) and its GTID events let extract carry the
 state along the stream (``gtids.advance``). MySQL reports its executed GTID set only with its
 current position (``current``), so its marks are kept where a run snapshots that position, extract
@@ -18,16 +22,20 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import pymysql
 import pymysql.cursors
 
 from loader import gtids
+from loader.binlog.fingerprint import Fingerprint, read_fingerprint
+from loader.binlog.reader import open_transport
+from loader.binlog.transport import Transport
+from loader.config import SourceConfig
 from loader.gtids import GtidSet, behind, gtid_domains, gtid_text, same_gtid
 from loader.positions import Position
-from loader.source import binary_logs, binlog_status, start_problem
+from loader.source import Credentials, binary_logs, binlog_status, start_problem
 
 _GTID_INFO = re.compile(r"GTID (\d+)-\d+-\d+")
 _MYSQL_GTID_INFO = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")
@@ -40,11 +48,18 @@ REMEDY = (
 
 @dataclass(frozen=True)
 class Mark:
-    """What the ledger keeps with a position: the server that wrote it, the GTID state there.
-    Either may be None: recorded by a loader before version 7, or not known for that position."""
+    """What the ledger keeps with a position: the server that wrote it, the GTID state there and
+    the fingerprint of the last transaction before it. Any may be None: recorded by an older
+    loader (before version 7, or 9 for the fingerprint), or not known for that position."""
 
     server: str | None = None  # "server_id=1 gtid_domain_id=0" (MariaDB), "server_uuid=..." (MySQL)
     gtid: str | None = None  # MariaDB GTID position ("0-1-8,3-2-5"); MySQL executed GTID set
+    txn: str | None = None  # ``Fingerprint.text()`` of the last transaction before the position
+
+    def described(self) -> str:
+        """The recorded state for messages: ``GTID 0-1-8 (after GTID 0-1-8 committed ...)``."""
+        after = f" (after {Fingerprint.parse(self.txn).describe()})" if self.txn else ""
+        return f"GTID {self.gtid or '(empty)'}{after}"
 
 
 # --- the source's own account: I/O -----------------------------------------------------------
@@ -64,12 +79,20 @@ def gtid_of_event(kind: str, info: str) -> str | None:
 
 
 class SourceHistory:
-    """The history the source server holds, asked on an open connection."""
+    """The history the source server holds, asked on an open connection; ``transport`` opens a
+    way to read its binlog events (for the transactions the fingerprints name)."""
 
-    def __init__(self, conn: pymysql.connections.Connection, name: str, where: str) -> None:
+    def __init__(
+        self,
+        conn: pymysql.connections.Connection,
+        name: str,
+        where: str,
+        transport: Callable[[], Transport] | None = None,
+    ) -> None:
         self.conn = conn
         self.name = name  # the source's name in the config
         self.where = where  # host:port, for messages
+        self._transport = transport
         self._now: tuple[Position, str | None] | None = None  # the last ``current`` answer
         with conn.cursor() as cur:
             cur.execute("SELECT @@version, @@server_id")
@@ -82,6 +105,12 @@ class SourceHistory:
                 cur.execute("SELECT @@server_uuid")
                 self.server = f"server_uuid={cur.fetchone()[0]}"
 
+    @classmethod
+    def of(cls, conn: pymysql.connections.Connection, src: SourceConfig, creds: Credentials) -> SourceHistory:
+        """The history of the source ``src`` on ``conn``; events are read through the source's
+        transport, from a server without registering as a replica (beside a running extract)."""
+        return cls(conn, src.name, f"{creds.host}:{creds.port}", lambda: open_transport(src, server_id=0))
+
     def start_problem(self, start: Position, end: Position) -> str | None:
         """Why the server's log cannot be read from ``start`` up to ``end`` (``source.start_problem``)."""
         return start_problem(self.conn, start, end)
@@ -93,8 +122,53 @@ class SourceHistory:
         return self._now[0]
 
     def mark(self, at: Position) -> Mark:
-        """This server and its GTID state at ``at`` (None when it cannot tell)."""
-        return Mark(self.server, self.gtid_at(at))
+        """This server, its GTID state at ``at`` and the last transaction before it (each None
+        when it cannot tell)."""
+        last = self.last_transaction(at)
+        return Mark(self.server, self.gtid_at(at), last.text() if last else None)
+
+    def transaction_at(self, at: Position) -> Fingerprint | None:
+        """The fingerprint of the transaction whose GTID event starts at ``at``, or None."""
+        return read_fingerprint(self._transport(), at) if self._transport is not None else None
+
+    def last_transaction(self, at: Position) -> Fingerprint | None:
+        """The last transaction before ``at``: the last GTID event before it in its file, or in
+        the file before when there is none (``SHOW BINLOG EVENTS``); None when neither has one."""
+        logs = list(binary_logs(self.conn))
+        if at.file not in logs or self._transport is None:
+            return None
+        for file in reversed(logs[max(0, logs.index(at.file) - 1) : logs.index(at.file) + 1]):
+            last = self._gtid_event_before(file, at if file == at.file else None)
+            if last is not None:
+                return self.transaction_at(last)
+        return None
+
+    def _gtid_event_before(
+        self, file: str, before: Position | None, gtid: str | None = None
+    ) -> Position | None:
+        """The last GTID event in ``file`` (before ``before``; of ``gtid`` only, when given)."""
+        last = None
+        with contextlib.closing(self._gtid_events(file)) as events:
+            for pos, _, started in events:
+                if before is not None and pos >= before.pos:
+                    break
+                if started is not None and (gtid is None or started == gtid):
+                    last = Position(file, pos)
+        return last
+
+    def _other_transaction(self, recorded: Mark, logs: dict[str, int]) -> str | None:
+        """What the server holds where the recorded mark's last transaction was, when that is
+        another transaction; None when it is the same, or when its file is gone (purged: the
+        GTID state is then all there is to compare)."""
+        if recorded.txn is None:
+            return None
+        fingerprint = Fingerprint.parse(recorded.txn)
+        if fingerprint.at.file not in logs or self._transport is None:
+            return None
+        seen = self.transaction_at(fingerprint.at)
+        if seen is not None and seen.same_transaction(fingerprint):
+            return None
+        return seen.describe() if seen is not None else f"no transaction starting at {fingerprint.at}"
 
     def gtid_at(self, at: Position) -> str | None:
         """The GTID state at ``at``: MariaDB's for any event boundary it holds, MySQL's only at
@@ -111,7 +185,8 @@ class SourceHistory:
         """Why the server no longer holds the history ``recorded`` at ``at``, or None.
 
         ``what`` says what the position is ("the checkpoint", "interval 000004's start"). A mark
-        without a GTID (an older loader's) is taken on trust: unknown is never a refusal.
+        without a GTID (an older loader's) is taken on trust: unknown is never a refusal; one
+        without a fingerprint is checked by its GTID state alone.
         """
         if recorded.gtid is None:
             return None
@@ -119,8 +194,12 @@ class SourceHistory:
         if self.mariadb and at.file in logs:
             now = self.gtid_at(at)
             if now is not None and same_gtid(now, recorded.gtid):
-                return None
-            found = f"GTID position {now or '(empty)'}" if now is not None else "no event boundary"
+                other = self._other_transaction(recorded, logs)
+                if other is None:
+                    return None
+                found = f"GTID position {now}, but after {other}"
+            else:
+                found = f"GTID position {now or '(empty)'}" if now is not None else "no event boundary"
         elif self.mariadb:
             # Purged past it, or another history: the same one when the server's oldest file
             # begins at or after the recorded state (``source.start_problem`` names the purge).
@@ -132,9 +211,14 @@ class SourceHistory:
                 f"no {at.file}, and its oldest binlog begins at GTID position {since or '(empty)'}, before it"
             )
         else:
+            executed = self._current_gtid()
             if recorded.server == self.server and self._contains(recorded.gtid):
-                return None
-            found = f"executed GTID set {self._current_gtid() or '(empty)'}"
+                other = self._other_transaction(recorded, logs)
+                if other is None:
+                    return None
+                found = f"executed GTID set {executed or '(empty)'}, but {other} where the ledger's was"
+            else:
+                found = f"executed GTID set {executed or '(empty)'}"
         cause = (
             f"another server answers at {self.where} ({self.server}; the ledger's was {recorded.server})"
             if recorded.server and recorded.server != self.server
@@ -143,16 +227,18 @@ class SourceHistory:
         )
         return (
             f"source {self.name} no longer holds the binlog history the loader has read: at {what} {at} "
-            f"the ledger recorded GTID {recorded.gtid or '(empty)'}, the server has {found} there: {cause}"
+            f"the ledger recorded {recorded.described()}, the server has {found} there: {cause}"
         )
 
-    def follow(self, recorded: Mark) -> Position | None:
+    def follow(self, recorded: Mark) -> tuple[Position, Mark] | None:
         """Where this server's binlog holds exactly the GTID state ``recorded`` (a promoted replica
-        logs the old primary's transactions under their own GTIDs, at its own positions): the
-        position to continue from, or None when it has no such place.
+        logs the old primary's transactions under their own GTIDs and commit times, at its own
+        positions), and the mark there on this server: the position to continue from, or None
+        when it has no such place.
 
         The newest binlog file that begins at or before that state is walked (``SHOW BINLOG
-        EVENTS``) to the first transaction after it; MariaDB confirms the state there.
+        EVENTS``) to the first transaction after it; MariaDB confirms the state there. When the
+        mark has a fingerprint, its transaction must be the one of that GTID on this server.
         """
         if recorded.gtid is None:
             return None
@@ -167,10 +253,30 @@ class SourceHistory:
         if offset is None:
             return None
         found = Position(file, offset)
-        if not self.mariadb:
-            return found
-        confirmed = self.gtid_at(found)
-        return found if confirmed is not None and same_gtid(confirmed, recorded.gtid) else None
+        state = recorded.gtid
+        if self.mariadb:
+            confirmed = self.gtid_at(found)
+            if confirmed is None or not same_gtid(confirmed, recorded.gtid):
+                return None
+            state = confirmed
+        if recorded.txn is None or self._transport is None:
+            return found, Mark(self.server, state)
+        here = self._same_transaction_before(Fingerprint.parse(recorded.txn), found)
+        return (found, Mark(self.server, state, here.text())) if here is not None else None
+
+    def _same_transaction_before(self, fingerprint: Fingerprint, before: Position) -> Fingerprint | None:
+        """The transaction ``fingerprint`` names, on this server before ``before`` (in its file or
+        the one before it), when it is there with the same commit time; else None."""
+        logs = list(binary_logs(self.conn))
+        if before.file not in logs:
+            return None
+        i = logs.index(before.file)
+        for file in reversed(logs[max(0, i - 1) : i + 1]):
+            at = self._gtid_event_before(file, before if file == before.file else None, fingerprint.gtid)
+            if at is not None:
+                seen = self.transaction_at(at)
+                return seen if seen is not None and seen.same_transaction(fingerprint) else None
+        return None
 
     def _file_begins(self, file: str) -> str | None:
         """The GTID state where the binlog file ``file`` begins (MySQL: its Previous_gtids)."""

@@ -12,6 +12,7 @@ materialised, and the log it covered is planned again).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -44,7 +45,10 @@ PLANNED, EXTRACTED, MATERIALISED, ABANDONED = "planned", "extracted", "materiali
 # positions belong to (a re-load of every table from another history starts the next); absent 0.
 # Version 8 added an interval's ``table_rows``: the rows of each Iceberg table after its merge
 # (a later materialise job's size); absent is none.
-LEDGER_VERSION = 8
+# Version 9 added the fingerprint of the last transaction before every recorded position
+# (``history.Mark.txn``): an interval's ``start_txn``, ``end_txn``, ``extracted_end_txn``, a
+# load's ``p0_txn``, the checkpoint's ``txn``; absent is unknown (the GTID state alone is checked).
+LEDGER_VERSION = 9
 UPGRADES: dict[int, records.Upgrade] = {
     1: lambda fields: fields,
     2: lambda fields: fields,
@@ -53,6 +57,7 @@ UPGRADES: dict[int, records.Upgrade] = {
     5: lambda fields: fields,
     6: lambda fields: fields,
     7: lambda fields: fields,
+    8: lambda fields: fields,
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
@@ -73,8 +78,9 @@ class SourceView(Protocol):
     def gtid_at(self, at: Position) -> str | None:
         """The server's GTID state at ``at``, or None when it cannot tell."""
 
-    def follow(self, recorded: Mark) -> Position | None:
-        """Where the server's binlog holds the GTID state ``recorded``, or None."""
+    def follow(self, recorded: Mark) -> tuple[Position, Mark] | None:
+        """Where the server's binlog holds the GTID state and the transaction ``recorded``, and the
+        mark there on this server; or None."""
 
 
 @dataclass
@@ -115,6 +121,10 @@ class Interval:
     # [schema, table, rows] of each Iceberg table its materialisation merged into: the rows its
     # data files held after the snapshot (how big a later job over them is: ``table_rows``).
     table_rows: list[list[Any]] = field(default_factory=list)
+    # The last transaction before its start, its end and where it stopped (``history.Mark.txn``).
+    start_txn: str | None = None
+    end_txn: str | None = None
+    extracted_end_txn: str | None = None
 
     @property
     def effective_end(self) -> Position:
@@ -122,11 +132,13 @@ class Interval:
         return Position.parse(self.extracted_end or self.end)
 
     def start_mark(self) -> Mark:
-        return Mark(self.server, self.start_gtid)
+        return Mark(self.server, self.start_gtid, self.start_txn)
 
     def end_mark(self) -> Mark:
         """The mark at ``effective_end``."""
-        return Mark(self.server, self.extracted_end_gtid if self.extracted_end else self.end_gtid)
+        if self.extracted_end:
+            return Mark(self.server, self.extracted_end_gtid, self.extracted_end_txn)
+        return Mark(self.server, self.end_gtid, self.end_txn)
 
     def to_json(self) -> bytes:
         return records.encode(asdict(self), LEDGER_VERSION)
@@ -142,9 +154,10 @@ class Checkpoint:
     server: str | None = None  # the source server and its GTID state at ``position``
     gtid: str | None = None
     epoch: int = 0  # the binlog history ``position`` belongs to
+    txn: str | None = None  # the last transaction before ``position`` (``history.Mark.txn``)
 
     def mark(self) -> Mark:
-        return Mark(self.server, self.gtid)
+        return Mark(self.server, self.gtid, self.txn)
 
 
 @dataclass
@@ -166,6 +179,7 @@ class Load:
     server: str | None = None  # the source server and its GTID state at P0
     p0_gtid: str | None = None
     epoch: int = 0  # the binlog history P0 belongs to: the checkpoint's, or the next one
+    p0_txn: str | None = None  # the last transaction before P0 (``history.Mark.txn``)
 
     def table_names(self) -> list[tuple[str, str]]:
         """Each table as (schema, table); records before version 4 have only the text."""
@@ -240,9 +254,9 @@ class Ledger:
         self.store.put(self._interval_key(interval.id), interval.to_json())
 
     def epoch(self) -> int:
-        """The binlog history the checkpoint belongs to; positions of others do not compare."""
-        cp = self.checkpoint()
-        return cp.epoch if cp else 0
+        """The binlog history read now (the checkpoint's, or a later one an interval followed);
+        positions of others do not compare."""
+        return self._epoch(self.intervals())
 
     def loads(self) -> list[Load]:
         """Every initial load, oldest first."""
@@ -452,7 +466,13 @@ class Ledger:
         target, end = plan.target, plan.target.end_mark()
         self.set_checkpoint(
             Checkpoint(
-                str(target.effective_end), target.id, plan.commit_ts, end.server, end.gtid, target.epoch
+                str(target.effective_end),
+                target.id,
+                plan.commit_ts,
+                end.server,
+                end.gtid,
+                target.epoch,
+                end.txn,
             )
         )
 
@@ -472,7 +492,9 @@ class Ledger:
         reason = f"superseded by the re-load {load.id} of every table at {p0}"
         # Abandoned first: a crash before the checkpoint moves leaves nothing to replay twice.
         abandoned = self._abandon(waiting, reason, waiting[0].id) if waiting else []
-        self.set_checkpoint(Checkpoint(load.p0, load.id, commit_ts, load.server, load.p0_gtid, load.epoch))
+        self.set_checkpoint(
+            Checkpoint(load.p0, load.id, commit_ts, load.server, load.p0_gtid, load.epoch, load.p0_txn)
+        )
         return abandoned
 
     def record_error(self, interval_id: str, error: str) -> None:
@@ -557,8 +579,9 @@ class Ledger:
         epoch = self._epoch(intervals)
         read_to = self._read_to(intervals)
         moved = moved_from(source, *read_to, self.source) if source and read_to else None
+        followed: Mark | None = None  # the mark at the start on the server followed to
         if moved and source and read_to:
-            start = self._followed(source, read_to, moved, start, follow, intervals)
+            start, followed = self._followed(source, read_to, moved, start, follow, intervals)
             epoch += 1
             followed_from = f"{read_to[0]} of {read_to[1].server} (GTID {read_to[1].gtid or '(empty)'})"
             problem = source.start_problem(start, max(start, end))
@@ -593,8 +616,10 @@ class Ledger:
         )
         if source is not None:
             interval.server = source.server
-            recorded = read_to[1].gtid if read_to and (read_to[0] == start or followed_from) else None
+            at_start = followed or (read_to[1] if read_to and read_to[0] == start else None)
+            recorded = at_start.gtid if at_start else None
             interval.start_gtid = recorded if recorded is not None else source.gtid_at(start)
+            interval.start_txn = at_start.txn if at_start else None
             interval.end_gtid = source.gtid_at(end)
         if dry_run:
             return interval
@@ -612,10 +637,10 @@ class Ledger:
         start: Position | None,
         follow: bool,
         intervals: list[Interval],
-    ) -> Position:
+    ) -> tuple[Position, Mark]:
         """Where to continue on a server that is not the one the log was read from: the position
-        where its GTID history reaches what was read (a promoted replica), when following is
-        allowed and safe.
+        where its GTID history reaches what was read, with the same last transaction (a promoted
+        replica), and the mark there; when following is allowed and safe.
 
         Raises:
             HistoryError: following is off, the server does not hold that history, a backfill
@@ -642,13 +667,14 @@ class Ledger:
                 f"{refused}: the re-load {ahead[-1]} lies past where the log was read, so this server's "
                 f"position for it is unknown. {REMEDY}"
             )
-        # The same GTID state at the same position: the new server's binlog continues there.
+        # The same GTID state and transaction at the same position: its binlog continues there.
         same_place = source.problem(*read_to) is None
-        found = read_to[0] if same_place else source.follow(read_to[1])
+        found = (read_to[0], dataclasses.replace(read_to[1], server=source.server)) if same_place else None
+        found = found or source.follow(read_to[1])
         if found is None:
             raise HistoryError(
-                f"{refused}: its GTID history does not reach the state read so far ({read_to[1].gtid}) at "
-                f"any position of its binlog. {REMEDY}"
+                f"{refused}: its GTID history does not reach the state read so far "
+                f"({read_to[1].described()}) at any position of its binlog. {REMEDY}"
             )
         return found
 

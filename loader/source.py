@@ -23,7 +23,7 @@ class Credentials:
     user: str
     password: str
     connect_timeout: int = 10  # seconds, the handshake included
-    read_timeout: int = 300  # seconds to wait for any answer once connected
+    read_timeout: int = 60  # seconds to wait for any answer once connected
     unset_password_env: str = ""  # the variable that should hold the password, when it is unset
 
     def __repr__(self) -> str:  # never print the password

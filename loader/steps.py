@@ -134,7 +134,7 @@ def plan(
     conn = connect(creds)
     try:
         check_binlog_settings(conn)
-        source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+        source = SourceHistory.of(conn, cfg.source, creds)
         now = source.current()
         if start_lognum is not None and start_logpos is not None:
             start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
@@ -511,7 +511,7 @@ def status(cfg: Config) -> Status:
         creds = credentials(cfg.source)
         conn = connect(creds)
         try:
-            source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+            source = SourceHistory.of(conn, cfg.source, creds)
             position = str(source.current())
             server = source.server
             if checkpoint is not None:

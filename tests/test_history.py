@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from loader import gtids, steps
+from loader.binlog.fingerprint import Fingerprint
 from loader.config import Config
 from loader.errors import HistoryError, LoadError
 from loader.extract import run_extract
@@ -25,6 +26,7 @@ from loader.staging.stores import open_store
 from loader.warehouse.initial_load import run_initial_load
 from tests.conftest import (
     MariaDB,
+    _server,
     assert_equal_to_source,
     caught_up,
     delta,
@@ -43,7 +45,7 @@ def _gtid_at(db: MariaDB, at: str) -> str:
     return gtids.gtid_text(gtids.gtid_domains(str(gtid)))
 
 
-def _server(db: MariaDB) -> str:
+def _server_identity(db: MariaDB) -> str:
     [(server_id, domain)] = db.rows("SELECT @@server_id, @@gtid_domain_id")
     return f"server_id={server_id} gtid_domain_id={domain}"
 
@@ -59,7 +61,7 @@ def test_every_recorded_position_carries_its_server_and_the_gtid_state_there(
     run_initial_load(spark, cfg, progress=quiet)
     ledger = Ledger.of(cfg)
     [load] = ledger.loads()
-    assert (load.server, load.p0_gtid) == (_server(mariadb), _gtid_at(mariadb, load.p0))
+    assert (load.server, load.p0_gtid) == (_server_identity(mariadb), _gtid_at(mariadb, load.p0))
     checkpoint = ledger.checkpoint()
     assert checkpoint is not None and (checkpoint.server, checkpoint.gtid) == (load.server, load.p0_gtid)
 
@@ -82,9 +84,11 @@ def test_every_recorded_position_carries_its_server_and_the_gtid_state_there(
     assert second.end_gtid == _gtid_at(mariadb, second.end) and "7-" in second.end_gtid
     checkpoint = ledger.checkpoint()
     assert checkpoint is not None and checkpoint.position == second.end
-    assert (checkpoint.server, checkpoint.gtid) == (_server(mariadb), second.end_gtid)
+    assert (checkpoint.server, checkpoint.gtid) == (_server_identity(mariadb), second.end_gtid)
     said = steps.status(cfg).text()
-    assert f"history: GTID {second.end_gtid} at the checkpoint, written by {_server(mariadb)}" in said
+    assert (
+        f"history: GTID {second.end_gtid} at the checkpoint, written by {_server_identity(mariadb)}" in said
+    )
     assert "STOPPED" not in said
     assert_equal_to_source(spark, cfg)
 
@@ -191,6 +195,85 @@ def test_a_server_whose_binlog_was_reset_is_refused_and_a_reload_starts_a_new_hi
     assert_equal_to_source(spark, cfg)
 
 
+def _refused_and_unmoved(cfg: Config, checkpoint: Any, interval_count: int) -> str:
+    """Plan refuses the source with the history error, recording nothing; its text."""
+    with pytest.raises(HistoryError) as refused:
+        steps.plan(cfg)
+    said = str(refused.value)
+    assert said.startswith(
+        f"source {cfg.source.name} no longer holds the binlog history the loader has read: at the checkpoint "
+        f"{checkpoint.position} the ledger recorded GTID {checkpoint.gtid} (after GTID "
+    ), said
+    assert "Nothing was planned and the checkpoint stays" in said, said
+    ledger = Ledger.of(cfg)
+    assert ledger.checkpoint() == checkpoint
+    assert len(ledger.intervals()) == interval_count
+    assert "STOPPED: source demo no longer holds" in steps.status(cfg).text()
+    return said
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_new_history_that_reaches_the_recorded_gtid_state_again_is_refused(
+    disposable_mariadb: MariaDB,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    spark_config: Config,
+    spark: Any,
+) -> None:
+    """The GTID counters start again after RESET MASTER (and on another server given the same
+    id): the same state at the same offset, or at an earlier one, names other transactions."""
+    db = disposable_mariadb
+    history = [
+        "DROP DATABASE IF EXISTS hist_again",
+        "CREATE DATABASE hist_again",
+        "CREATE TABLE hist_again.t (id INT PRIMARY KEY, v VARCHAR(40))",
+        "INSERT INTO hist_again.t SELECT seq, CONCAT('row number ', seq) FROM hist_again.seq_1_to_40",
+    ]
+    changes = [
+        "UPDATE hist_again.t SET v = 'changed by the delta run' WHERE id <= 10",
+        "DELETE FROM hist_again.t WHERE id = 40",
+    ]
+    db.execute("RESET MASTER", *history)
+    cfg = schema_config(db, tmp_path, spark_config, "hist_again")
+    run_initial_load(spark, cfg, progress=quiet)
+    db.execute(*changes)
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    ledger = Ledger.of(cfg)
+    checkpoint = ledger.checkpoint()
+    assert checkpoint is not None and checkpoint.gtid == "0-1-6" and checkpoint.txn is not None
+    [interval] = ledger.intervals()
+    assert checkpoint.txn == interval.end_txn and interval.start_txn == ledger.loads()[0].p0_txn
+    # The checkpoint follows the DELETE, the sixth transaction: that is the one it names.
+    last = Fingerprint.parse(checkpoint.txn)
+    assert last.gtid == "0-1-6" and last.at < Position.parse(checkpoint.position)
+
+    # The same statements after a reset: the same GTID state at the same offset, other transactions.
+    at = db.execute("RESET MASTER", *history, *changes)
+    assert (str(at), _gtid_at(db, str(at))) == (checkpoint.position, checkpoint.gtid)
+    said = _refused_and_unmoved(cfg, checkpoint, 1)
+    assert "the server has GTID position 0-1-6, but after GTID 0-1-6 committed" in said, said
+    assert "its binlog was reset (RESET MASTER), it was restored from a backup" in said, said
+
+    # Six smaller transactions: the state is reached before the checkpoint's offset, and no
+    # longer there; not followed as if a replica had been promoted.
+    db.execute("RESET MASTER")
+    at = db.execute(*(f"INSERT INTO hist_again.t VALUES ({n}, 'x')" for n in range(100, 106)))
+    assert at < Position.parse(checkpoint.position) and _gtid_at(db, str(at)) == checkpoint.gtid
+    said = _refused_and_unmoved(cfg, checkpoint, 1)
+    assert "its GTID history does not reach the state read so far" in said, said
+
+    # Another server given the same id, which wrote the same statements: the same GTID states
+    # at the same offsets, other transactions.
+    with _server(tmp_path_factory, "same-id") as twin:
+        twin.execute("RESET MASTER", *history, *changes)
+        assert _server_identity(twin) == checkpoint.server
+        moved = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, port=twin.port))
+        said = _refused_and_unmoved(moved, checkpoint, 1)
+        assert "but after GTID 0-1-6 committed" in said, said
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_another_server_behind_the_same_address_is_refused(
@@ -275,6 +358,11 @@ def test_a_promoted_replica_is_followed_by_gtid_and_the_warehouse_stays_equal(
         "server_id=2 gtid_domain_id=0",
         checkpoint.gtid,
     )
+    # The replica logged the primary's last transaction with its GTID and commit time: the
+    # same transaction, at the replica's own position.
+    assert checkpoint.txn is not None and followed.start_txn is not None
+    primary_last, replica_last = Fingerprint.parse(checkpoint.txn), Fingerprint.parse(followed.start_txn)
+    assert replica_last.same_transaction(primary_last) and replica_last.at != primary_last.at
     [(at_start,)] = replica.rows(
         f"SELECT BINLOG_GTID_POS('{Position.parse(followed.start).file}', {Position.parse(followed.start).pos})"
     )

@@ -355,8 +355,11 @@ class Server:
     def gtid_at(self, at: Position) -> str | None:
         return self.gtids.get(str(at))
 
-    def follow(self, recorded: Mark) -> Position | None:
-        return next((P(at) for at, gtid in self.gtids.items() if gtid == recorded.gtid), None)
+    def follow(self, recorded: Mark) -> tuple[Position, Mark] | None:
+        return next(
+            ((P(at), Mark(self.server, gtid)) for at, gtid in self.gtids.items() if gtid == recorded.gtid),
+            None,
+        )
 
 
 def test_a_start_the_check_refuses_records_nothing_and_names_the_way_out(ledger: Ledger) -> None:
@@ -560,7 +563,7 @@ def test_a_server_that_does_not_reach_the_history_read_so_far_is_not_followed(le
     stranger = Server("server_id=3 gtid_domain_id=0")
     stranger.gtids = {"binlog.000001:300": "0-3-12"}
     with pytest.raises(
-        HistoryError, match=r"its GTID history does not reach the state read so far \(0-1-90\)"
+        HistoryError, match=r"its GTID history does not reach the state read so far \(GTID 0-1-90\)"
     ):
         ledger.plan(P("binlog.000001:800"), source=stranger, follow=True)
     # A re-load of some tables past where the log was read has a P0 of the old server's log.

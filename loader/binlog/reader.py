@@ -19,14 +19,15 @@ from loader.positions import Position
 from loader.source import Credentials, connect, credentials
 
 
-def open_transport(cfg: SourceConfig, location: str | None = None) -> Transport:
-    """Files (``location``, or ``binlog_dir`` when the transport is ``files``) or the server."""
+def open_transport(cfg: SourceConfig, location: str | None = None, server_id: int | None = None) -> Transport:
+    """Files (``location``, or ``binlog_dir`` when the transport is ``files``) or the server, as
+    the replica ``server_id`` (by default the config's; 0 reads without registering)."""
     if location:
         return BinlogFiles(location)
     if cfg.transport == "files":
         return BinlogFiles(cfg.binlog_dir)
     creds = credentials(cfg)
-    return BinlogServer(creds, cfg.server_id, creds.read_timeout)
+    return BinlogServer(creds, cfg.server_id if server_id is None else server_id, creds.read_timeout)
 
 
 @contextmanager

@@ -34,7 +34,9 @@ class BinlogServer:
 
     Args:
         creds: the source's address and an account with REPLICATION SLAVE.
-        server_id: the replica id to register with; unique among the source's replicas.
+        server_id: the replica id to register with; unique among the source's replicas. 0
+            reads without registering, as ``mysqlbinlog`` does: a short read beside the loader's
+            own stream (a server ends an older dump of the same replica id when a new one starts).
         read_timeout: seconds to wait for a packet before giving up (a TransientError).
     """
 
@@ -65,6 +67,12 @@ class BinlogServer:
             cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
             cur.execute("SET @slave_uuid = UUID()")
             cur.execute("SET @mariadb_slave_capability = 4")
+            # A heartbeat when the server has nothing to send for half the read timeout (ns), so
+            # that an idle but live server is not taken for a frozen one.
+            cur.execute("SET @master_heartbeat_period = %s", (self.read_timeout * 500_000_000,))
+        if self.server_id == 0:
+            self._conn = conn
+            return conn
         host = b"loader"
         user = self.creds.user.encode("utf-8")
         payload = (

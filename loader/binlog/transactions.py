@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from loader.binlog import events as ev
 from loader.binlog.constants import ColumnType, EventType
+from loader.binlog.fingerprint import Fingerprint, of_event
 from loader.binlog.parser import BinlogParser
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
@@ -67,6 +68,7 @@ class Transaction:
     gtid: str
     batches: list[RowsBatch] = field(default_factory=list)
     statements: list[Statement] = field(default_factory=list)
+    fingerprint: Fingerprint | None = None  # of its GTID event (None: the log has none)
 
     @property
     def change_count(self) -> int:
@@ -97,6 +99,7 @@ class _Open:
     start: Position
     gtid: str = ""
     commit_ts: int = 0
+    fingerprint: Fingerprint | None = None
     began: bool = False
     standalone: bool = False
     batches: list[RowsBatch] = field(default_factory=list)
@@ -189,16 +192,19 @@ class TransactionReader:
             yield from self._query(body, pos, end, h.timestamp)
         elif isinstance(body, ev.Gtid):
             yield from self._drop_open()
-            self._start(pos).gtid = body.text()
+            tx = self._start(pos)
+            tx.gtid = body.text()
             if not body.anonymous:
                 self.mysql_gtids.add_range(body.sid, body.tag, body.gno, body.gno)
-            self._open_tx().commit_ts = body.original_commit_ts
+            tx.commit_ts = body.original_commit_ts
+            tx.fingerprint = of_event(event, pos)
         elif isinstance(body, ev.MariaGtid):
             yield from self._drop_open()
             tx = self._start(pos)
             tx.gtid = body.text(h.server_id)
             self.gtid_state[body.domain_id] = tx.gtid
             tx.standalone = body.standalone
+            tx.fingerprint = of_event(event, pos)
         elif isinstance(body, ev.TransactionPayload):
             yield from self._payload(body, pos, end)
         elif isinstance(body, ev.XaPrepare):
@@ -227,10 +233,6 @@ class TransactionReader:
 
     def _start(self, pos: Position) -> _Open:
         self._open = _Open(start=pos)
-        return self._open
-
-    def _open_tx(self) -> _Open:
-        assert self._open is not None
         return self._open
 
     def _query(
@@ -313,6 +315,7 @@ class TransactionReader:
             gtid=tx.gtid,
             batches=tx.batches,
             statements=tx.statements,
+            fingerprint=tx.fingerprint,
         )
 
     def _payload(

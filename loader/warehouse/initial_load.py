@@ -334,7 +334,7 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
             raise LoadError(
                 f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
             )
-        source = SourceHistory(conn, cfg.source.name, f"{creds.host}:{creds.port}")
+        source = SourceHistory.of(conn, cfg.source, creds)
         p0 = source.current()
         mark = source.mark(p0)
         epoch = ledger.epoch()
@@ -362,6 +362,7 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
         every_table=not only,
         server=mark.server,
         p0_gtid=mark.gtid,
+        p0_txn=mark.txn,
         epoch=epoch,
     )
     ledger.save_load(load)

@@ -288,5 +288,15 @@ def _materialize_intervals(
         previous = current.commit_ts if current else None
         commit_ts = max([*commit_times, *([previous] if previous else [])], default=None)
         end = last.end_mark()
-        ledger.set_checkpoint(Checkpoint(str(last.effective_end), last.id, commit_ts, end.server, end.gtid))
+        ledger.set_checkpoint(
+            Checkpoint(
+                str(last.effective_end),
+                last.id,
+                commit_ts,
+                end.server,
+                end.gtid,
+                epoch=last.epoch,  # a followed server's history continues there
+                txn=end.txn,
+            )
+        )
     return results
