@@ -703,3 +703,89 @@ def test_schema_changes_stop_stops_at_every_schema_change_until_the_table_is_rel
     mariadb.execute("CREATE TABLE edge_review.n (id INT PRIMARY KEY)", "INSERT INTO edge_review.n VALUES (1)")
     _stopped(cfg, 'edge_review.n: tables.schema_changes = "stop" stops at every schema change (CREATE TABLE)')
     _reload_and_check(spark, cfg, "edge_review.n")
+
+
+def test_rows_undone_by_rollback_to_savepoint_are_not_applied_beside_non_transactional_tables(
+    mariadb: MariaDB, spark: Any, loaded: Loaded
+) -> None:
+    """A transaction that also changes non-transactional tables (MyISAM, Aria) is logged with
+    its SAVEPOINT and ROLLBACK TO statements among its rows: the rows they undid are not
+    applied; the non-transactional tables keep what the source kept."""
+    cfg = loaded(
+        "edge_savepoint",
+        [
+            "i (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+            "m (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
+            "a (id INT PRIMARY KEY, v INT) ENGINE=Aria",
+        ],
+        [
+            "INSERT INTO edge_savepoint.i VALUES (1, 1), (2, 2), (3, 3)",
+            "INSERT INTO edge_savepoint.m VALUES (1, 1)",
+            "INSERT INTO edge_savepoint.a VALUES (1, 1)",
+        ],
+    )
+    transactions = [
+        # Nested savepoints, the inner undone, then the outer (which undoes the inner's too); a
+        # released one keeps its rows; a savepoint set again under an old name moves it.
+        [
+            "UPDATE i SET v = 10 WHERE id = 1",
+            "SAVEPOINT s1",
+            "UPDATE i SET v = 20 WHERE id = 2",
+            "INSERT INTO m VALUES (2, 2)",
+            "SAVEPOINT s2",
+            "INSERT INTO i VALUES (4, 4)",
+            "DELETE FROM i WHERE id = 3",
+            "ROLLBACK TO SAVEPOINT s2",
+            "INSERT INTO a VALUES (2, 2)",
+            "UPDATE i SET v = 21 WHERE id = 2",
+            "ROLLBACK TO SAVEPOINT s1",
+            "INSERT INTO i VALUES (5, 5)",
+            "SAVEPOINT s3",
+            "INSERT INTO i VALUES (6, 6)",
+            "RELEASE SAVEPOINT s3",
+            "SAVEPOINT s1",
+            "UPDATE i SET v = 50 WHERE id = 5",
+            "UPDATE m SET v = 50 WHERE id = 1",
+            "ROLLBACK TO s1",
+            "UPDATE i SET v = 51 WHERE id = 1",
+            "COMMIT",
+        ],
+        # Rolled back whole: the non-transactional changes stay.
+        ["UPDATE i SET v = -1", "INSERT INTO m VALUES (3, 3)", "UPDATE a SET v = 9", "ROLLBACK"],
+        # A savepoint at the start, rolled back to: MariaDB logs the undone rows as a group of
+        # their own that ends in ROLLBACK.
+        [
+            "SAVEPOINT z",
+            "INSERT INTO i VALUES (7, 7)",
+            "INSERT INTO m VALUES (4, 4)",
+            "ROLLBACK TO SAVEPOINT z",
+            "INSERT INTO i VALUES (8, 8)",
+            "COMMIT",
+        ],
+    ]
+    conn = mariadb.connect(database="edge_savepoint")
+    try:
+        with conn.cursor() as cur:
+            for statements in transactions:
+                cur.execute("BEGIN")
+                for statement in statements:
+                    cur.execute(statement)
+    finally:
+        conn.close()
+    assert mariadb.rows("SELECT id, v FROM edge_savepoint.i ORDER BY id") == [
+        (1, 51),
+        (2, 2),
+        (3, 3),
+        (5, 5),
+        (6, 6),
+        (8, 8),
+    ]
+    assert mariadb.rows("SELECT id, v FROM edge_savepoint.m ORDER BY id") == [(1, 50), (2, 2), (3, 3), (4, 4)]
+    assert mariadb.rows("SELECT id, v FROM edge_savepoint.a ORDER BY id") == [(1, 9), (2, 9)]
+    # A table created with its rows is logged as one group too: the statement, then the rows.
+    mariadb.execute(
+        "CREATE TABLE edge_savepoint.c (PRIMARY KEY (id)) ENGINE=InnoDB SELECT id, v FROM edge_savepoint.i",
+        "CREATE TABLE edge_savepoint.d (PRIMARY KEY (id)) ENGINE=MyISAM SELECT id, v FROM edge_savepoint.m",
+    )
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)

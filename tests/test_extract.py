@@ -451,6 +451,73 @@ def test_a_large_transaction_waits_on_disk_and_stages_the_same_rows(
     assert not list((tmp_path / "held").rglob("held.csv"))
 
 
+def test_rows_a_rollback_to_savepoint_undid_are_not_staged_when_held_on_disk_nor_for_their_engine(
+    mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows after a savepoint are held in memory until the commit, also in a transaction
+    large enough for its rows to wait on disk, so that a ROLLBACK TO can still take them back;
+    which rows it takes back follows the engine the source reports for their table."""
+    from loader import extract
+    from loader.binlog.files import BinlogFiles
+    from loader.binlog.reader import read_transactions
+    from loader.binlog.schema import SourceTable, StaticSchema
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ex_savepoint",
+        "CREATE DATABASE ex_savepoint",
+        "CREATE TABLE ex_savepoint.i (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+        "CREATE TABLE ex_savepoint.m (id INT PRIMARY KEY) ENGINE=MyISAM",
+    )
+    whole = _config(mariadb, tmp_path / "whole", "ex_savepoint")
+    start = _start_at_now(whole, mariadb)
+    conn = mariadb.connect(database="ex_savepoint")
+    try:
+        with conn.cursor() as cur:
+            for statement in [
+                "BEGIN",
+                "INSERT INTO i SELECT seq, seq FROM seq_1_to_20",
+                "SAVEPOINT s",
+                "UPDATE i SET v = -v",
+                "INSERT INTO m VALUES (1)",
+                "ROLLBACK TO SAVEPOINT s",
+                "INSERT INTO i VALUES (100, 100)",
+                "COMMIT",
+            ]:
+                cur.execute(statement)
+    finally:
+        conn.close()
+    end = mariadb.execute()
+    held = _config(mariadb, tmp_path / "held", "ex_savepoint")
+    Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
+    in_memory = run_extract(whole, progress=lambda _: None)
+    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)  # the 20 inserts wait on disk
+    on_disk = run_extract(held, progress=lambda _: None)
+    assert in_memory is not None and on_disk is not None
+    a = Manifest.from_json(open_store(whole.staging).get(in_memory.manifest) or b"")
+    b = Manifest.from_json(open_store(held.staging).get(on_disk.manifest) or b"")
+    staged = _csv_rows(whole, a, "i")
+    assert _csv_rows(held, b, "i") == staged
+    assert [(row[0], row[4], row[5]) for row in staged] == [
+        *(("I", str(n), str(n)) for n in range(1, 21)),
+        ("I", "100", "100"),
+    ]
+    assert _csv_rows(whole, a, "m") == [_csv_rows(whole, a, "m")[0]] and _csv_rows(whole, a, "m")[0][4] == "1"
+
+    # Were the source's table not transactional, the rows would stay on the source: staged.
+    def updates(transactional: bool | None) -> int:
+        schema = StaticSchema(
+            {
+                ("ex_savepoint", "i"): SourceTable(
+                    "ex_savepoint", "i", (), ("id",), transactional=transactional
+                )
+            }
+        )
+        txs = read_transactions(BinlogFiles(mariadb.binlog_dir), start, end, schema=schema)
+        return sum(len(b.rows) for tx in txs for b in tx.batches if b.op == "U")
+
+    assert (updates(True), updates(None), updates(False)) == (0, 0, 20)
+
+
 def test_rows_of_a_transaction_that_never_commits_are_not_staged_even_once_handed_out(
     mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

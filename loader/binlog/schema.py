@@ -37,6 +37,9 @@ class SourceTable:
     # The primary key and UNIQUE indexes whose columns are all NOT NULL (a unique index allows
     # many NULLs)
     unique_keys: tuple[tuple[str, ...], ...] = ()
+    # Whether its engine rolls back (information_schema.ENGINES.TRANSACTIONS: InnoDB yes; MyISAM,
+    # Aria, MEMORY no); None when not known.
+    transactional: bool | None = None
 
 
 class SchemaProvider(Protocol):
@@ -123,6 +126,12 @@ class InformationSchema:
             indexes: dict[str, list[tuple[str, bool]]] = {}
             for index, column, nullable in cur.fetchall():
                 indexes.setdefault(str(index), []).append((str(column), str(nullable) == "YES"))
+            cur.execute(
+                "SELECT e.TRANSACTIONS FROM information_schema.TABLES t JOIN information_schema.ENGINES e"
+                " ON e.ENGINE = t.ENGINE WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s",
+                (schema, table),
+            )
+            engine = cur.fetchone()
         unique = tuple(tuple(c for c, _ in cols) for cols in indexes.values() if not any(n for _, n in cols))
         columns = tuple(
             SourceColumn(
@@ -137,4 +146,5 @@ class InformationSchema:
             )
             for name, data_type, column_type, charset, fsp, max_len, _key in rows
         )
-        return SourceTable(schema, table, columns, pk, unique)
+        transactional = None if engine is None or engine[0] is None else str(engine[0]).upper() == "YES"
+        return SourceTable(schema, table, columns, pk, unique, transactional)

@@ -90,7 +90,10 @@ _OLD_TEMPORAL = frozenset({ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIME
 _BEGIN = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|XA\s+START)\b", re.I)
 _COMMIT = re.compile(r"^\s*COMMIT\b", re.I)
 _ROLLBACK = re.compile(r"^\s*ROLLBACK\s*$", re.I)
-_SAVEPOINT = re.compile(r"^\s*(SAVEPOINT|ROLLBACK\s+TO|RELEASE\s+SAVEPOINT|XA\s+END)\b", re.I)
+_SAVEPOINT = re.compile(r"^\s*SAVEPOINT\s+(.+?)\s*$", re.I | re.S)
+_ROLLBACK_TO = re.compile(r"^\s*ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?(.+?)\s*$", re.I | re.S)
+_RELEASE = re.compile(r"^\s*RELEASE\s+SAVEPOINT\s+(.+?)\s*$", re.I | re.S)
+_XA_END = re.compile(r"^\s*XA\s+END\b", re.I)
 _XA_COMMIT = re.compile(r"^\s*XA\s+(COMMIT|ROLLBACK)\b", re.I)
 
 
@@ -102,6 +105,8 @@ class _Open:
     fingerprint: Fingerprint | None = None
     began: bool = False
     standalone: bool = False
+    # (name, index in ``batches``) of each savepoint set and not released, oldest first
+    savepoints: list[tuple[str, int]] = field(default_factory=list)
     batches: list[RowsBatch] = field(default_factory=list)
     statements: list[Statement] = field(default_factory=list)
     row_id: int = 0
@@ -183,6 +188,7 @@ class TransactionReader:
                 self.max_open_changes
                 and tx is not None
                 and tx.row_id - tx.handed_out >= self.max_open_changes
+                and not tx.savepoints  # a ROLLBACK TO may still take back rows after one
             ):
                 yield OpenRows(tx.batches)
                 tx.batches, tx.handed_out = [], tx.row_id
@@ -204,6 +210,7 @@ class TransactionReader:
             tx.gtid = body.text(h.server_id)
             self.gtid_state[body.domain_id] = tx.gtid
             tx.standalone = body.standalone
+            tx.began = not body.standalone  # a group that ends in its commit, as after BEGIN
             tx.fingerprint = of_event(event, pos)
         elif isinstance(body, ev.TransactionPayload):
             yield from self._payload(body, pos, end)
@@ -246,20 +253,80 @@ class TransactionReader:
             yield from self._commit(end, timestamp)
             return
         if _ROLLBACK.match(text):
-            yield from self._drop_open()
+            yield from self._rollback(end, timestamp)
             return
         current = self._open
         if current is not None and current.began and not _XA_COMMIT.match(text):
-            if not _SAVEPOINT.match(text):
+            if m := _SAVEPOINT.match(text):
+                name = _savepoint_name(m.group(1))
+                current.savepoints = [sp for sp in current.savepoints if sp[0] != name]
+                current.savepoints.append((name, len(current.batches)))
+            elif m := _ROLLBACK_TO.match(text):
+                self._rollback_to(current, _savepoint_name(m.group(1)), pos)
+            elif m := _RELEASE.match(text):
+                name = _savepoint_name(m.group(1))
+                names = [sp[0] for sp in current.savepoints]
+                if name in names:
+                    del current.savepoints[len(names) - 1 - names[::-1].index(name) :]
+            elif not _XA_END.match(text):
                 current.statements.append(Statement(q.schema, text, pos))
+                self._forget_tables(q.schema)  # CREATE TABLE ... SELECT: its rows follow
             return
         # A statement of its own: DDL, TRUNCATE, XA COMMIT of a prepared transaction, ...
         (current or self._start(pos)).statements.append(Statement(q.schema, text, pos))
-        # The statement may have changed any table: compile plans again from fresh schemas.
-        self._plans.clear()
-        if self.schema is not None and q.schema:
-            self.schema.invalidate(q.schema)
+        self._forget_tables(q.schema)
         yield from self._commit(end, timestamp)
+
+    def _forget_tables(self, schema: str) -> None:
+        """After a statement, which may have changed any table: plans are compiled again, from
+        fresh schemas."""
+        self._plans.clear()
+        if self.schema is not None and schema:
+            self.schema.invalidate(schema)
+
+    def _rollback(self, end: Position, timestamp: int) -> Iterator[Transaction | OpenRows]:
+        """A group that ends in ROLLBACK (it changed a non-transactional table as well): its
+        rows of non-transactional tables stay on the source, the others are undone."""
+        tx = self._open
+        kept = [b for b in tx.batches if self._transactional(b.table) is False] if tx is not None else []
+        if tx is None or not kept:
+            yield from self._drop_open()
+            return
+        if tx.handed_out:
+            yield OpenRows([], rolled_back=True)
+            tx.handed_out = 0
+        tx.batches = kept
+        yield from self._commit(end, timestamp)
+
+    def _rollback_to(self, tx: _Open, name: str, pos: Position) -> None:
+        """``ROLLBACK TO SAVEPOINT name``: the rows since that savepoint are undone, except those
+        of non-transactional tables; the savepoints set after it go, it stays.
+
+        Raises:
+            DecodeError: no such savepoint in the transaction (which rows it undid is unknown).
+        """
+        names = [sp[0] for sp in tx.savepoints]
+        if name not in names:
+            tables = sorted({b.table.qualified for b in tx.batches})
+            raise DecodeError(
+                f"ROLLBACK TO SAVEPOINT {name} without that savepoint in the transaction that starts at "
+                f"{tx.start}: the rows it undid cannot be told. Re-load the tables it changed "
+                f"({', '.join(tables) or 'none selected'}) with loader initial-load --tables",
+                str(pos),
+                "QUERY",
+            )
+        at = len(names) - 1 - names[::-1].index(name)
+        index = tx.savepoints[at][1]
+        kept = [b for b in tx.batches[index:] if self._transactional(b.table) is False]
+        tx.batches[index:] = kept
+        tx.savepoints[at:] = [(name, index + len(kept))]
+
+    def _transactional(self, table: TablePlan) -> bool | None:
+        """Whether the source's engine of ``table`` rolls back; None when the schema is unknown
+        (the rows a rollback names are then taken as undone, as in row format they always are:
+        the server logs non-transactional rows in groups of their own)."""
+        source = self.schema.get(table.schema, table.table) if self.schema is not None else None
+        return source.transactional if source is not None else None
 
     def _rows(self, rows: ev.Rows, pos: Position) -> None:
         tx = self._open or self._start(pos)
@@ -340,3 +407,11 @@ class TransactionReader:
             off += size
             # Every inner event sits at the outer event's position; the commit ends where it ends.
             yield from self._handle(inner, pos, end)
+
+
+def _savepoint_name(text: str) -> str:
+    """A savepoint's name as the server compares it: unquoted, case-insensitive."""
+    name = text.strip()
+    if len(name) >= 2 and name[0] == name[-1] == "`":
+        name = name[1:-1].replace("``", "`")
+    return name.lower()
