@@ -6,9 +6,10 @@ A run takes it by creating the next number (the store's create-once decides betw
 that try at once) when the highest is released or expired, renews it while it works, and
 releases it when done. A run that finds the lease held is refused with who holds it (a transient
 error: the next try or Airflow's retry finds it free). A lease whose holder was killed on this
-machine, with every process it started, is free at once. A process the holder started (the Spark
-job of ``loader run-once``) joins the holder's lease through ``LEASE_ENV`` instead of waiting
-for it.
+machine is free at once when no process it handed the lease to lives on. A process the holder
+started (the Spark job of ``loader run-once``) joins the holder's lease through ``LEASE_ENV``
+instead of waiting for it; that variable in its environment is also how a dead holder's child
+is found still at work.
 """
 
 from __future__ import annotations
@@ -43,17 +44,23 @@ class LeaseRecord:
     holder: str  # what, which process, where
     taken_at: str  # ISO UTC
     expires: float  # epoch seconds; 0 once released
-    # The holder's machine (``_machine``) and process group: a run killed on this machine, with
-    # every process it started, frees the lease at once instead of at its expiry.
+    # The holder's machine (``_machine``), process group and process: a run killed on this
+    # machine frees the lease at once instead of at its expiry, when no process it handed the
+    # lease to (``LEASE_ENV``) lives on. Records without ``pid`` wait for the whole group.
     machine: str = ""
     group: int = 0
+    pid: int = 0
 
     def free(self, now: float) -> bool:
         return self.expires <= now or self._gone()
 
     def _gone(self) -> bool:
-        if not self.machine or self.machine != _machine() or self.group <= 0:
+        if not self.machine or self.machine != _machine():
             return False  # elsewhere, or unknown: only the expiry tells
+        if self.pid > 0:
+            return not _alive(self.pid) and not _joined(self.token)
+        if self.group <= 0:
+            return False
         try:
             os.killpg(self.group, 0)
         except ProcessLookupError:
@@ -61,6 +68,34 @@ class LeaseRecord:
         except OSError:
             return False  # there, but not ours to signal
         return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie waiting to be reaped does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # there, but not ours to signal
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+def _joined(token: str) -> bool:
+    """Whether a live process on this machine carries the lease ``token`` in its environment (a
+    Spark job its holder started, which may still write)."""
+    needle = f"{LEASE_ENV}={token}".encode()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in environ.read_bytes() and _alive(int(environ.parent.name)):
+                return True
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+    return False
 
 
 @functools.cache
@@ -103,7 +138,10 @@ class Lease:
         for key in reversed(keys):
             data = self.store.get(key)
             if data:
-                return LeaseRecord(**json.loads(data))
+                # Fields a later loader added are left out: the lease still says who holds it.
+                fields = json.loads(data)
+                known = {f.name for f in dataclasses.fields(LeaseRecord)}
+                return LeaseRecord(**{k: v for k, v in fields.items() if k in known})
         return None
 
     def _write(self, record: LeaseRecord) -> None:
@@ -128,7 +166,14 @@ class Lease:
             )
         number = current.number + 1 if current is not None else 1
         record = LeaseRecord(
-            number, uuid.uuid4().hex, self.holder, _utc(now), now + self.seconds, _machine(), os.getpgrp()
+            number,
+            uuid.uuid4().hex,
+            self.holder,
+            _utc(now),
+            now + self.seconds,
+            _machine(),
+            os.getpgrp(),
+            os.getpid(),
         )
         if not self.store.create(self._key(number), json.dumps(dataclasses.asdict(record)).encode()):
             winner = self._current()

@@ -70,39 +70,56 @@ def test_the_same_process_re_enters_and_a_child_joins_with_the_token(store: Loca
     after.release()
 
 
-def test_a_holder_killed_on_this_machine_with_its_processes_frees_the_lease_at_once(
-    store: LocalStore, tmp_path: Path
-) -> None:
-    import signal
+def _killed_holder(store: LocalStore, hand_over: bool) -> tuple[int, int]:
+    """A run that took the lease and started a child (handed the lease's token, as a Spark job
+    is, or not), killed alone with ``kill -9`` while its child lives on; (the run's pid, the
+    child's pid). The run shares this process's group, as a run started by a script does."""
     import subprocess
     import sys
 
-    # A run in a process group of its own takes the lease; its child lives on after it dies.
     holder = (
-        "import subprocess, sys, time; from loader import lease; from loader.staging.stores import "
-        "LocalStore; lease.Lease(LocalStore(sys.argv[1]), 'demo', 'a run', 60).acquire(); "
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "import os, subprocess, sys, time; from loader import lease; from loader.staging.stores import "
+        "LocalStore; held = lease.Lease(LocalStore(sys.argv[1]), 'demo', 'a run', 60); held.acquire(); "
+        "env = {**os.environ, lease.LEASE_ENV: held.record.token} if sys.argv[2] == 'yes' else None; "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env=env); "
         "print(child.pid, flush=True); time.sleep(60)"
     )
     run = subprocess.Popen(
-        [sys.executable, "-c", holder, str(store.root)],
+        [sys.executable, "-c", holder, str(store.root), "yes" if hand_over else "no"],
         stdout=subprocess.PIPE,
         text=True,
-        start_new_session=True,
     )
     assert run.stdout is not None
     child = int(run.stdout.readline())
+    run.kill()
+    run.wait()
+    return run.pid, child
+
+
+def test_a_holder_killed_on_this_machine_frees_the_lease_at_once_unless_its_spark_job_lives_on(
+    store: LocalStore,
+) -> None:
+    import signal
+
+    # Its Spark job (which carries the lease's token) may still write: the lease holds.
+    _, job = _killed_holder(store, hand_over=True)
     try:
-        run.kill()  # kill -9 of the run alone: its child (a Spark job) may still write
-        run.wait()
         with pytest.raises(LeaseError, match="a run"):
             Lease(store, "demo", "the next run", 60).acquire()
         assert lease.holder(store, "demo") is not None
     finally:
-        os.kill(child, signal.SIGKILL)
-    # With every process of the run gone, the lease is free without waiting for its expiry.
+        os.kill(job, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while lease.holder(store, "demo") is not None and time.monotonic() < deadline:
-        time.sleep(0.05)  # the killed child is reaped by init
+        time.sleep(0.05)  # the killed job is reaped by init
     with lease.hold(store, "demo", "the next run", 60) as taken:
         assert taken.record is not None and taken.record.number == 2
+
+    # A run killed alone, its process group (this test's) alive, no process holding its lease:
+    # the next run takes it over at once, not after the lease's 60 s.
+    _, other = _killed_holder(store, hand_over=False)
+    try:
+        with lease.hold(store, "demo", "the run after", 60) as taken:
+            assert taken.record is not None and taken.record.number == 4
+    finally:
+        os.kill(other, signal.SIGKILL)
