@@ -23,6 +23,7 @@ from loader.binlog.transport import RawEvent
 from loader.errors import DecodeError, IncidentError
 from loader.gtids import GtidSet
 from loader.positions import Position, seqno_of
+from loader.tables import reload_remedy
 
 TableFilter = Callable[[str, str], bool]
 log = logging.getLogger(__name__)
@@ -253,7 +254,7 @@ class TransactionReader:
             yield from self._commit(end, timestamp)
             return
         if _ROLLBACK.match(text):
-            yield from self._rollback(end, timestamp)
+            yield from self._rollback(pos)
             return
         current = self._open
         if current is not None and current.began and not _XA_COMMIT.match(text):
@@ -284,47 +285,60 @@ class TransactionReader:
         if self.schema is not None and schema:
             self.schema.invalidate(schema)
 
-    def _rollback(self, end: Position, timestamp: int) -> Iterator[Transaction | OpenRows]:
-        """A group that ends in ROLLBACK (it changed a non-transactional table as well): its
-        rows of non-transactional tables stay on the source, the others are undone."""
-        tx = self._open
-        kept = [b for b in tx.batches if self._transactional(b.table) is False] if tx is not None else []
-        if tx is None or not kept:
-            yield from self._drop_open()
-            return
-        if tx.handed_out:
-            yield OpenRows([], rolled_back=True)
-            tx.handed_out = 0
-        tx.batches = kept
-        yield from self._commit(end, timestamp)
-
-    def _rollback_to(self, tx: _Open, name: str, pos: Position) -> None:
-        """``ROLLBACK TO SAVEPOINT name``: the rows since that savepoint are undone, except those
-        of non-transactional tables; the savepoints set after it go, it stays.
+    def _rollback(self, pos: Position) -> Iterator[OpenRows]:
+        """A group that ends in ROLLBACK (it changed a non-transactional table too): its rows
+        are undone (in row format the server logs non-transactional rows in groups of their own).
 
         Raises:
-            DecodeError: no such savepoint in the transaction (which rows it undid is unknown).
+            DecodeError: it holds rows of a table the source reports as non-transactional.
+        """
+        if self._open is not None:
+            self._check_undone(self._open, self._open.batches, "ROLLBACK", pos)
+        yield from self._drop_open()
+
+    def _rollback_to(self, tx: _Open, name: str, pos: Position) -> None:
+        """``ROLLBACK TO SAVEPOINT name``: the rows since that savepoint are undone; the
+        savepoints set after it go, it stays.
+
+        Raises:
+            DecodeError: no such savepoint in the transaction (which rows it undid is unknown),
+                or rows it undid belong to a table the source reports as non-transactional.
         """
         names = [sp[0] for sp in tx.savepoints]
         if name not in names:
-            tables = sorted({b.table.qualified for b in tx.batches})
+            tables = sorted({(b.table.schema, b.table.table) for b in tx.batches})
             raise DecodeError(
                 f"ROLLBACK TO SAVEPOINT {name} without that savepoint in the transaction that starts at "
-                f"{tx.start}: the rows it undid cannot be told. Re-load the tables it changed "
-                f"({', '.join(tables) or 'none selected'}) with loader initial-load --tables",
+                f"{tx.start}: the rows it undid cannot be told"
+                + (f"; {reload_remedy(*tables)}" if tables else ""),
                 str(pos),
                 "QUERY",
             )
         at = len(names) - 1 - names[::-1].index(name)
         index = tx.savepoints[at][1]
-        kept = [b for b in tx.batches[index:] if self._transactional(b.table) is False]
-        tx.batches[index:] = kept
-        tx.savepoints[at:] = [(name, index + len(kept))]
+        self._check_undone(tx, tx.batches[index:], f"ROLLBACK TO SAVEPOINT {name}", pos)
+        del tx.batches[index:]
+        del tx.savepoints[at + 1 :]
+
+    def _check_undone(self, tx: _Open, undone: list[RowsBatch], what: str, pos: Position) -> None:
+        """Refuse to undo rows of a table whose engine the source reports as non-transactional:
+        such rows stay on the source, unless its engine changed since they were logged (which
+        the log does not tell), and in row format the server logs them in groups of their own."""
+        kept = sorted(
+            {(b.table.schema, b.table.table) for b in undone if self._transactional(b.table) is False}
+        )
+        if kept:
+            names = ", ".join(f"{schema}.{table}" for schema, table in kept)
+            raise DecodeError(
+                f"{what} in the transaction that starts at {tx.start} undid rows of {names}, whose engine "
+                "the source reports as non-transactional now: whether the source kept them cannot be told "
+                f"from the log (an ALTER TABLE ... ENGINE since they were written?); {reload_remedy(*kept)}",
+                str(pos),
+                "QUERY",
+            )
 
     def _transactional(self, table: TablePlan) -> bool | None:
-        """Whether the source's engine of ``table`` rolls back; None when the schema is unknown
-        (the rows a rollback names are then taken as undone, as in row format they always are:
-        the server logs non-transactional rows in groups of their own)."""
+        """Whether the source's engine of ``table`` rolls back now; None when not known."""
         source = self.schema.get(table.schema, table.table) if self.schema is not None else None
         return source.transactional if source is not None else None
 
