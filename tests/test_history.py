@@ -7,6 +7,7 @@ private MariaDB servers and a local Spark."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -277,6 +278,43 @@ def test_a_new_history_that_reaches_the_recorded_gtid_state_again_is_refused(
         moved = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, port=twin.port))
         said = _refused_and_unmoved(moved, checkpoint, 1)
         assert "but after GTID 0-1-6 committed" in said, said
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_server_restored_from_an_older_backup_is_refused_though_it_writes_the_same_again(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, spark_config: Config, spark: Any
+) -> None:
+    with _server(tmp_path_factory, "restored") as db:
+        fresh_schema(db, "hist_restore", "t (id INT PRIMARY KEY, v VARCHAR(40))")
+        db.execute("INSERT INTO hist_restore.t SELECT seq, 'loaded' FROM hist_restore.seq_1_to_30")
+        cfg = schema_config(db, tmp_path, spark_config, "hist_restore")
+        run_initial_load(spark, cfg, progress=quiet)
+        # A backup of the server as it is now: its data and its binlog.
+        backup = tmp_path / "backup"
+        db.stop()
+        shutil.copytree(db.datadir, backup, ignore=shutil.ignore_patterns("*.sock", "*.pid"))
+        db.start()
+        changes = [
+            "UPDATE hist_restore.t SET v = 'delta' WHERE id <= 8",
+            "DELETE FROM hist_restore.t WHERE id = 30",
+        ]
+        db.execute(*changes)
+        delta(spark, cfg)
+        assert_equal_to_source(spark, cfg)
+        checkpoint = Ledger.of(cfg).checkpoint()
+        assert checkpoint is not None and checkpoint.txn is not None
+
+        # Restored from the backup, the server writes the same changes again: the same GTID state
+        # at the same position, other transactions.
+        db.stop()
+        shutil.rmtree(db.datadir)
+        shutil.copytree(backup, db.datadir)
+        db.start()
+        at = db.execute(*changes)
+        assert (str(at), _gtid_at(db, str(at))) == (checkpoint.position, checkpoint.gtid)
+        said = _refused_and_unmoved(cfg, checkpoint, 1)
+        assert "it was restored from a backup" in said, said
 
 
 @pytest.mark.integration
