@@ -80,14 +80,15 @@ def gtid_of_event(kind: str, info: str) -> str | None:
 
 class SourceHistory:
     """The history the source server holds, asked on an open connection; ``transport`` opens a
-    way to read its binlog events (for the transactions the fingerprints name)."""
+    way to read its binlog events (for the transactions the fingerprints name). ``of`` builds it
+    for a configured source."""
 
     def __init__(
         self,
         conn: pymysql.connections.Connection,
         name: str,
         where: str,
-        transport: Callable[[], Transport] | None = None,
+        transport: Callable[[], Transport],
     ) -> None:
         self.conn = conn
         self.name = name  # the source's name in the config
@@ -129,32 +130,31 @@ class SourceHistory:
 
     def transaction_at(self, at: Position) -> Fingerprint | None:
         """The fingerprint of the transaction whose GTID event starts at ``at``, or None."""
-        return read_fingerprint(self._transport(), at) if self._transport is not None else None
+        return read_fingerprint(self._transport(), at)
 
     def last_transaction(self, at: Position) -> Fingerprint | None:
-        """The last transaction before ``at``: the last GTID event before it in its file, or in
-        the file before when there is none (``SHOW BINLOG EVENTS``); None when neither has one."""
-        logs = list(binary_logs(self.conn))
-        if at.file not in logs or self._transport is None:
-            return None
-        for file in reversed(logs[max(0, logs.index(at.file) - 1) : logs.index(at.file) + 1]):
-            last = self._gtid_event_before(file, at if file == at.file else None)
-            if last is not None:
-                return self.transaction_at(last)
-        return None
+        """The last transaction before ``at`` (see ``_gtid_event_before``), or None."""
+        found = self._gtid_event_before(at)
+        return self.transaction_at(found) if found is not None else None
 
-    def _gtid_event_before(
-        self, file: str, before: Position | None, gtid: str | None = None
-    ) -> Position | None:
-        """The last GTID event in ``file`` (before ``before``; of ``gtid`` only, when given)."""
-        last = None
-        with contextlib.closing(self._gtid_events(file)) as events:
-            for pos, _, started in events:
-                if before is not None and pos >= before.pos:
-                    break
-                if started is not None and (gtid is None or started == gtid):
-                    last = Position(file, pos)
-        return last
+    def _gtid_event_before(self, before: Position, gtid: str | None = None) -> Position | None:
+        """The last GTID event before ``before`` (of ``gtid`` only, when given): in its file, or
+        in the file before when there is none there (``SHOW BINLOG EVENTS``)."""
+        logs = list(binary_logs(self.conn))
+        if before.file not in logs:
+            return None
+        i = logs.index(before.file)
+        for file in reversed(logs[max(0, i - 1) : i + 1]):
+            last = None
+            with contextlib.closing(self._gtid_events(file)) as events:
+                for pos, _, started in events:
+                    if file == before.file and pos >= before.pos:
+                        break
+                    if started is not None and (gtid is None or started == gtid):
+                        last = Position(file, pos)
+            if last is not None:
+                return last
+        return None
 
     def _other_transaction(self, recorded: Mark, logs: dict[str, int]) -> str | None:
         """What the server holds where the recorded mark's last transaction was, when that is
@@ -163,7 +163,7 @@ class SourceHistory:
         if recorded.txn is None:
             return None
         fingerprint = Fingerprint.parse(recorded.txn)
-        if fingerprint.at.file not in logs or self._transport is None:
+        if fingerprint.at.file not in logs:
             return None
         seen = self.transaction_at(fingerprint.at)
         if seen is not None and seen.same_transaction(fingerprint):
@@ -211,14 +211,13 @@ class SourceHistory:
                 f"no {at.file}, and its oldest binlog begins at GTID position {since or '(empty)'}, before it"
             )
         else:
-            executed = self._current_gtid()
+            other = None
             if recorded.server == self.server and self._contains(recorded.gtid):
                 other = self._other_transaction(recorded, logs)
                 if other is None:
                     return None
-                found = f"executed GTID set {executed or '(empty)'}, but {other} where the ledger's was"
-            else:
-                found = f"executed GTID set {executed or '(empty)'}"
+            found = f"executed GTID set {self._current_gtid() or '(empty)'}"
+            found += f", but {other} where the ledger's was" if other else ""
         cause = (
             f"another server answers at {self.where} ({self.server}; the ledger's was {recorded.server})"
             if recorded.server and recorded.server != self.server
@@ -259,24 +258,15 @@ class SourceHistory:
             if confirmed is None or not same_gtid(confirmed, recorded.gtid):
                 return None
             state = confirmed
-        if recorded.txn is None or self._transport is None:
+        if recorded.txn is None:
             return found, Mark(self.server, state)
-        here = self._same_transaction_before(Fingerprint.parse(recorded.txn), found)
-        return (found, Mark(self.server, state, here.text())) if here is not None else None
-
-    def _same_transaction_before(self, fingerprint: Fingerprint, before: Position) -> Fingerprint | None:
-        """The transaction ``fingerprint`` names, on this server before ``before`` (in its file or
-        the one before it), when it is there with the same commit time; else None."""
-        logs = list(binary_logs(self.conn))
-        if before.file not in logs:
+        # The recorded transaction, with the same commit time, just before that place.
+        fingerprint = Fingerprint.parse(recorded.txn)
+        at = self._gtid_event_before(found, fingerprint.gtid)
+        here = self.transaction_at(at) if at is not None else None
+        if here is None or not here.same_transaction(fingerprint):
             return None
-        i = logs.index(before.file)
-        for file in reversed(logs[max(0, i - 1) : i + 1]):
-            at = self._gtid_event_before(file, before if file == before.file else None, fingerprint.gtid)
-            if at is not None:
-                seen = self.transaction_at(at)
-                return seen if seen is not None and seen.same_transaction(fingerprint) else None
-        return None
+        return found, Mark(self.server, state, here.text())
 
     def _file_begins(self, file: str) -> str | None:
         """The GTID state where the binlog file ``file`` begins (MySQL: its Previous_gtids)."""

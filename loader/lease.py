@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loader.errors import LeaseError
+from loader.processes import alive
 from loader.staging import layout
 from loader.staging.stores import Store
 
@@ -58,7 +59,7 @@ class LeaseRecord:
         if not self.machine or self.machine != _machine():
             return False  # elsewhere, or unknown: only the expiry tells
         if self.pid > 0:
-            return not _alive(self.pid) and not _joined(self.token)
+            return not alive(self.pid) and not _joined(self.token)
         if self.group <= 0:
             return False
         try:
@@ -70,28 +71,13 @@ class LeaseRecord:
         return False
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie waiting to be reaped does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # there, but not ours to signal
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
-
-
 def _joined(token: str) -> bool:
     """Whether a live process on this machine carries the lease ``token`` in its environment (a
     Spark job its holder started, which may still write)."""
     needle = f"{LEASE_ENV}={token}".encode()
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            if needle in environ.read_bytes() and _alive(int(environ.parent.name)):
+            if needle in environ.read_bytes() and alive(int(environ.parent.name)):
                 return True
         except (OSError, ValueError):
             continue  # gone meanwhile, or not ours to read

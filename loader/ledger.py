@@ -12,9 +12,8 @@ materialised, and the log it covered is planned again).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loader import records
@@ -669,7 +668,7 @@ class Ledger:
             )
         # The same GTID state and transaction at the same position: its binlog continues there.
         same_place = source.problem(*read_to) is None
-        found = (read_to[0], dataclasses.replace(read_to[1], server=source.server)) if same_place else None
+        found = (read_to[0], replace(read_to[1], server=source.server)) if same_place else None
         found = found or source.follow(read_to[1])
         if found is None:
             raise HistoryError(

@@ -11,17 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from loader.processes import alive
+
 _NAME = re.compile(r"^loader-[a-z]+-(\d+)-")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def remove_leftovers(root: str | None = None) -> list[Path]:
@@ -30,7 +22,7 @@ def remove_leftovers(root: str | None = None) -> list[Path]:
     removed = []
     for path in base.glob("loader-*-*-*"):
         m = _NAME.match(path.name)
-        if m and path.is_dir() and not _alive(int(m.group(1))):
+        if m and path.is_dir() and not alive(int(m.group(1))):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

@@ -18,7 +18,7 @@ from loader.positions import Position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import Manifest
 from loader.staging.stores import open_store
-from tests.conftest import MariaDB
+from tests.conftest import MariaDB, fresh_schema
 
 pytestmark = pytest.mark.integration
 
@@ -462,11 +462,11 @@ def test_rows_a_rollback_to_savepoint_undid_are_not_staged_and_a_non_transaction
     from loader.binlog.reader import read_transactions
     from loader.binlog.schema import SourceTable, StaticSchema
 
-    mariadb.execute(
-        "DROP DATABASE IF EXISTS ex_savepoint",
-        "CREATE DATABASE ex_savepoint",
-        "CREATE TABLE ex_savepoint.i (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
-        "CREATE TABLE ex_savepoint.m (id INT PRIMARY KEY) ENGINE=MyISAM",
+    fresh_schema(
+        mariadb,
+        "ex_savepoint",
+        "i (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
+        "m (id INT PRIMARY KEY) ENGINE=MyISAM",
     )
     whole = _config(mariadb, tmp_path / "whole", "ex_savepoint")
     start = _start_at_now(whole, mariadb)

@@ -84,19 +84,13 @@ def read_fingerprint(transport: Transport, at: Position) -> Fingerprint | None:
     parser = BinlogParser(at.file)
     try:
         for raw in transport.events(at, None):
-            if raw.data[4] == EventType.FORMAT_DESCRIPTION:
-                parser.parse(raw.data, raw.pos)
-                if not raw.artificial and raw.pos == at.pos:
-                    return None
+            if raw.artificial:  # the server's rotate, the file's format description re-sent
+                if raw.data[4] == EventType.FORMAT_DESCRIPTION:
+                    parser.parse(raw.data, raw.pos)
                 continue
-            if raw.artificial:
-                continue
-            if raw.pos != at.pos or raw.file != at.file:
+            if (raw.file, raw.pos) != (at.file, at.pos):
                 return None
-            try:
-                return of_event(parser.parse(raw.data, raw.pos), at)
-            except DecodeError:
-                return None
+            return of_event(parser.parse(raw.data, raw.pos), at)
         return None
     except (DecodeError, SourceError):  # not an event boundary of this server's log
         return None

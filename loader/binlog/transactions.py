@@ -265,10 +265,10 @@ class TransactionReader:
             elif m := _ROLLBACK_TO.match(text):
                 self._rollback_to(current, _savepoint_name(m.group(1)), pos)
             elif m := _RELEASE.match(text):
+                names = [sp[0] for sp in current.savepoints]  # unique: a name set again moves
                 name = _savepoint_name(m.group(1))
-                names = [sp[0] for sp in current.savepoints]
                 if name in names:
-                    del current.savepoints[len(names) - 1 - names[::-1].index(name) :]
+                    del current.savepoints[names.index(name) :]
             elif not _XA_END.match(text):
                 current.statements.append(Statement(q.schema, text, pos))
                 self._forget_tables(q.schema)  # CREATE TABLE ... SELECT: its rows follow
@@ -314,7 +314,7 @@ class TransactionReader:
                 str(pos),
                 "QUERY",
             )
-        at = len(names) - 1 - names[::-1].index(name)
+        at = names.index(name)  # unique: a name set again moves
         index = tx.savepoints[at][1]
         self._check_undone(tx, tx.batches[index:], f"ROLLBACK TO SAVEPOINT {name}", pos)
         del tx.batches[index:]
