@@ -85,10 +85,17 @@ format: setup ## reformat the code with ruff
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# The whole suite in TEST_WORKERS processes (a test file to a process); no test collected fails.
+RUN_SUITE = $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
 .PHONY: test
 test: lint ## set up, lint, then run the whole test suite (integration tests included)
-	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+	@$(RUN_SUITE)
+
+.PHONY: test-long
+test-long: lint ## as make test, with every random fault series in full instead of a daily sample
+	@export LOADER_TEST_LONG=1; $(RUN_SUITE)
 
 .PHONY: unit
 unit: setup ## only the tests that need no server (fast)

@@ -52,6 +52,23 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The seed of the random series, fixed here so that every worker draws from the same one.
+    os.environ.setdefault("LOADER_TEST_SEED", dt.datetime.now(dt.UTC).strftime("%Y%m%d"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    sample = "all of them (make test-long)" if os.environ.get("LOADER_TEST_LONG") == "1" else "a sample"
+    return f"random series: seed {random_seed()} (LOADER_TEST_SEED={random_seed()} repeats its choices), {sample}"
+
+
+def random_seed() -> int:
+    """The seed of the random series (the kill points, the writers' changes): the day's date
+    unless LOADER_TEST_SEED gives one, so that each day samples others and a failure's seed can
+    be run again."""
+    return int(os.environ["LOADER_TEST_SEED"])
+
+
 def free_port() -> int:
     """A TCP port on loopback that nobody listens on right now."""
     with socket.socket() as s:
