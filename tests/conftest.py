@@ -551,6 +551,16 @@ def iceberg_rows(cfg: Config, schema: str, table: str, columns: list[str]) -> li
     return sorted([plain(r[c]) for c in columns] for r in rows)
 
 
+def iceberg_files(keys: list[str], database: str, table: str) -> tuple[set[str], set[str]]:
+    """Of a warehouse folder's ``keys``, the Iceberg table's data files and its metadata files
+    (one metadata file per commit)."""
+    prefix = f"iceberg/{database}/{table}/"
+    return (
+        {k for k in keys if k.startswith(prefix + "data/") and k.endswith(".parquet")},
+        {k for k in keys if k.startswith(prefix + "metadata/") and k.endswith(".metadata.json")},
+    )
+
+
 def iceberg_snapshot_summaries(cfg: Config, schema: str, table: str) -> list[dict[str, str]]:
     """The summary of every snapshot of the warehouse table of ``schema.table``, oldest first
     (as Spark's ``<table>.snapshots`` lists them)."""

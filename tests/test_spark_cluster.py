@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from loader.config import StagingConfig
+from loader.staging.stores import open_store
 from tests.conftest import (
     HdfsCluster,
     MariaDB,
     SparkCluster,
     dags_test,
+    iceberg_files,
     loader_dag_env,
     run_state,
 )
@@ -76,6 +79,9 @@ conf = {{ "spark.sql.shuffle.partitions" = "2", "spark.executor.memory" = "512m"
 
     loaded = dags_test(env, "loader_initial_load", "2026-03-01T00:00:00+00:00")
     assert run_state(loaded) == "success", loaded[-3000:]
+    warehouse = open_store(StagingConfig(uri=f"{root}/warehouse", webhdfs_url=hdfs_cluster.webhdfs_url))
+    data, commits = iceberg_files(warehouse.list("iceberg"), "sc_wh", "sc__orders")
+    assert data and commits, warehouse.list("")
     mariadb.execute(
         "UPDATE sc.orders SET total = total + 1 WHERE id % 3 = 0",
         "DELETE FROM sc.lines WHERE qty = 0",
@@ -86,6 +92,14 @@ conf = {{ "spark.sql.shuffle.partitions" = "2", "spark.executor.memory" = "512m"
     assert run_state(delta) == "success", delta[-3000:]
     # The run's checksum compared both tables, source against warehouse, at one snapshot.
     assert re.search(r"checksum at \S+: 2 tables, 2 equal", delta), delta[-3000:]
+    # The changes went through HDFS and the Iceberg table lives there: the merge committed a
+    # snapshot (a metadata file) and kept the loaded files (merge-on-read: the changed rows'
+    # deletes and new rows are new files beside them); only the embedded catalog is local.
+    staging = open_store(StagingConfig(uri=f"{root}/staging", webhdfs_url=hdfs_cluster.webhdfs_url))
+    assert [k for k in staging.list("sc") if k.endswith((".csv", ".csv.gz"))], staging.list("")
+    merged_data, merged_commits = iceberg_files(warehouse.list("iceberg"), "sc_wh", "sc__orders")
+    assert data < merged_data and commits < merged_commits
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml", "metastore"]
 
     # Each job was an application of the cluster whose executors ran on both workers.
     ran = _apps_on_workers(spark_cluster)
