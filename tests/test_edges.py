@@ -227,6 +227,7 @@ def test_dml_logged_as_statements_or_partial_rows_stops_until_the_table_is_reloa
         password=mariadb.password,
         autocommit=True,
         local_infile=True,
+        ssl_disabled=True,
     )
     with conn.cursor() as cur:
         cur.execute("SET SESSION binlog_format = 'STATEMENT'")

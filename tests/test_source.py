@@ -127,3 +127,19 @@ def _count(db: MariaDB, sql: str) -> int:
             return int(cur.fetchone()[0])
     finally:
         conn.close()
+
+
+def test_connections_offer_tls_as_pymysql_does_from_one_context_and_options_still_require_it(
+    mariadb: MariaDB,
+) -> None:
+    # Without options: TLS offered when the server has it (this one has not), from one context
+    # built once, not once per connection.
+    first, second = source.connect(creds(mariadb)), source.connect(creds(mariadb))
+    try:
+        assert first.ssl and not first._ssl_required and first.ctx is second.ctx
+    finally:
+        first.close()
+        second.close()
+    # With options, a context of their own that requires TLS: refused by a server without it.
+    with pytest.raises(Exception, match="SSL is required"):
+        source.connect(creds(mariadb), ssl_verify_cert=True)
