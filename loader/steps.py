@@ -291,6 +291,8 @@ def changed_tables(cfg: Config, interval_id: str | None) -> list[tuple[str, str]
 def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) -> object:
     """Run a Spark job with ``launch`` and return its summary.
 
+    A materialisation with no extracted interval to apply starts no job and returns no tables.
+
     Raises:
         SparkJobError: the job's own error (its class and whether it is transient), or that it
             ended without finishing. A materialisation that died without a word is noted on
@@ -299,6 +301,8 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
     source = credentials(cfg.source) if name in SOURCE_JOBS else None
     held = source_lease(cfg, f"the {name} job") if name in LEASED_JOBS else contextlib.nullcontext()
     with crashpoints.step(name), held, scratch.folder("job") as tmp:
+        if name == "materialize" and not any(i.state == EXTRACTED for i in Ledger.of(cfg).intervals()):
+            return []  # nothing waits to be applied: a quiet source's runs start no Spark job
         job = build_spark_job(
             cfg,
             name,

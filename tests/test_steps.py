@@ -37,6 +37,8 @@ def _extracted_interval(cfg: Config) -> str:
 
 
 def test_a_jobs_summary_comes_back_typed(cfg: Config) -> None:
+    _extracted_interval(cfg)
+
     def launch(job: SparkJob) -> str | None:
         assert job.name == "materialize"
         write_outcome(
@@ -46,6 +48,20 @@ def test_a_jobs_summary_comes_back_typed(cfg: Config) -> None:
         return None
 
     assert steps.materialize(cfg, launch) == [TableResult("s.t", 2, 1, 0, 1, 0.5)]
+
+
+def test_a_materialisation_with_no_extracted_interval_starts_no_job(cfg: Config) -> None:
+    def launch(job: SparkJob) -> str | None:
+        raise AssertionError(f"a {job.name} job was launched with nothing to apply")
+
+    assert steps.materialize(cfg, launch) == []
+    interval = _extracted_interval(cfg)
+    ledger = Ledger.of(cfg)
+    done = ledger.get(interval)
+    assert done is not None
+    done.state = MATERIALISED
+    ledger.save(done)
+    assert steps.materialize(cfg, launch) == []
 
 
 def test_a_materialisation_that_dies_without_a_word_is_noted_on_the_waiting_interval(cfg: Config) -> None:
