@@ -255,14 +255,12 @@ def run_once(
     return RunOnce(planned, extracted, tables, time.monotonic() - started)
 
 
-def materialize_size(cfg: Config) -> JobSize | None:
-    """What a materialise job goes through: the pending intervals' change rows and the rows
+def materialize_size(cfg: Config, ledger: Ledger, intervals: list[Interval]) -> JobSize | None:
+    """What a materialise job goes through: the pending ``intervals``' change rows and the rows
     last recorded for the Iceberg tables they change (``ledger.table_rows``); None when one of
     these is not known (Hive tables, records of older loaders)."""
     if cfg.warehouse.format != "iceberg":
         return None
-    ledger = Ledger.of(cfg)
-    intervals = ledger.intervals()
     pending = [i for i in intervals if i.state == EXTRACTED]
     if any(i.changes is None or i.layouts is None for i in pending):
         return None
@@ -301,8 +299,13 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
     source = credentials(cfg.source) if name in SOURCE_JOBS else None
     held = source_lease(cfg, f"the {name} job") if name in LEASED_JOBS else contextlib.nullcontext()
     with crashpoints.step(name), held, scratch.folder("job") as tmp:
-        if name == "materialize" and not any(i.state == EXTRACTED for i in Ledger.of(cfg).intervals()):
-            return []  # nothing waits to be applied: a quiet source's runs start no Spark job
+        size = None
+        if name == "materialize":
+            ledger = Ledger.of(cfg)
+            intervals = ledger.intervals()
+            if not any(i.state == EXTRACTED for i in intervals):
+                return []  # nothing waits to be applied: a quiet source's runs start no Spark job
+            size = materialize_size(cfg, ledger, intervals)
         job = build_spark_job(
             cfg,
             name,
@@ -311,7 +314,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             python=sys.executable,
             environ=os.environ,
             source=source,
-            size=materialize_size(cfg) if name == "materialize" else None,
+            size=size,
         )
         # The keys of the Airflow connections the job's S3 storage names: only the launcher
         # can look them up.

@@ -27,7 +27,8 @@ _KEY = "suite_report"
 
 
 def kinds(words: str) -> list[str]:
-    """What one launched command (its first words) costs, by the report's kinds."""
+    """What one launched command (its first words) costs, by the report's kinds; a server also
+    as ``server <name>``."""
     argv = words.split()
     if not argv:
         return []
@@ -39,18 +40,14 @@ def kinds(words: str) -> list[str]:
     if name == "airflow":
         if rest[:2] == ["dags", "test"] or rest[:2] == ["tasks", "test"]:
             return ["Airflow runs"]
-        return ["servers"] if rest[:1] in (["standalone"], ["scheduler"], ["api-server"]) else []
+        if rest[:1] in (["standalone"], ["scheduler"], ["api-server"]):
+            return ["servers", f"server airflow {rest[0]}"]
+        return []
     if name == "moto_server" or (name.endswith(".sh") and rest[:1] == ["start"]):
-        return ["servers"]
+        return ["servers", f"server {name.removesuffix('.sh')}"]
     if name == "loader":
         return ["loader runs"]
     return []
-
-
-def _server_name(words: str) -> str:
-    argv = words.split()
-    name = os.path.basename(argv[0])
-    return name.removesuffix(".sh") if name != "airflow" else f"airflow {argv[1]}"
 
 
 class _Launches:
@@ -71,10 +68,7 @@ class _Launches:
         self.offset += len(complete)
         counts: collections.Counter[str] = collections.Counter()
         for line in complete.decode("utf-8", "replace").splitlines():
-            for kind in kinds(line):
-                counts[kind] += 1
-                if kind == "servers":
-                    counts[f"server {_server_name(line)}"] += 1
+            counts.update(kinds(line))
         return dict(counts)
 
 
