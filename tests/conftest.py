@@ -33,7 +33,7 @@ from loader.positions import Position
 from loader.source import current_position
 
 # The time and launches per file and test, printed at the end of every run.
-pytest_plugins = ["tests.suite_report"]
+pytest_plugins = ["tests.suite_report", "tests.file_order"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -623,14 +623,26 @@ def loader_dag_env(
     )
 
 
-@pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated AIRFLOW_HOME (SQLite) for one test module."""
-    home = tmp_path_factory.mktemp("airflow")
+AIRFLOW_DB = "airflow.db"  # Airflow's default SQLite database, in AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def migrated_airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated Airflow database (SQLite), made once per worker (``airflow db migrate`` ~6 s)."""
+    home = tmp_path_factory.mktemp("airflow-migrated")
     done = subprocess.run(
         [str(BIN / "airflow"), "db", "migrate"], env=airflow_env(home), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    return home / AIRFLOW_DB
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory, migrated_airflow_db: Path) -> Path:
+    """An AIRFLOW_HOME for one test module: a copy of the migrated database, and the airflow.cfg
+    Airflow writes there at its first command (the migrated home's names its own folders)."""
+    home = tmp_path_factory.mktemp("airflow")
+    shutil.copyfile(migrated_airflow_db, home / AIRFLOW_DB)
     return home
 
 
