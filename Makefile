@@ -85,8 +85,7 @@ format: setup ## reformat the code with ruff
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# The whole suite in TEST_WORKERS processes (a test file to a process, heaviest first:
-# tests/file_order.py); no test collected fails.
+# The whole suite in TEST_WORKERS processes (a test file to a process); no test collected fails.
 RUN_SUITE = $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
@@ -97,10 +96,6 @@ test: lint ## set up, lint, then run the whole test suite (integration tests inc
 .PHONY: test-long
 test-long: lint ## as make test, with every random fault series in full instead of a daily sample
 	@export LOADER_TEST_LONG=1; $(RUN_SUITE)
-
-.PHONY: file-costs
-file-costs: ## after a whole run: its seconds per test file into tests/file_costs.json (the order files are handed out)
-	$(BIN)/python -m tests.file_order
 
 .PHONY: unit
 unit: setup ## only the tests that need no server (fast)

@@ -33,7 +33,7 @@ from loader.positions import Position
 from loader.source import current_position
 
 # The time and launches per file and test, printed at the end of every run.
-pytest_plugins = ["tests.suite_report", "tests.file_order"]
+pytest_plugins = ["tests.suite_report"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -24,7 +24,6 @@ import pytest
 LAUNCHES = Path(__file__).with_name("launches")
 KINDS = ("spark jobs", "JVMs", "Airflow runs", "servers", "loader runs")
 _KEY = "suite_report"
-LAST = f"{_KEY}/last"  # the cache key of the last run's figures
 
 
 def kinds(words: str) -> list[str]:
@@ -117,7 +116,7 @@ class SuiteReport:
         cache = getattr(config, "cache", None)
         if cache is not None:
             cache.set(
-                LAST,
+                f"{_KEY}/last",
                 {
                     nodeid: {"seconds": round(t["seconds"], 2), **t["counts"]}
                     for nodeid, t in self.results.items()
