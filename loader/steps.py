@@ -71,6 +71,7 @@ from loader.staging.stores import open_store
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
+from loader.warehouse.materialize import apply_unchanged
 from loader.warehouse.rollback import check_interval
 from loader.warehouse.session import JobSize, s3_connections
 from loader.warehouse.submit import SOURCE_JOBS, SparkJob, build_spark_job, error_outcome, read_outcome
@@ -289,7 +290,8 @@ def changed_tables(cfg: Config, interval_id: str | None) -> list[tuple[str, str]
 def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) -> object:
     """Run a Spark job with ``launch`` and return its summary.
 
-    A materialisation with no extracted interval to apply starts no job and returns no tables.
+    A materialisation with no extracted interval to apply, or whose intervals changed no selected
+    table, starts no job (``materialize.apply_unchanged``) and returns no tables.
 
     Raises:
         SparkJobError: the job's own error (its class and whether it is transient), or that it
@@ -305,6 +307,9 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             intervals = ledger.intervals()
             if not any(i.state == EXTRACTED for i in intervals):
                 return []  # nothing waits to be applied: a quiet source's runs start no Spark job
+            with materialize_errors_noted(cfg):
+                if apply_unchanged(cfg):
+                    return []  # nothing to merge: no Spark job either
             size = materialize_size(cfg, ledger, intervals)
         job = build_spark_job(
             cfg,

@@ -11,11 +11,12 @@ import pytest
 
 from loader import steps
 from loader.config import Config, load_config
-from loader.errors import SparkJobError, TransientError, exit_code
+from loader.errors import ManifestError, SparkJobError, TransientError, exit_code
 from loader.ledger import EXTRACTED, MATERIALISED, Ledger, Load, layout_record
 from loader.positions import Position
 from loader.results import TableResult
-from loader.staging.manifest import ColumnSpec
+from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
+from loader.staging.verify import sha256_hex
 from loader.warehouse.session import JAVA_OPTIONS, QUICK_COMPILER
 from loader.warehouse.submit import SparkJob, write_outcome
 
@@ -27,10 +28,25 @@ def cfg(tmp_path: Path) -> Config:
     return load_config(path, env={})
 
 
-def _extracted_interval(cfg: Config) -> str:
+def _extracted_interval(cfg: Config, tables: list[TableEntry] | None = None) -> str:
+    """An extracted interval whose manifest lists ``tables`` (one table changed by one row when
+    not given), as extract records it."""
     ledger = Ledger.of(cfg)
-    interval = ledger.plan(Position.parse("binlog.000001:4000"), start=Position.parse("binlog.000001:4"))
+    before = ledger.intervals()  # each one after the last
+    end = Position.parse(f"binlog.000001:{4000 * (len(before) + 1)}")
+    interval = ledger.plan(end, start=None if before else Position.parse("binlog.000001:4"))
     assert interval is not None
+    if tables is None:
+        columns = [ColumnSpec("id", "int")]
+        changed = FileEntry("s/t/part-0.csv", 0, 1, {"I": 1}, 0, "0" * 64)
+        tables = [TableEntry("s", "t", ["id"], [columns], [changed])]
+    manifest = Manifest(interval.id, {}, interval.start, interval.end, None, None, 0, tables)
+    data = manifest.to_json()
+    interval.manifest = f"manifests/{interval.id}.json"
+    ledger.store.put(interval.manifest, data)
+    interval.manifest_sha256 = sha256_hex(data)
+    interval.changes = sum(f.rows for t in tables for f in t.files)
+    interval.layouts = [layout_record(t.schema, t.table, t.layouts[-1]) for t in tables]
     interval.state = EXTRACTED
     ledger.save(interval)
     return interval.id
@@ -62,6 +78,53 @@ def test_a_materialisation_with_no_extracted_interval_starts_no_job(cfg: Config)
     done.state = MATERIALISED
     ledger.save(done)
     assert steps.materialize(cfg, launch) == []
+
+
+def test_intervals_that_changed_no_selected_table_are_applied_without_a_job(cfg: Config) -> None:
+    """The binlog moved for other tables only: nothing to merge, so no JVM; the intervals are
+    materialised and the checkpoint moves to the last one's end, as the job would leave them."""
+
+    def launch(job: SparkJob) -> str | None:
+        raise AssertionError(f"a {job.name} job was launched with nothing to merge")
+
+    ledger = Ledger.of(cfg)
+    first = _extracted_interval(cfg, tables=[])
+    assert steps.materialize(cfg, launch) == []
+    applied = ledger.get(first)
+    checkpoint = ledger.checkpoint()
+    assert applied is not None and applied.state == MATERIALISED
+    assert checkpoint is not None and checkpoint.position == applied.end and checkpoint.interval == first
+
+    # An interval that changed a table after one that did not: the job applies both.
+    quiet, changed = _extracted_interval(cfg, tables=[]), _extracted_interval(cfg)
+    launched: list[str] = []
+
+    def job(job: SparkJob) -> str | None:
+        launched.append(job.name)
+        write_outcome(job.result_path, [])
+        return None
+
+    steps.materialize(cfg, job)
+    assert launched == ["materialize"]
+    assert [ledger.get(i).state for i in (quiet, changed)] == [EXTRACTED, EXTRACTED]  # type: ignore[union-attr]
+
+    for i in (quiet, changed):  # as the job leaves them
+        done = ledger.get(i)
+        assert done is not None
+        done.state = MATERIALISED
+        ledger.save(done)
+
+    # An older ledger's interval, without its counts: its manifest decides, and is checked first.
+    older = ledger.get(_extracted_interval(cfg, tables=[]))
+    assert older is not None
+    older.changes, older.layouts = None, None
+    ledger.save(older)
+    ledger.store.put(older.manifest or "", b"{}")
+    with pytest.raises(ManifestError, match=f"interval {older.id}: its manifest .* \\(checksum differs\\)"):
+        steps.materialize(cfg, launch)
+    noted = ledger.get(older.id)
+    assert noted is not None and noted.state == EXTRACTED and "checksum differs" in (noted.error or "")
+    assert ledger.checkpoint() == checkpoint  # not moved past what was not applied
 
 
 def test_a_materialisation_that_dies_without_a_word_is_noted_on_the_waiting_interval(cfg: Config) -> None:

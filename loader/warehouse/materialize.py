@@ -278,6 +278,14 @@ def _materialize_intervals(
         results.append(result)
         if result.data_file_rows is not None:
             counted.append([schema, table, result.data_file_rows])
+    record_materialised(ledger, intervals, counted)
+    return results
+
+
+def record_materialised(ledger: Ledger, intervals: list[Interval], counted: list[list[Any]]) -> None:
+    """Mark ``intervals`` (applied, in order) materialised, with ``counted`` ([schema, table,
+    rows] of the tables the merge reported) on the last, and move the checkpoint to its end."""
+    last = intervals[-1]
     last.table_rows = counted
     for interval in intervals:
         interval.state = MATERIALISED
@@ -299,4 +307,25 @@ def _materialize_intervals(
                 txn=end.txn,
             )
         )
-    return results
+
+
+def apply_unchanged(cfg: Config) -> bool:
+    """Apply the pending intervals without Spark when none of them changed a selected table (the
+    binlog moved for other tables, or for none): there is nothing to merge, so they are marked
+    materialised and the checkpoint moves, as the job would do; True when done (or nothing was
+    pending). False when one of them changed a table: the job applies them. Their manifests are
+    verified first, as the job does."""
+    store = open_store(cfg.staging)
+    ledger = Ledger(store, cfg.source.name)
+    intervals = pending_intervals(ledger)
+    if not intervals:
+        return True
+    if any(i.changes or i.layouts for i in intervals):  # known to change a table: no need to read
+        return False
+    manifests = [
+        verified_manifest(store, i.id, i.manifest or "", i.manifest_sha256, i.changes) for i in intervals
+    ]
+    if any(m.tables for m in manifests):
+        return False
+    record_materialised(ledger, intervals, [])
+    return True
