@@ -506,6 +506,63 @@ def delta(spark: Any, cfg: Config) -> None:
     run_materialize(spark, cfg)
 
 
+def warehouse_storage_of(spark: Any, cfg: Config) -> None:
+    """The in-process session reads and writes ``cfg``'s staging and warehouse as a job on ``cfg``
+    does: the s3a settings of their S3 endpoints (with the environment's keys) in its Hadoop
+    settings, and a Hive-format warehouse database in ``[warehouse] dir`` (under ``tables/``, a
+    job's ``spark.sql.warehouse.dir``) instead of the session's own folder."""
+    from loader.warehouse.session import s3a_endpoint_conf
+    from loader.warehouse.tables import quote_identifier
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for uri, endpoint in (
+        (cfg.staging.uri, cfg.staging.s3_endpoint_url),
+        (cfg.warehouse.dir, cfg.warehouse.s3_endpoint_url),
+    ):
+        if uri.startswith("s3://") and endpoint:
+            bucket = f"fs.s3a.bucket.{uri.split('/')[2]}"
+            for key, value in s3a_endpoint_conf(uri, endpoint).items():
+                hadoop.set(key.removeprefix("spark.hadoop."), value)
+            hadoop.set(f"{bucket}.access.key", os.environ["AWS_ACCESS_KEY_ID"])
+            hadoop.set(f"{bucket}.secret.key", os.environ["AWS_SECRET_ACCESS_KEY"])
+    if cfg.warehouse.format == "hive":
+        database = cfg.warehouse.database
+        location = f"{cfg.warehouse.spark_dir()}/tables/{database}.db"
+        # The embedded metastore makes the folder with its own copy of the Hadoop settings, taken
+        # when the session started; it gets the file system made here (Hadoop keeps one per bucket).
+        folder = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(location)
+        folder.getFileSystem(hadoop).mkdirs(folder)
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)} LOCATION '{location}'")
+
+
+@contextlib.contextmanager
+def iceberg_catalog_of(spark: Any, cfg: Config) -> Iterator[None]:
+    """The in-process session's Iceberg catalog is, within the block, the one ``cfg`` names (a
+    JDBC database, the Hive metastore), with the settings a job on ``cfg`` gets; then its own
+    again. Spark reads a catalog's settings when it first uses it; resetting the session's
+    catalogs makes it read them again."""
+    from loader.warehouse.session import iceberg_conf, iceberg_secret_conf
+    from loader.warehouse.tables import ICEBERG_CATALOG
+
+    prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
+    catalogs = spark._jsparkSession.sessionState().catalogManager()
+
+    def use(settings: dict[str, str]) -> None:
+        for key in [k for k in spark.conf.getAll if k.startswith(prefix)]:
+            spark.conf.unset(key)
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        catalogs.reset()
+
+    own = {k: v for k, v in spark.conf.getAll.items() if k.startswith(prefix)}
+    wanted = {**iceberg_conf(cfg), **iceberg_secret_conf(cfg)}
+    use({k: v for k, v in wanted.items() if k.startswith(prefix)})
+    try:
+        yield
+    finally:
+        use(own)
+
+
 def spark_rows(config: Path, sql: str) -> list[list[Any]]:
     """Rows of ``sql`` in a Spark session of its own on the config file ``config`` (a job's catalog,
     which the test session does not share)."""

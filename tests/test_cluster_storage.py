@@ -1,7 +1,8 @@
 """Staging and the warehouse on the storage of a cluster, end to end: a real HDFS (MiniDFSCluster;
 the extractor writes through WebHDFS, Spark reads and writes hdfs://) and S3 (moto's server; boto3
 writes the staging, Spark reads it and keeps the warehouse through s3a with the pinned hadoop-aws).
-The loader runs as a user runs it: its commands, Spark jobs through spark-submit."""
+The Hive format's cases run in the test session's Spark; the DAGs' case runs the loader as a user
+runs it, its Spark jobs through spark-submit."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,11 +20,13 @@ from tests.conftest import (
     HdfsCluster,
     MariaDB,
     dags_test,
+    delta,
     iceberg_files,
     loader_dag_env,
     moto_server,
-    run_loader,
+    quiet,
     run_state,
+    warehouse_storage_of,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -52,12 +56,21 @@ def _versions(store: Store, schema: str) -> set[str]:
     return {k[len(prefix) :].split("/", 1)[0] for k in store.list(prefix.rstrip("/"))}
 
 
-# The Hive format on each store here; Iceberg (the default format) on each store, end to end with
-# the same checks, is in the DAG tests: tests/test_spark_cluster.py on HDFS, the keyed S3 test below.
+# The Hive format on each store here, in the test session's Spark (the storage is the subject);
+# Iceberg (the default format) on each store, end to end through Spark jobs with the same checks,
+# is in the DAG tests: tests/test_spark_cluster.py on HDFS, the keyed S3 test below.
 @pytest.mark.parametrize("where", ["hdfs", "s3"])
 def test_staging_and_a_hive_format_warehouse_on_cluster_storage_equal_the_source(
-    mariadb: MariaDB, tmp_path: Path, request: pytest.FixtureRequest, where: str
+    spark: Any,
+    mariadb: MariaDB,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
 ) -> None:
+    from loader.warehouse.checksum import compare_sums, source_sums
+    from loader.warehouse.initial_load import run_initial_load
+
     schema = f"cs_{where}_hive"
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {schema}",
@@ -69,33 +82,36 @@ def test_staging_and_a_hive_format_warehouse_on_cluster_storage_equal_the_source
     staging, warehouse, warehouse_files = _storage(where, request, tmp_path.name)
     warehouse += '\nformat = "hive"'
     toml = mariadb.config_file(tmp_path, schema, f"{schema}.*", warehouse=warehouse, staging=staging)
+    monkeypatch.setenv("LOADER_TEST_PASSWORD", mariadb.password)
+    cfg = load_config(toml, env={})
+    warehouse_storage_of(spark, cfg)
 
-    loaded = run_loader(mariadb, toml, "initial-load")
-    assert loaded.returncode == 0, loaded.stderr
+    run_initial_load(spark, cfg, progress=quiet)
     (copied,) = _versions(warehouse_files, schema)
     mariadb.execute(
         f"UPDATE {schema}.t SET v = 'changed', n = -n WHERE id % 4 = 0",
         f"DELETE FROM {schema}.t WHERE id BETWEEN 10 AND 14",
         f"INSERT INTO {schema}.t VALUES (100, 'new «ü»', 1.5, '2026-11-24 00:00:00.000001')",
     )
-    ran = run_loader(mariadb, toml, "run-once")
-    assert ran.returncode == 0, ran.stderr
+    delta(spark, cfg)
 
     # The changes went through the cluster's storage, and the table lives there: the merge wrote
     # a new version of its one partition and, with no retention, deleted the copy's.
-    store = open_store(load_config(toml, env={}).staging)
+    store = open_store(cfg.staging)
     staged = [k for k in store.list(schema) if k.endswith((".csv", ".csv.gz"))]
     assert staged, store.list("")
     (merged,) = _versions(warehouse_files, schema)
     assert merged != copied
-    # Only the embedded catalog is local (Derby's folder).
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml", "metastore"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml"]  # nothing on local disk
 
-    checked = run_loader(mariadb, toml, "checksum")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    (line,) = [x for x in checked.stdout.splitlines() if x.startswith(f"{schema}.t → ")]
-    assert line.startswith(f"{schema}.t → {schema}_wh.{schema}__t: source 36 rows, warehouse 36 rows,"), line
-    assert line.endswith(", equal"), checked.stdout
+    (checked,) = compare_sums(spark, cfg, source_sums(cfg, progress=quiet))
+    assert (checked.table, checked.warehouse_table, checked.source_rows, checked.warehouse_rows) == (
+        f"{schema}.t",
+        f"{schema}_wh.{schema}__t",
+        36,
+        36,
+    )
+    assert checked.equal, checked
 
 
 @pytest.fixture(scope="module")

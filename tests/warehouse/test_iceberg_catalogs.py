@@ -1,23 +1,30 @@
 """Iceberg tables listed in a catalog server instead of the embedded SQLite file: Iceberg's JDBC
 catalog on a real MariaDB database, and Iceberg's Hive catalog on the Hive metastore service.
-Each runs the loader as a user does (initial load, a delta run, a checksum) and ends with the
-warehouse equal to the source."""
+Each loads, applies a delta and checks the warehouse equal to the source in the test session's
+Spark, its Iceberg catalog switched to the server with the settings a job on the config gets
+(``iceberg_catalog_of``); then a Spark process of the config's own on that catalog: a job that
+cannot reach it, a session that reads what the metastore holds."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from loader.config import Config, load_config
 from loader.warehouse.session import ICEBERG_SQLITE
-from tests.conftest import MariaDB, run_loader, spark_rows
+from tests.conftest import MariaDB, delta, iceberg_catalog_of, quiet, run_loader, spark_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _load_change_and_check(mariadb: MariaDB, toml: Path, schema: str) -> None:
+def _load_change_and_check(spark: Any, mariadb: MariaDB, cfg: Config, schema: str) -> None:
     """Initial load, changes, one delta run: the checksum finds both tables equal to the source,
     and the merge is an Iceberg snapshot carrying its interval."""
+    from loader.warehouse.checksum import compare_sums, source_sums
+    from loader.warehouse.initial_load import run_initial_load
+
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {schema}",
         f"CREATE DATABASE {schema}",
@@ -26,37 +33,33 @@ def _load_change_and_check(mariadb: MariaDB, toml: Path, schema: str) -> None:
         f"INSERT INTO {schema}.a SELECT seq, CONCAT('a', seq) FROM {schema}.seq_1_to_40",
         f"INSERT INTO {schema}.b SELECT seq, seq / 4 FROM {schema}.seq_1_to_20",
     )
-    loaded = run_loader(mariadb, toml, "initial-load")
-    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
-    mariadb.execute(
-        f"UPDATE {schema}.a SET v = 'changed' WHERE id % 5 = 0",
-        f"DELETE FROM {schema}.a WHERE id > 35",
-        f"INSERT INTO {schema}.b VALUES (100, 1.25)",
-    )
-    ran = run_loader(mariadb, toml, "run-once")
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-
-    checked = run_loader(mariadb, toml, "checksum")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    lines = [x for x in checked.stdout.splitlines() if x.startswith(f"{schema}.")]
-    assert len(lines) == 2 and all(x.endswith(", equal") for x in lines), checked.stdout
-    assert any(
-        x.startswith(f"{schema}.a → iceberg.{schema}_wh.{schema}__a: source 35 rows,") for x in lines
-    ), lines
-    merged = spark_rows(
-        toml,
-        f"SELECT summary['loader.interval'] FROM iceberg.{schema}_wh.{schema}__a.snapshots "
-        "WHERE summary['loader.interval'] IS NOT NULL",
-    )
+    with iceberg_catalog_of(spark, cfg):
+        run_initial_load(spark, cfg, progress=quiet)
+        mariadb.execute(
+            f"UPDATE {schema}.a SET v = 'changed' WHERE id % 5 = 0",
+            f"DELETE FROM {schema}.a WHERE id > 35",
+            f"INSERT INTO {schema}.b VALUES (100, 1.25)",
+        )
+        delta(spark, cfg)
+        checked = compare_sums(spark, cfg, source_sums(cfg, progress=quiet))
+        assert [(c.table, c.warehouse_table, c.source_rows, c.equal) for c in checked] == [
+            (f"{schema}.a", f"iceberg.{schema}_wh.{schema}__a", 35, True),
+            (f"{schema}.b", f"iceberg.{schema}_wh.{schema}__b", 21, True),
+        ], checked
+        merged = spark.sql(
+            f"SELECT summary['loader.interval'] FROM iceberg.{schema}_wh.{schema}__a.snapshots "
+            "WHERE summary['loader.interval'] IS NOT NULL"
+        ).collect()
     assert len(merged) == 1, merged
 
 
 def test_a_jdbc_catalog_on_a_mariadb_database_lists_the_tables(
-    mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mariadb.execute("DROP DATABASE IF EXISTS icecat", "CREATE DATABASE icecat")
-    # The password reaches the job through the variable the config names, not the config file.
+    # The password reaches the catalog through the variable the config names, not the config file.
     monkeypatch.setenv("ICECAT_PASSWORD", mariadb.password)
+    monkeypatch.setenv("LOADER_TEST_PASSWORD", mariadb.password)
     toml = mariadb.config_file(
         tmp_path,
         "icj",
@@ -67,13 +70,12 @@ def test_a_jdbc_catalog_on_a_mariadb_database_lists_the_tables(
             'iceberg_catalog_user = "app"\niceberg_catalog_password_env = "ICECAT_PASSWORD"'
         ),
     )
-    _load_change_and_check(mariadb, toml, "icj")
+    _load_change_and_check(spark, mariadb, load_config(toml), "icj")
 
     listed = mariadb.rows("SELECT table_namespace, table_name FROM icecat.iceberg_tables ORDER BY 2")
     assert listed == [("icj_wh", "icj__a"), ("icj_wh", "icj__b")]
-    assert not list(tmp_path.rglob(ICEBERG_SQLITE))  # the embedded catalog was not used
 
-    # Without the password the job stops before any step, naming the catalog and what to check.
+    # Without the password a job stops before any step, naming the catalog and what to check.
     monkeypatch.delenv("ICECAT_PASSWORD")
     refused = run_loader(mariadb, toml, "checksum")
     assert refused.returncode == 1, refused.stderr[-2000:]
@@ -84,21 +86,24 @@ def test_a_jdbc_catalog_on_a_mariadb_database_lists_the_tables(
     ), last
     assert "Access denied for user 'app'" in last, last
     assert last.endswith("and the password in ICECAT_PASSWORD (not set)"), last
+    assert not list(tmp_path.rglob(ICEBERG_SQLITE))  # the job did not fall back to the embedded catalog
 
 
 def test_the_hive_metastore_lists_the_tables_through_icebergs_hive_catalog(
-    mariadb: MariaDB, hive_metastore: str, tmp_path: Path
+    spark: Any, mariadb: MariaDB, hive_metastore: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("LOADER_TEST_PASSWORD", mariadb.password)
     toml = mariadb.config_file(
         tmp_path,
         "ich",
         "ich.*",
         warehouse=f'format = "iceberg"\ncatalog = "hive"\nmetastore_uri = "{hive_metastore}"',
     )
-    _load_change_and_check(mariadb, toml, "ich")
+    _load_change_and_check(spark, mariadb, load_config(toml), "ich")
 
     # The metastore holds the table as a pointer to its current Iceberg metadata (what other
-    # engines on the metastore read), as Spark's own catalog finds it there.
+    # engines on the metastore read), as Spark's own catalog finds it there in a session of the
+    # config's (the test session's own catalog is not the metastore).
     held = dict(spark_rows(toml, "SHOW TBLPROPERTIES spark_catalog.ich_wh.ich__a"))
     location = held["metadata_location"]
     assert location.startswith(f"file:{tmp_path}/warehouse/iceberg/ich_wh.db/ich__a/metadata/"), held
