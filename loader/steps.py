@@ -308,7 +308,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             if not any(i.state == EXTRACTED for i in intervals):
                 return []  # nothing waits to be applied: a quiet source's runs start no Spark job
             with materialize_errors_noted(cfg):
-                if apply_unchanged(cfg):
+                if apply_unchanged(ledger, intervals):
                     return []  # nothing to merge: no Spark job either
             size = materialize_size(cfg, ledger, intervals)
         job = build_spark_job(

@@ -54,9 +54,10 @@ OP, SEQNO, ROW_ID, COMMIT_TS = (csvformat.META_READ_AS[m] for m in csvformat.MET
 META_TYPES = {SEQNO: "bigint", ROW_ID: "int"}
 
 
-def pending_intervals(ledger: Ledger) -> list[Interval]:
-    """Extracted, not yet materialised intervals, in order; refuses a gap before them."""
-    intervals = ledger.intervals()
+def pending_intervals(ledger: Ledger, intervals: list[Interval] | None = None) -> list[Interval]:
+    """Extracted, not yet materialised intervals, in order, of ``intervals`` (the ledger's, read
+    here unless given); refuses a gap before them."""
+    intervals = ledger.intervals() if intervals is None else intervals
     pending = [i for i in intervals if i.state == EXTRACTED]
     for earlier in intervals:
         if (
@@ -309,23 +310,21 @@ def record_materialised(ledger: Ledger, intervals: list[Interval], counted: list
         )
 
 
-def apply_unchanged(cfg: Config) -> bool:
-    """Apply the pending intervals without Spark when none of them changed a selected table (the
-    binlog moved for other tables, or for none): there is nothing to merge, so they are marked
-    materialised and the checkpoint moves, as the job would do; True when done (or nothing was
-    pending). False when one of them changed a table: the job applies them. Their manifests are
-    verified first, as the job does."""
-    store = open_store(cfg.staging)
-    ledger = Ledger(store, cfg.source.name)
-    intervals = pending_intervals(ledger)
-    if not intervals:
+def apply_unchanged(ledger: Ledger, intervals: list[Interval]) -> bool:
+    """Apply the pending ones of ``intervals`` (the ledger's) without Spark when none of them
+    changed a selected table (the binlog moved for other tables, or for none): there is nothing
+    to merge, so they are marked materialised and the checkpoint moves, as the job would do;
+    True when done (or nothing was pending). False when one of them changed a table: the job
+    applies them. Their manifests are verified first, as the job does."""
+    pending = pending_intervals(ledger, intervals)
+    if not pending:
         return True
-    if any(i.changes or i.layouts for i in intervals):  # known to change a table: no need to read
+    if any(i.changes or i.layouts for i in pending):  # known to change a table: no need to read
         return False
     manifests = [
-        verified_manifest(store, i.id, i.manifest or "", i.manifest_sha256, i.changes) for i in intervals
+        verified_manifest(ledger.store, i.id, i.manifest or "", i.manifest_sha256, i.changes) for i in pending
     ]
     if any(m.tables for m in manifests):
         return False
-    record_materialised(ledger, intervals, [])
+    record_materialised(ledger, pending, [])
     return True
