@@ -60,6 +60,23 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert compared.returncode == 0, compared.stdout + compared.stderr[-2000:]
     assert "afd.t → iceberg.afd_wh.afd__t: source 2 rows, warehouse 2 rows, equal" in compared.stdout
 
+    # The binlog moved for another schema only: run-once applies that interval without a Spark
+    # job, and the checkpoint moves to its end (the checksum below still finds the source's rows).
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS afd_other",
+        "CREATE DATABASE afd_other",
+        "CREATE TABLE afd_other.x (id INT PRIMARY KEY)",
+        "INSERT INTO afd_other.x VALUES (1)",
+    )
+    quiet = subprocess.run(
+        [str(BIN / "loader"), "run-once", "--output", "json"], env=env, capture_output=True, text=True
+    )
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert json.loads(quiet.stdout)["materialized"] == [] and "Spark session" not in quiet.stderr
+    last = ledger.intervals()[-1]
+    assert last.id != interval.id and (last.state, last.changes) == ("materialised", 0)
+    assert ledger.checkpoint().position == last.end  # type: ignore[union-attr]
+
     # The checksum brings the warehouse to its snapshot of the source (a delta run up to there)
     # and compares row counts and checksums per key range.
     mariadb.execute("INSERT INTO afd.t VALUES (3), (4)")

@@ -89,19 +89,20 @@ def test_intervals_that_changed_no_selected_table_are_applied_without_a_job(cfg:
 
     ledger = Ledger.of(cfg)
     first = _extracted_interval(cfg, tables=[])
+    ledger.record_error(first, "materialize: the metastore did not answer")  # an earlier attempt's
     assert steps.materialize(cfg, launch) == []
     applied = ledger.get(first)
     checkpoint = ledger.checkpoint()
-    assert applied is not None and applied.state == MATERIALISED
+    assert applied is not None and applied.state == MATERIALISED and applied.error is None
     assert checkpoint is not None and checkpoint.position == applied.end and checkpoint.interval == first
 
     # An interval that changed a table after one that did not: the job applies both.
     quiet, changed = _extracted_interval(cfg, tables=[]), _extracted_interval(cfg)
     launched: list[str] = []
 
-    def job(job: SparkJob) -> str | None:
-        launched.append(job.name)
-        write_outcome(job.result_path, [])
+    def job(spark_job: SparkJob) -> str | None:
+        launched.append(spark_job.name)
+        write_outcome(spark_job.result_path, [])
         return None
 
     steps.materialize(cfg, job)

@@ -285,11 +285,13 @@ def _materialize_intervals(
 
 def record_materialised(ledger: Ledger, intervals: list[Interval], counted: list[list[Any]]) -> None:
     """Mark ``intervals`` (applied, in order) materialised, with ``counted`` ([schema, table,
-    rows] of the tables the merge reported) on the last, and move the checkpoint to its end."""
+    rows] of the tables the merge reported) on the last, and move the checkpoint to its end.
+    An error an earlier attempt noted on them is cleared: they are applied now."""
     last = intervals[-1]
     last.table_rows = counted
     for interval in intervals:
         interval.state = MATERIALISED
+        interval.error = None
         ledger.save(interval)
     current = ledger.checkpoint()
     commit_times = [i.last_commit_ts for i in intervals if i.last_commit_ts is not None]
