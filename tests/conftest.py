@@ -31,6 +31,7 @@ import pytest
 from loader.config import Config, WarehouseConfig, load_config
 from loader.positions import Position
 from loader.source import current_position
+from tests import airflow_runner
 
 # The time and launches per file and test, printed at the end of every run.
 pytest_plugins = ["tests.suite_report"]
@@ -55,6 +56,10 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 def pytest_configure(config: pytest.Config) -> None:
     # The seed of the random series, fixed here so that every worker draws from the same one.
     os.environ.setdefault("LOADER_TEST_SEED", dt.datetime.now(dt.UTC).strftime("%Y%m%d"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    airflow_runner.close()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -704,11 +709,12 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory, migrated_airflow_db: 
 
 
 def dags_test(env: dict[str, str], dag_id: str, logical_date: str, conf: dict[str, Any] | None = None) -> str:
-    """``airflow dags test`` (``dag.test()``): one run in process; returns its whole output."""
-    command = [str(BIN / "airflow"), "dags", "test", dag_id, logical_date]
+    """``airflow dags test`` (``dag.test()``): one run in a process of its own (forked from the
+    worker's Airflow runner, tests/airflow_runner.py); returns its whole output."""
+    command = ["dags", "test", dag_id, logical_date]
     if conf:
         command += ["--conf", json.dumps(conf)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    done = airflow_runner.airflow(command, env)
     return done.stdout + done.stderr
 
 

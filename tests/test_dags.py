@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from loader.config import load_config
+from tests import airflow_runner
 from tests.conftest import (
     BIN,
     ROOT,
@@ -301,13 +302,7 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     failed_interval = status["last_error"]["interval"]
     run_id = crash.split("DagRun Finished:", 1)[1].split("run_id=", 1)[1].split(",", 1)[0]
     for task_id in ("plan", "extract", "materialize", "publish"):  # what clearing them reruns
-        rerun = subprocess.run(
-            [str(BIN / "airflow"), "tasks", "test", "loader_continuous_delta", task_id, run_id],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        rerun = airflow_runner.airflow(["tasks", "test", "loader_continuous_delta", task_id, run_id], env)
         outputs.append(rerun.stdout + rerun.stderr)
         assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
         if task_id == "plan":  # the same interval, planned again by the same run
