@@ -42,11 +42,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # Each edge that reaches the warehouse on both table formats (the Hive catalog's legacy-table
 # test on its own). What stops or is refused before the warehouse (in a plan, an extract, the
 # staging's check) is the same on both: those tests run on the default format, and each format's
-# re-load of a stopped table is tested by the widened-column and column-change tests.
+# re-load of a stopped table is tested by the widened-column and column-change tests. So do the
+# edges of decoding and planning whose warehouse part another test runs on both formats (named
+# at each).
 both_formats = pytest.mark.parametrize("table_format", TABLE_FORMATS)
 
 
-@both_formats
+# The binlog's YEAR column and the integers after it are a decoding edge; each format's storage of
+# YEAR and of unsigned integers is compared through a load and a merge by test_initial_load's
+# test_loaded_values_equal_what_materialisation_writes and test_checksum's every-type test.
 def test_a_year_column_does_not_shift_the_signedness_of_the_integers_after_it(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
 ) -> None:
@@ -493,7 +497,8 @@ def test_column_changes_are_carried_when_rows_tell_everything_and_stop_otherwise
     _reload_and_check(spark, cfg, "edge_col.t")
 
 
-@both_formats
+# Planning's refusal of a table never loaded; each format's load of one table into a loaded
+# warehouse and its new tables carried by a delta are tested by test_ddl_in_every_spelling.
 def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_changes(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
