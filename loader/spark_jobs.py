@@ -52,7 +52,7 @@ def _progress(message: str) -> None:
 def _materialize(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
     from loader.warehouse.materialize import run_materialize
 
-    with steps.materialize_errors_noted(cfg), steps.source_lease(cfg, "the materialize job"):
+    with steps.materialize_failures_noted(cfg), steps.source_lease(cfg, "the materialize job"):
         return results.to_dict(run_materialize(spark, cfg))
 
 

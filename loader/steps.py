@@ -307,7 +307,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             intervals = ledger.intervals()
             if not any(i.state == EXTRACTED for i in intervals):
                 return []  # nothing waits to be applied: a quiet source's runs start no Spark job
-            with materialize_failures_noted(cfg):  # the job notes its own, and clears them
+            with materialize_failures_noted(cfg):
                 if apply_unchanged(ledger, intervals):
                     return []  # nothing to merge: no Spark job either
             size = materialize_size(cfg, ledger, intervals)
@@ -346,25 +346,14 @@ def note_materialize_error(cfg: Config, error: str) -> None:
 
 @contextlib.contextmanager
 def materialize_failures_noted(cfg: Config) -> Iterator[None]:
-    """A failure of a materialisation is noted on the first interval waiting for it."""
+    """A failure of a materialisation (the job's, or the launcher's no-job apply) is noted on the
+    first interval waiting for it; the intervals a success applies lose their earlier errors
+    where they are marked materialised (``record_materialised``)."""
     try:
         yield
     except Exception as exc:  # Spark's own errors too, in the one line the job reports
         note_materialize_error(cfg, error_outcome(exc)[1])
         raise
-
-
-@contextlib.contextmanager
-def materialize_errors_noted(cfg: Config) -> Iterator[None]:
-    """Inside the materialize job: a failure is noted in the ledger, a success clears the errors
-    of the intervals it materialised."""
-    with materialize_failures_noted(cfg):
-        yield
-    ledger = Ledger.of(cfg)
-    for interval in ledger.intervals():
-        if interval.state == MATERIALISED and interval.error:
-            interval.error = None
-            ledger.save(interval)
 
 
 # --- initial load ---------------------------------------------------------------------------

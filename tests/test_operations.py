@@ -406,7 +406,7 @@ def test_a_read_only_warehouse_fails_materialise_with_spark_s_root_cause_noted(
         mariadb.execute("INSERT INTO ops_ro.t VALUES (2, 2)")
         steps.extract(cfg, progress=quiet)
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
-        with pytest.raises(Exception), steps.materialize_errors_noted(cfg):  # noqa: B017 - Spark's own
+        with pytest.raises(Exception), steps.materialize_failures_noted(cfg):  # noqa: B017 - Spark's own
             run_materialize(spark, cfg)
         failed = steps.status(cfg).last_error
         assert failed is not None and failed.error.startswith(
@@ -416,7 +416,7 @@ def test_a_read_only_warehouse_fails_materialise_with_spark_s_root_cause_noted(
         assert steps.status(cfg).intervals["failed"] == 1 and Ledger.of(cfg).checkpoint() == checkpoint
 
         subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
-        with steps.materialize_errors_noted(cfg):
+        with steps.materialize_failures_noted(cfg):
             run_materialize(spark, cfg)
         assert_equal_to_source(spark, cfg)
         assert steps.status(cfg).last_error is None

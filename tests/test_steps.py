@@ -17,6 +17,7 @@ from loader.positions import Position
 from loader.results import TableResult
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.verify import sha256_hex
+from loader.warehouse.materialize import record_materialised
 from loader.warehouse.session import JAVA_OPTIONS, QUICK_COMPILER
 from loader.warehouse.submit import SparkJob, write_outcome
 
@@ -161,15 +162,14 @@ def test_a_jobs_own_error_is_reported_as_the_job_said_and_not_noted_twice(cfg: C
 
 def test_inside_the_job_a_failure_is_noted_and_a_success_clears_old_errors(cfg: Config) -> None:
     interval = _extracted_interval(cfg)
-    with pytest.raises(TransientError), steps.materialize_errors_noted(cfg):
+    with pytest.raises(TransientError), steps.materialize_failures_noted(cfg):
         raise TransientError("metastore unreachable")
     ledger = Ledger.of(cfg)
     noted = ledger.get(interval)
     assert noted is not None and noted.error == "materialize: metastore unreachable"
 
-    with steps.materialize_errors_noted(cfg):
-        noted.state = MATERIALISED
-        ledger.save(noted)
+    with steps.materialize_failures_noted(cfg):  # the merge's ledger tail, as the job does it
+        record_materialised(ledger, [noted], [])
     cleared = ledger.get(interval)
     assert cleared is not None and cleared.error is None
     assert steps.status(cfg).last_error is None
