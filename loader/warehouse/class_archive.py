@@ -124,8 +124,8 @@ def build(force: bool = False) -> str:
                 "jobs work without it, their JVMs only start slower"
             )
         partial.replace(path)
-    for old in ARCHIVE_DIR.glob("*.jsa"):  # those of earlier pins: some 200 MiB each
-        if old != path:
+    for old in [*ARCHIVE_DIR.glob("*.jsa"), *ARCHIVE_DIR.glob("*.log")]:  # earlier pins': 200 MiB each
+        if old.stem != path.stem:
             old.unlink()
     size = path.stat().st_size >> 20
     return f"Spark class archive: {path} ({size} MiB, {time.monotonic() - started:.0f} s)"

@@ -38,6 +38,13 @@ QUIET_CONF = {
 
 # The class-data-sharing archive make setup builds (loader.warehouse.class_archive).
 ARCHIVE_DIR = DEFAULT_JARS.parent / "class-archive"
+# The pinned jars go on the driver's own class path, not only through ``spark.jars``: there the
+# archive holds their classes too (Spark loads ``spark.jars`` with a class loader of its own,
+# whose classes the JVM reads and verifies from the jars at every start), and a local job's
+# executor, the driver itself, copies none of them (73 MiB) into its work folder.
+CLASS_PATH = "spark.driver.extraClassPath"
+# In the archive's name: an archive dumped for another class path would only be refused.
+ARCHIVE_LAYOUT = "cp"
 
 
 def archive_path() -> Path | None:
@@ -52,15 +59,15 @@ def archive_path() -> Path | None:
         return None
     stamp = DEFAULT_JARS / ".pom.sha256"
     jars = stamp.read_text().strip()[:12] if stamp.is_file() else "nojars"
-    return ARCHIVE_DIR / f"spark-{spark}-{jars}.jsa"
+    return ARCHIVE_DIR / f"spark-{spark}-{jars}-{ARCHIVE_LAYOUT}.jsa"
 
 
 def archive_java_options() -> list[str]:
     """The driver JVM's options that map the archive, when there is one.
 
-    The JVM warns on stderr when it refuses an archive (a classpath changed by
-    ``spark.driver.extraClassPath``, another JDK); the job then only starts slower, so the
-    warning would be noise above the job's own last line.
+    The JVM warns on stderr when it refuses an archive (a class path changed by the config's
+    own ``spark.driver.extraClassPath`` or ``[spark] jars``, another JDK); the job then only
+    starts slower, so the warning would be noise above the job's own last line.
     """
     path = archive_path()
     if path is None or not path.is_file():
@@ -188,7 +195,13 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
     if wh.format == "iceberg":
         conf.update(iceberg_conf(cfg))
-    conf["spark.jars"] = ",".join(spark_jars(cfg, jdbc))
+    jars = spark_jars(cfg, jdbc)
+    pinned = [j for j in jars if Path(j).parent == DEFAULT_JARS]
+    if pinned and CLASS_PATH not in cfg.spark.conf:
+        conf[CLASS_PATH] = os.pathsep.join(pinned)
+        if cfg.spark.master.startswith("local"):  # the driver is the executor: nothing to ship
+            jars = [j for j in jars if j not in pinned]
+    conf["spark.jars"] = ",".join(jars)
     if cfg.staging.scheme == "s3" and cfg.staging.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(cfg.staging.uri, cfg.staging.s3_endpoint_url))
     if wh.scheme == "s3" and wh.s3_endpoint_url:

@@ -99,7 +99,13 @@ def test_the_drivers_jvm_collects_with_the_parallel_collector(spark: Any) -> Non
 
 
 @pytest.mark.integration
-def test_the_drivers_jvm_maps_the_archive(spark: Any) -> None:
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+def test_the_drivers_jvm_maps_the_archive_and_has_the_pinned_jars_on_its_class_path(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    pid = jvm.java.lang.ProcessHandle.current().pid()
     mapped = Path(f"/proc/{pid}/maps").read_text()
     assert str(archive_path()) in mapped
+    # Iceberg's classes come from the JVM's own class path, whose classes the archive holds,
+    # not from the class loader Spark adds for spark.jars.
+    system = jvm.java.lang.ClassLoader.getSystemClassLoader()
+    catalog = jvm.java.lang.Class.forName("org.apache.iceberg.spark.SparkCatalog", False, system)
+    assert catalog.getClassLoader().getName() == "app"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from loader.config import Config, load_config
 from loader.errors import ConfigError, SparkJobError
 from loader.source import Credentials
-from loader.warehouse.session import iceberg_secret_conf
+from loader.warehouse.session import CLASS_PATH, iceberg_secret_conf
 from loader.warehouse.submit import (
     APPLICATION,
     PASSWORD_ENV,
@@ -103,10 +105,22 @@ def test_the_pinned_jars_and_another_driver_go_with_jars_not_with_a_setting(tmp_
     assert command[command.index("--jars") + 1] == ",".join(job.jars)
 
 
-def test_by_default_jobs_run_with_the_jars_set_up_fetched(tmp_path: Path) -> None:
-    job = _job(_config(tmp_path), tmp_path)
-    names = {Path(j).name.rsplit("-", 1)[0] for j in job.jars}
+def test_by_default_jobs_run_with_the_jars_set_up_fetched_on_the_drivers_class_path(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    job = _job(cfg, tmp_path)
+    pinned = job.conf[CLASS_PATH].split(os.pathsep)
+    names = {Path(j).name.rsplit("-", 1)[0] for j in pinned}
     assert {"hadoop-aws", "mariadb-java-client", "iceberg-spark-runtime-4.1_2.13"} <= names
+    # A local driver runs the tasks itself: nothing to ship to executors.
+    assert job.jars == [] and "--jars" not in job.command()
+    # A cluster's executors get them from the driver.
+    cluster = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, master="spark://127.0.0.1:7077"))
+    shipped = _job(cluster, tmp_path)
+    assert shipped.jars == pinned and shipped.conf[CLASS_PATH] == job.conf[CLASS_PATH]
+    # A class path the config sets is the driver's; the pinned jars then go with --jars.
+    own = {**cfg.spark.conf, CLASS_PATH: "/opt/extra/lib.jar"}
+    configured = _job(dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, conf=own)), tmp_path)
+    assert configured.conf[CLASS_PATH] == "/opt/extra/lib.jar" and configured.jars == pinned
 
 
 @pytest.mark.parametrize("name", ["materialize", "initial-load"])
