@@ -24,6 +24,7 @@ from tests.conftest import (
     assert_equal_to_source,
     dags_test,
     fresh_schema,
+    iceberg_catalog_of,
     iceberg_rows,
     iceberg_snapshot_summaries,
     loader_dag_env,
@@ -313,7 +314,7 @@ def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
 
 
 def test_an_interval_committed_before_a_crash_is_not_merged_again(
-    mariadb: MariaDB, tmp_path: Path, airflow_home: Path
+    mariadb: MariaDB, tmp_path: Path, airflow_home: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from loader.config import load_config
     from loader.crashpoints import AT_ENV
@@ -331,10 +332,11 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     # Without the test suite's choice of compiler (SPARK_SUBMIT_OPTS), the loader's own.
     env = {**os.environ, cfg.source.password_env: mariadb.password}
     env.pop("SPARK_SUBMIT_OPTS", None)
-    done = subprocess.run(
-        [loader, "initial-load", "--config", str(config)], capture_output=True, text=True, env=env
-    )
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv(cfg.source.password_env, mariadb.password)
+    # The load and the merges that are not this test's subject (those killed and their reruns
+    # are) run in the worker's session, on this config's catalog.
+    with iceberg_catalog_of(spark, cfg):
+        run_initial_load(spark, cfg)
     mariadb.execute(
         "INSERT INTO ice_crash.k SELECT seq, seq FROM ice_crash.seq_1_to_30",
         "UPDATE ice_crash.k SET v = v * 10",
@@ -378,9 +380,9 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     # loader rollback, killed after the ledger went back and before the tables did: the rerun
     # finishes it, and the next materialise applies the later interval again.
     mariadb.execute("UPDATE ice_crash.k SET v = 0 WHERE id <= 3", "DELETE FROM ice_crash.m WHERE id = 1")
-    for step in ("extract", "materialize"):
-        ran = subprocess.run([loader, step, "--config", str(config)], capture_output=True, text=True, env=env)
-        assert ran.returncode == 0, ran.stderr
+    assert run_extract(cfg, progress=quiet) is not None
+    with iceberg_catalog_of(spark, cfg):
+        run_materialize(spark, cfg)
 
     def both() -> list[list[int]]:
         zeros = [i for i, v in iceberg_rows(cfg, "ice_crash", "k", ["id", "v"]) if v == 0]
@@ -400,8 +402,6 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     assert f"2 of 2 tables returned to the state after interval {interval.id}" in again
     assert f"interval {second} → interval {interval.id}" in again
     assert both() == [[], [1, 2]]
-    ran = subprocess.run(
-        [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
-    )
-    assert ran.returncode == 0, ran.stderr
+    with iceberg_catalog_of(spark, cfg):
+        run_materialize(spark, cfg)
     assert both() == [[1, 2, 3], [2]]
