@@ -50,8 +50,9 @@ ARCHIVE_LAYOUT = "cp"
 def archive_path() -> Path | None:
     """Where the archive for the installed PySpark and pinned jars is (None without PySpark).
 
-    Keyed by Spark's version and the pinned jars' pom (infra/jars/fetch.sh's stamp): an archive
-    of another classpath would only be refused, so a new pin or Spark builds a new one.
+    Keyed by Spark's version, the pinned jars' pom (infra/jars/fetch.sh's stamp) and where the
+    jobs put those jars (``ARCHIVE_LAYOUT``): an archive of another class path would only be
+    refused, so a new pin, Spark or layout builds a new one.
     """
     try:
         spark = version("pyspark")

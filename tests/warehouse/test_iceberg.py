@@ -329,10 +329,9 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     )
     cfg = load_config(config)
     loader = str(Path(sys.executable).with_name("loader"))
-    # Without the test suite's choice of compiler (SPARK_SUBMIT_OPTS), the loader's own.
-    env = {**os.environ, cfg.source.password_env: mariadb.password}
-    env.pop("SPARK_SUBMIT_OPTS", None)
     monkeypatch.setenv(cfg.source.password_env, mariadb.password)
+    # Without the test suite's choice of compiler (SPARK_SUBMIT_OPTS), the loader's own.
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
     # The load and the merges that are not this test's subject (those killed and their reruns
     # are) run in the worker's session, on this config's catalog.
     with iceberg_catalog_of(spark, cfg):
