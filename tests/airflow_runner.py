@@ -4,8 +4,9 @@ Airflow imported already.
 A fresh ``airflow`` process spends ~10 s of CPU before a DAG is parsed: ~4 s importing Airflow
 and ~6 s building the execution API's versioned routers (Cadwyn) for ``dag.test()``'s in-process
 API server. A test module runs many commands in one AIRFLOW_HOME, so this pays that once per home:
-a runner process imports Airflow's command line and builds the in-process API with the module's
-environment, then forks one child per command, which runs Airflow's own ``main()`` with the
+a runner process imports Airflow's command line, builds the in-process API with the module's
+environment and has Cadwyn generate its routers (which it otherwise does at the app's first
+request, in each child), then forks one child per command, which runs Airflow's own ``main()`` with the
 command's arguments, environment, working folder and output files, and exits as the command
 would. Airflow disposes of its database engine in a forked child itself (``settings``), as it
 does for the task processes it forks; the API's event-loop thread is started in each child.
@@ -143,7 +144,12 @@ def _serve() -> None:
     from airflow.__main__ import main
     from airflow.sdk.execution_time.supervisor import in_process_api_server
 
-    in_process_api_server().app  # noqa: B018  (built once here; each child inherits it)
+    # Built once here, each child inherits it. Cadwyn generates the API's versioned routers at the
+    # app's first request (~7 s of CPU), so that step is taken here too (a request would need
+    # the app's lifespan); a Cadwyn without it only makes each child slower.
+    app = in_process_api_server().app
+    if not getattr(app, "_cadwyn_initialized", True) and hasattr(app, "_cadwyn_initialize"):
+        app._cadwyn_initialize()
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
