@@ -8,8 +8,8 @@ a runner process imports Airflow's command line, builds the in-process API with 
 environment and has Cadwyn generate its routers (which it otherwise does at the app's first
 request, in each child), then forks one child per command, which runs Airflow's own ``main()``
 with the command's arguments, environment, working folder and output files, and exits as the
-command would. Airflow disposes of its database engine in a forked child itself (``settings``), as it
-does for the task processes it forks; the API's event-loop thread is started in each child.
+command would. Airflow disposes of its database engine in a forked child itself (``settings``),
+as it does for the task processes it forks; the API's event-loop thread is started in each child.
 
 Run as a script, this file is the runner; ``AirflowRunner`` starts one and sends it commands.
 """
