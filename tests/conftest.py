@@ -593,20 +593,51 @@ def iceberg_catalog_of(spark: Any, cfg: Config) -> Iterator[None]:
         use(own)
 
 
-def spark_rows(config: Path, sql: str) -> list[list[Any]]:
-    """Rows of ``sql`` in a Spark session of its own on the config file ``config`` (a job's catalog,
-    which the test session does not share)."""
-    code = (
-        "import json\n"
-        "from loader.config import load_config\n"
-        "from loader.warehouse.session import build_session\n"
-        f"s = build_session(load_config({str(config)!r}))\n"
-        f"print('ROWS ' + json.dumps([list(r) for r in s.sql({sql!r}).collect()], default=str))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    line = next((x for x in out.stdout.splitlines() if x.startswith("ROWS ")), None)
-    assert line is not None, out.stderr[-3000:]
-    return list(json.loads(line[5:]))
+def derby_table_rows(spark: Any, cfg: Config, table: str, columns: list[str]) -> list[list[Any]]:
+    """``columns`` of every row of the Hive-format warehouse table ``table`` of a job's config
+    ``cfg``, sorted, as a reader of its embedded (Derby) metastore sees them: each partition's
+    location from the metastore's own tables, then the Parquet files there, read in the worker's
+    JVM (the test session's catalog is another one). No job may hold that metastore meanwhile;
+    it is shut down after, for the next job to open."""
+    jvm = spark.sparkContext._jvm
+    url = f"jdbc:derby:{Path(cfg.warehouse.metastore_dir) / 'metastore_db'}"
+    connection = jvm.java.sql.DriverManager.getConnection(url)
+    try:
+        query = connection.prepareStatement(
+            "SELECT s.LOCATION FROM PARTITIONS p JOIN SDS s ON p.SD_ID = s.SD_ID "
+            "JOIN TBLS t ON p.TBL_ID = t.TBL_ID JOIN DBS d ON t.DB_ID = d.DB_ID "
+            "WHERE d.NAME = ? AND t.TBL_NAME = ?"
+        )
+        query.setString(1, cfg.warehouse.database)
+        query.setString(2, table)
+        found = query.executeQuery()
+        locations = []
+        while found.next():
+            locations.append(found.getString(1))
+    finally:
+        connection.close()
+        try:
+            jvm.java.sql.DriverManager.getConnection(f"{url};shutdown=true")
+        except Exception as shut:  # Derby reports a clean shutdown as SQLState 08006
+            if "08006" not in str(shut):
+                raise
+    if not locations:
+        return []
+    rows = spark.read.parquet(*locations).select(*columns).orderBy(*columns).collect()
+    return [list(r) for r in rows]
+
+
+def metastore_table_parameters(spark: Any, uri: str, database: str, table: str) -> dict[str, str]:
+    """A table's parameters as the Hive metastore service at ``uri`` holds them (what other
+    engines on the metastore read), through Hive's own client in the worker's JVM."""
+    jvm = spark.sparkContext._jvm
+    conf = jvm.org.apache.hadoop.hive.conf.HiveConf()
+    conf.set("hive.metastore.uris", uri)
+    client = jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+    try:
+        return dict(client.getTable(database, table).getParameters())
+    finally:
+        client.close()
 
 
 def iceberg_table(cfg: Config, schema: str, table: str) -> Any:

@@ -14,7 +14,7 @@ import pytest
 
 from loader.config import Config, load_config
 from loader.warehouse.session import ICEBERG_SQLITE
-from tests.conftest import MariaDB, delta, iceberg_catalog_of, quiet, run_loader, spark_rows
+from tests.conftest import MariaDB, delta, iceberg_catalog_of, metastore_table_parameters, quiet, run_loader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -102,9 +102,8 @@ def test_the_hive_metastore_lists_the_tables_through_icebergs_hive_catalog(
     _load_change_and_check(spark, mariadb, load_config(toml), "ich")
 
     # The metastore holds the table as a pointer to its current Iceberg metadata (what other
-    # engines on the metastore read), as Spark's own catalog finds it there in a session of the
-    # config's (the test session's own catalog is not the metastore).
-    held = dict(spark_rows(toml, "SHOW TBLPROPERTIES spark_catalog.ich_wh.ich__a"))
+    # engines on the metastore read), as Hive's own client finds it there.
+    held = metastore_table_parameters(spark, hive_metastore, "ich_wh", "ich__a")
     location = held["metadata_location"]
     assert location.startswith(f"file:{tmp_path}/warehouse/iceberg/ich_wh.db/ich__a/metadata/"), held
     assert '"loader.interval":"0000000001"' in held["current-snapshot-summary"], held

@@ -11,12 +11,12 @@ from urllib.parse import unquote
 
 import pytest
 
-from loader.config import Config
+from loader.config import Config, load_config
 from loader.extract import run_extract
 from loader.ledger import Checkpoint, Ledger
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.tables import table_name
-from tests.conftest import TABLE_FORMATS, MariaDB, spark_rows
+from tests.conftest import TABLE_FORMATS, MariaDB, derby_table_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # The merge rule on both table formats; partitions, versions and their swaps are Hive's.
@@ -175,12 +175,8 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     return path
 
 
-def _table_rows(config: Path, table: str) -> list[list[Any]]:
-    return spark_rows(config, f"SELECT id, v FROM crash_wh.{table} ORDER BY id")
-
-
 def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
-    mariadb: MariaDB, cfg: Config, tmp_path: Path
+    mariadb: MariaDB, cfg: Config, spark: Any, tmp_path: Path
 ) -> None:
     import os
     import subprocess
@@ -208,7 +204,8 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     )
     assert crashed.returncode == 1 and "exit 137" in crashed.stderr
     assert [i.state for i in ledger.intervals()] == ["extracted"]  # the checkpoint did not move
-    half = _table_rows(config, "mat__k")
+    job = load_config(config)
+    half = derby_table_rows(spark, job, "mat__k", ["id", "v"])
     # The first swap call put in two of the five partitions, both at once: ids 1-9 and 10-19.
     assert half == [[i, i * 10] for i in range(1, 20)]
     env.pop(AT_ENV)
@@ -216,7 +213,7 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
         [loader, "materialize", "--config", str(config)], capture_output=True, text=True, env=env
     )
     assert again.returncode == 0, again.stderr
-    assert _table_rows(config, "mat__k") == [[i, i * 10] for i in range(1, 41)]
+    assert derby_table_rows(spark, job, "mat__k", ["id", "v"]) == [[i, i * 10] for i in range(1, 41)]
     assert [i.state for i in ledger.intervals()] == ["materialised"]
 
 
