@@ -277,15 +277,16 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert run_state(loaded) == "success", loaded[-3000:]
     outputs = [loaded]
 
-    for day in (2, 3):
-        delta = dags_test(env, "loader_continuous_delta", f"2026-02-0{day}T00:00:00+00:00")
-        outputs.append(delta)
-        assert run_state(delta) == "success", delta[-3000:]
-        assert _warehouse(config) == _source(mariadb)
-        writer = Writer(mariadb, day)
-        writer.start()
-        writer.stop.set()
-        writer.join()
+    # The changes written during the load; the writes after it go to the crashed run below (the
+    # backfill is a delta run from an older position again).
+    delta = dags_test(env, "loader_continuous_delta", "2026-02-02T00:00:00+00:00")
+    outputs.append(delta)
+    assert run_state(delta) == "success", delta[-3000:]
+    assert _warehouse(config) == _source(mariadb)
+    writer = Writer(mariadb, 2)
+    writer.start()
+    writer.stop.set()
+    writer.join()
 
     # A run whose materialisation dies half way (after one table's snapshot, before the ledger
     # records it) fails without retries; its tasks cleared and run again in the same run, it
@@ -315,7 +316,7 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert status["intervals"] == {
         "planned": 0,
         "extracted": 0,
-        "materialised": 3,
+        "materialised": 2,
         "failed": 0,
         "abandoned": 0,
     }

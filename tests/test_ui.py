@@ -147,7 +147,9 @@ def test_the_trigger_form_shows_the_params_and_a_backfill_run_succeeds(
         # And the warehouse holds what the source holds.
         compared = subprocess.run([str(BIN / "loader"), "compare"], env=env, capture_output=True, text=True)
         assert compared.returncode == 0, compared.stdout + compared.stderr[-2000:]
-        assert "source 2 rows, warehouse 2 rows, equal" in compared.stdout, compared.stdout
+        assert "ui.t → iceberg.ui_wh.ui__t: source 2 rows, warehouse 2 rows, equal" in compared.stdout, (
+            compared.stdout
+        )
     finally:
         os.killpg(airflow.pid, signal.SIGTERM)
         try:
