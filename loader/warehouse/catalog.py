@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from loader.errors import MaterializeError
+
 
 class PartitionCatalog:
     """The partitions of one table, partitioned by one integer column."""
@@ -35,6 +37,15 @@ class PartitionCatalog:
         """Where each partition points (such as ``file:/...``, not %-escaped), in one catalog call."""
         utils = self._jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils
         return {p: str(utils.URIToString(part.location())) for p, part in self._partitions().items()}
+
+    def table_location(self) -> str:
+        """The table's root location (a URI such as ``file:/...``, not %-escaped), as
+        ``DESCRIBE TABLE EXTENDED`` shows it, in one catalog call."""
+        utils = self._jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils
+        location = self._catalog.getTable(self._database, self._table).storage().locationUri()
+        if location.isEmpty():
+            raise MaterializeError(f"{self._database}.{self._table} has no location in the catalog")
+        return str(utils.URIToString(location.get())).rstrip("/")
 
     def point(self, locations: dict[int, str]) -> None:
         """Point these partitions at these folders: new ones are added in one call, then the

@@ -440,4 +440,22 @@ def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> 
     # hands them to the executors and redacts them in its UI and logs.
     for key, value in {**spark_conf(cfg, jdbc), **s3a_keys_conf(cfg), **iceberg_secret_conf(cfg)}.items():
         builder = builder.config(key, value)
-    return builder.enableHiveSupport().getOrCreate()
+    session = builder.enableHiveSupport().getOrCreate()
+    _quiet_expected_warnings(session)
+    return session
+
+
+# Loggers whose warnings the loader causes by design; each would bury the lines a user reads.
+# CSVHeaderChecker: the staged files' header names the meta columns, read under positional
+# names (a source column may be named like one), so Spark warned once per staged file.
+_EXPECTED_WARNINGS = ("org.apache.spark.sql.catalyst.csv.CSVHeaderChecker",)
+
+
+def _quiet_expected_warnings(spark: SparkSession) -> None:
+    """Log only errors from ``_EXPECTED_WARNINGS`` in the driver's JVM (where a local job reads
+    its files; a cluster's executors log to their own files)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log4j = jvm.org.apache.logging.log4j
+    for name in _EXPECTED_WARNINGS:
+        log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)

@@ -255,11 +255,11 @@ def publish_version(
     the write made).
     """
     name = table_name(cfg, schema, table)
-    location = table_location(spark, name)
+    catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
+    location = catalog.table_location()
     version_root = f"{location}/_versions/{version}"
     rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
     crashpoints.reached("after version written")
-    catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
     swap_in(spark, catalog, version_root, partitions, rows.drop(PART).schema, cfg.warehouse.swap_batch)
     spark.catalog.refreshTable(name)
     delete_old_versions(spark, catalog, location, cfg.warehouse.retention_hours)
@@ -290,14 +290,6 @@ def swap_in(
     for start in range(0, len(partitions), batch):
         catalog.point({p: f"{version_root}/{PART}={p}" for p in partitions[start : start + batch]})
         crashpoints.reached("after catalog swap")
-
-
-def table_location(spark: Any, name: str) -> str:
-    """The table's root location as the catalog has it (a URI such as ``file:/...``)."""
-    for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect():
-        if r.col_name == "Location":
-            return str(r.data_type).rstrip("/")
-    raise MaterializeError(f"{name} has no location in the catalog")
 
 
 def _filesystem(spark: Any, uri: str) -> tuple[Any, Any]:
