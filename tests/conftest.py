@@ -73,6 +73,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     airflow_runner.close()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files none of whose tests need a server run last, each file's tests in their order.
+
+    The workers take a file when fewer than three of their tests are left, so a worker in a
+    long one-test file has its next file already; files of many short tests at the end keep
+    both workers busy until the end instead (collection order left one of them idle ~140 s)."""
+    with_servers = {item.path for item in items if item.get_closest_marker("integration")}
+    items.sort(key=lambda item: item.path not in with_servers)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     sample = "all of them (make test-long)" if os.environ.get("LOADER_TEST_LONG") == "1" else "a sample"
     return f"random series: seed {random_seed()} (LOADER_TEST_SEED={random_seed()} repeats its choices), {sample}"
