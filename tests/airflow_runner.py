@@ -150,6 +150,12 @@ def _serve() -> None:
     app = in_process_api_server().app
     if not getattr(app, "_cadwyn_initialized", True) and hasattr(app, "_cadwyn_initialize"):
         app._cadwyn_initialize()
+    # Modules every command imports, imported once here: Airflow's check of its database's
+    # migrations imports alembic (~0.7 s of CPU a command), the DAG files the loader's operators.
+    import alembic  # noqa: F401
+
+    import loader.airflow  # noqa: F401
+
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
