@@ -51,15 +51,16 @@ start)
     client="$(find_bin mariadb mysql)"
     install_db="$(find_bin mariadb-install-db mysql_install_db)"
     user="$(id -un)"
+    # A temp folder of its own, for the install's server too: a server removes the temp files
+    # (#sql*) it finds in its tmpdir when it starts, which in a shared /tmp are the running temp
+    # tables of the other servers (an install beside another one failed on that).
+    mkdir -p "$dir/binlog" "$dir/tmp"
     if [[ ! -d "$dir/data/mysql" ]]; then
-        mkdir -p "$dir/data" "$dir/binlog"
-        "$install_db" --no-defaults --datadir="$dir/data" --user="$user" \
+        mkdir -p "$dir/data"
+        "$install_db" --no-defaults --datadir="$dir/data" --user="$user" --tmpdir="$dir/tmp" \
             --auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 \
             || { cat "$dir/install.log" >&2; exit 1; }
     fi
-    # A temp folder of its own: a server removes the temp files (#sql*) it finds in its tmpdir
-    # when it starts, which in a shared /tmp are the running temp tables of the other servers.
-    mkdir -p "$dir/binlog" "$dir/tmp"
     "$mariadbd" --defaults-file="$here/binlog.cnf" --datadir="$dir/data" --user="$user" \
         --port="$port" --bind-address=127.0.0.1 --socket="$sock" --pid-file="$pidfile" \
         --tmpdir="$dir/tmp" \
