@@ -454,8 +454,7 @@ _EXPECTED_WARNINGS = ("org.apache.spark.sql.catalyst.csv.CSVHeaderChecker",)
 def _quiet_expected_warnings(spark: SparkSession) -> None:
     """Log only errors from ``_EXPECTED_WARNINGS`` in the driver's JVM (where a local job reads
     its files; a cluster's executors log to their own files)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
+    jvm: Any = spark.sparkContext._jvm
     log4j = jvm.org.apache.logging.log4j
     for name in _EXPECTED_WARNINGS:
         log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)
