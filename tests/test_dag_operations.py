@@ -56,7 +56,7 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert [(t["table"], t["inserted"]) for t in result["materialized"]] == [("afd.t", 2)]
     (interval,) = ledger.intervals()
     assert interval.state == "materialised" and ledger.checkpoint().position == interval.end  # type: ignore[union-attr]
-    # (The checksum below finds the warehouse equal to the source; `loader compare` is test_ui's.)
+    # The checksum below compares this table with the source (`loader compare`'s line: test_ui).
 
     # The binlog moved for another schema only: run-once applies that interval without a Spark
     # job, and the checkpoint moves to its end (the checksum below still finds the source's rows).

@@ -277,8 +277,8 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert run_state(loaded) == "success", loaded[-3000:]
     outputs = [loaded]
 
-    # The changes written during the load; the writes after it go to the crashed run below (the
-    # backfill is a delta run from an older position again).
+    # One delta run carries the changes written during the load; the writer's next changes go to
+    # the crashed run below, and the backfill replays from before the load's position.
     delta = dags_test(env, "loader_continuous_delta", "2026-02-02T00:00:00+00:00")
     outputs.append(delta)
     assert run_state(delta) == "success", delta[-3000:]
