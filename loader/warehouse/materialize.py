@@ -38,6 +38,7 @@ from loader.warehouse.catalog import PartitionCatalog
 from loader.warehouse.merge import apply_merge
 from loader.warehouse.tables import (
     PART,
+    empty_rows,
     ensure_database,
     ensure_table,
     has_integer_key,
@@ -198,7 +199,7 @@ def _touched_rows(spark: Any, cfg: Config, schema: str, table: str, touched: lis
     data_schema = spark.table(table_name(cfg, schema, table)).drop(PART).schema
     paths = [locations[p] for p in touched if p in locations]
     if not paths:
-        return spark.createDataFrame([], data_schema)
+        return empty_rows(spark, data_schema)
     return spark.read.schema(data_schema).parquet(*paths)
 
 

@@ -284,12 +284,22 @@ def swap_in(
         partitions = sorted(written | set(catalog.locations()))
     for p in partitions:
         if p not in written:
-            spark.createDataFrame([], row_schema).write.mode("overwrite").parquet(
-                f"{version_root}/{PART}={p}"
-            )
+            empty_rows(spark, row_schema).write.mode("overwrite").parquet(f"{version_root}/{PART}={p}")
     for start in range(0, len(partitions), batch):
         catalog.point({p: f"{version_root}/{PART}={p}" for p in partitions[start : start + batch]})
         crashpoints.reached("after catalog swap")
+
+
+def empty_rows(spark: Any, schema: Any) -> Any:
+    """No rows, with this schema (a ``StructType``), as a DataFrame the JVM plans by itself.
+
+    ``spark.createDataFrame([], schema)`` parallelises a Python list: each of its (empty) tasks
+    needs a Python worker, and a job's first one costs seconds to start.
+    """
+    from pyspark.sql import DataFrame
+
+    jschema = spark._jsparkSession.parseDataType(schema.json())
+    return DataFrame(spark._jsparkSession.createDataFrame(spark._jvm.java.util.ArrayList(), jschema), spark)
 
 
 def _filesystem(spark: Any, uri: str) -> tuple[Any, Any]:
