@@ -1,14 +1,12 @@
 """Staging and the warehouse on the storage of a cluster, end to end: a real HDFS (MiniDFSCluster;
 the extractor writes through WebHDFS, Spark reads and writes hdfs://) and S3 (moto's server; boto3
 writes the staging, Spark reads it and keeps the warehouse through s3a with the pinned hadoop-aws).
-The Hive format's cases run in the test session's Spark; the DAGs' case runs the loader as a user
-runs it, its Spark jobs through spark-submit."""
+They run in the test session's Spark; the DAGs on S3 through an Airflow connection's keys, their
+Spark jobs on a cluster, are in tests/test_spark_cluster.py."""
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterator
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +17,10 @@ from loader.staging.stores import Store, open_store
 from tests.conftest import (
     HdfsCluster,
     MariaDB,
-    dags_test,
     delta,
+    iceberg_catalog_of,
     iceberg_files,
-    loader_dag_env,
-    moto_server,
     quiet,
-    run_state,
     warehouse_storage_of,
 )
 
@@ -56,22 +51,23 @@ def _versions(store: Store, schema: str) -> set[str]:
     return {k[len(prefix) :].split("/", 1)[0] for k in store.list(prefix.rstrip("/"))}
 
 
-# The Hive format on each store here, in the test session's Spark (the storage is the subject);
-# Iceberg (the default format) on each store, end to end through Spark jobs with the same checks,
-# is in the DAG tests: tests/test_spark_cluster.py on HDFS, the keyed S3 test below.
-@pytest.mark.parametrize("where", ["hdfs", "s3"])
-def test_staging_and_a_hive_format_warehouse_on_cluster_storage_equal_the_source(
+# The Hive format on each store here, in the test session's Spark (the storage is the subject),
+# and Iceberg (the default format) on HDFS; Iceberg on S3, end to end through Spark jobs on a
+# cluster with the same checks, is tests/test_spark_cluster.py.
+@pytest.mark.parametrize(("where", "table_format"), [("hdfs", "hive"), ("s3", "hive"), ("hdfs", "iceberg")])
+def test_staging_and_the_warehouse_on_cluster_storage_equal_the_source(
     spark: Any,
     mariadb: MariaDB,
     tmp_path: Path,
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     where: str,
+    table_format: str,
 ) -> None:
     from loader.warehouse.checksum import compare_sums, source_sums
     from loader.warehouse.initial_load import run_initial_load
 
-    schema = f"cs_{where}_hive"
+    schema = f"cs_{where}_{table_format}"
     mariadb.execute(
         f"DROP DATABASE IF EXISTS {schema}",
         f"CREATE DATABASE {schema}",
@@ -80,145 +76,52 @@ def test_staging_and_a_hive_format_warehouse_on_cluster_storage_equal_the_source
         f" FROM {schema}.seq_1_to_40",
     )
     staging, warehouse, warehouse_files = _storage(where, request, tmp_path.name)
-    warehouse += '\nformat = "hive"'
+    warehouse += f'\nformat = "{table_format}"'
     toml = mariadb.config_file(tmp_path, schema, f"{schema}.*", warehouse=warehouse, staging=staging)
     monkeypatch.setenv("LOADER_TEST_PASSWORD", mariadb.password)
     cfg = load_config(toml, env={})
     warehouse_storage_of(spark, cfg)
+    hive = table_format == "hive"
 
-    run_initial_load(spark, cfg, progress=quiet)
-    (copied,) = _versions(warehouse_files, schema)
-    mariadb.execute(
-        f"UPDATE {schema}.t SET v = 'changed', n = -n WHERE id % 4 = 0",
-        f"DELETE FROM {schema}.t WHERE id BETWEEN 10 AND 14",
-        f"INSERT INTO {schema}.t VALUES (100, 'new «ü»', 1.5, '2026-11-24 00:00:00.000001')",
-    )
-    delta(spark, cfg)
+    def files() -> tuple[set[str], set[str]]:
+        """The Hive-format table's version folders, or the Iceberg table's data and metadata files."""
+        if hive:
+            return _versions(warehouse_files, schema), set()
+        return iceberg_files(warehouse_files.list("iceberg"), f"{schema}_wh", f"{schema}__t")
 
-    # The changes went through the cluster's storage, and the table lives there: the merge wrote
-    # a new version of its one partition and, with no retention, deleted the copy's.
+    with contextlib.nullcontext() if hive else iceberg_catalog_of(spark, cfg):
+        run_initial_load(spark, cfg, progress=quiet)
+        copied, copy_commits = files()
+        assert copied and (hive or copy_commits), warehouse_files.list("")
+        mariadb.execute(
+            f"UPDATE {schema}.t SET v = 'changed', n = -n WHERE id % 4 = 0",
+            f"DELETE FROM {schema}.t WHERE id BETWEEN 10 AND 14",
+            f"INSERT INTO {schema}.t VALUES (100, 'new «ü»', 1.5, '2026-11-24 00:00:00.000001')",
+        )
+        delta(spark, cfg)
+        merged, merge_commits = files()
+        (checked,) = compare_sums(spark, cfg, source_sums(cfg, progress=quiet))
+
+    # The changes went through the cluster's storage, and the table lives there.
     store = open_store(cfg.staging)
     staged = [k for k in store.list(schema) if k.endswith((".csv", ".csv.gz"))]
     assert staged, store.list("")
-    (merged,) = _versions(warehouse_files, schema)
-    assert merged != copied
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml"]  # nothing on local disk
+    if hive:
+        # The merge wrote a new version of its one partition and, with no retention, deleted the
+        # copy's; nothing is on local disk.
+        assert len(copied) == len(merged) == 1 and merged != copied
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml"]
+    else:
+        # The merge committed a snapshot (a metadata file) and kept the loaded files (merge-on-read:
+        # the changed rows' deletes and new rows are new files beside them); only the embedded
+        # catalog is on local disk.
+        assert copied < merged and copy_commits < merge_commits
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml", "metastore"]
 
-    (checked,) = compare_sums(spark, cfg, source_sums(cfg, progress=quiet))
     assert (checked.table, checked.warehouse_table, checked.source_rows, checked.warehouse_rows) == (
         f"{schema}.t",
-        f"{schema}_wh.{schema}__t",
+        f"{'' if hive else 'iceberg.'}{schema}_wh.{schema}__t",
         36,
         36,
     )
     assert checked.equal, checked
-
-
-@pytest.fixture(scope="module")
-def s3_with_keys() -> Iterator[tuple[str, str, str, str]]:
-    """An S3 server that checks keys (moto with IAM enforced) and a bucket only one user's keys
-    reach: ``(endpoint, bucket, access key id, secret key)``."""
-    import boto3
-
-    # The first three requests (the user, its policy and its keys) need no keys; then every
-    # request must be signed by a known user.
-    with moto_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as url:
-        anyone = {"endpoint_url": url, "region_name": "us-east-1"}
-        iam = boto3.client("iam", aws_access_key_id="x", aws_secret_access_key="x", **anyone)
-        iam.create_user(UserName="loader")
-        allow = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-        iam.put_user_policy(UserName="loader", PolicyName="all", PolicyDocument=json.dumps(allow))
-        key = iam.create_access_key(UserName="loader")["AccessKey"]
-        s3 = boto3.client(
-            "s3", aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"], **anyone
-        )
-        s3.create_bucket(Bucket="keyed")
-        yield url, "keyed", key["AccessKeyId"], key["SecretAccessKey"]
-
-
-def test_the_dags_use_the_airflow_connections_keys_for_s3_in_boto3_and_spark(
-    mariadb: MariaDB, s3_with_keys: tuple[str, str, str, str], airflow_home: Path, tmp_path: Path
-) -> None:
-    import boto3
-
-    endpoint, bucket, key_id, secret = s3_with_keys
-    mariadb.execute(
-        "DROP DATABASE IF EXISTS sk",
-        "CREATE DATABASE sk",
-        "CREATE TABLE sk.t (id INT PRIMARY KEY, v VARCHAR(20))",
-        "CREATE TABLE sk.u (a VARCHAR(8), b INT, n DECIMAL(8,2), PRIMARY KEY (a, b))",
-        "INSERT INTO sk.t SELECT seq, CONCAT('v', seq) FROM sk.seq_1_to_300",
-        "INSERT INTO sk.u SELECT CONCAT('k', seq % 10), seq, seq / 4 FROM sk.seq_1_to_100",
-    )
-    config = tmp_path / "loader.toml"
-    config.write_text(
-        f"""[source]
-name = "sk"
-airflow_conn_id = "loader_source"
-[tables]
-include = ["sk.*"]
-[staging]
-uri = "s3://{bucket}/staging"
-s3_endpoint_url = "{endpoint}"
-aws_conn_id = "loader_s3"
-[warehouse]
-database = "sk_wh"
-dir = "s3://{bucket}/warehouse"
-s3_endpoint_url = "{endpoint}"
-aws_conn_id = "loader_s3"
-metastore_dir = "{tmp_path / "metastore"}"
-partition_rows = 100
-buckets = 2
-[load]
-parallelism = 2
-[spark]
-conf = {{ "spark.sql.shuffle.partitions" = "2" }}
-"""
-    )
-    env = loader_dag_env(
-        airflow_home,
-        config,
-        mariadb,
-        extra={
-            "AIRFLOW_CONN_LOADER_S3": json.dumps({"conn_type": "aws", "login": key_id, "password": secret}),
-            # The usual chain's keys are not this server's: only the connection's can work.
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        },
-    )
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=key_id,
-        aws_secret_access_key=secret,
-    )
-
-    def keys(prefix: str) -> list[str]:
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-        return [o["Key"].removeprefix(prefix) for page in pages for o in page.get("Contents", [])]
-
-    loaded = dags_test(env, "loader_initial_load", "2026-04-01T00:00:00+00:00")
-    assert run_state(loaded) == "success", loaded[-3000:]
-    data, commits = iceberg_files(keys("warehouse/"), "sk_wh", "sk__t")
-    assert data and commits, keys("")
-    mariadb.execute(
-        "UPDATE sk.t SET v = CONCAT(v, '!') WHERE id % 7 = 0",
-        "DELETE FROM sk.u WHERE b % 5 = 0",
-        "INSERT INTO sk.t VALUES (1000, 'new')",
-    )
-    delta = dags_test(env, "loader_continuous_delta", "2026-04-02T00:00:00+00:00", {"checksum": True})
-    assert run_state(delta) == "success", delta[-3000:]
-    assert re.search(r"checksum at \S+: 2 tables, 2 equal", delta), delta[-3000:]
-    # The changes went through S3 and the Iceberg table lives there: the merge committed a
-    # snapshot (a metadata file) and kept the loaded files (merge-on-read: the changed rows'
-    # deletes and new rows are new files beside them); only the embedded catalog is local.
-    assert [k for k in keys("staging/") if k.endswith((".csv", ".csv.gz"))], keys("")
-    merged_data, merged_commits = iceberg_files(keys("warehouse/"), "sk_wh", "sk__t")
-    assert data < merged_data and commits < merged_commits
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml", "metastore"]
-    # The secret key reached boto3 and Spark without being printed (spark-submit's command line
-    # and Spark's logs are in the output).
-    assert "spark-submit" in delta
-    assert secret not in loaded + delta
