@@ -3,7 +3,7 @@
     spark-submit loader/spark_jobs.py materialize --config loader.toml
     spark-submit loader/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
     spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N] [--as-of ID]
-    spark-submit loader/spark_jobs.py checksum --config loader.toml --sums source-sums.json
+    spark-submit loader/spark_jobs.py checksum --config loader.toml [--materialize] --sums source-sums.json
     spark-submit loader/spark_jobs.py rollback --config loader.toml --to-interval ID
     spark-submit loader/spark_jobs.py maintain --config loader.toml
 
@@ -34,6 +34,7 @@ from typing import Any
 from loader import crashpoints, results, steps
 from loader.config import Config, load_config
 from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, CatalogError, describe, exit_code
+from loader.ledger import Ledger
 from loader.tables import table_list
 from loader.warehouse.submit import (
     JOBS,
@@ -80,6 +81,10 @@ def _checksum(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
 
     with open(args.sums, encoding="utf-8") as f:
         sums = results.from_dict(SourceSums, json.load(f))
+    if args.materialize:  # the changes up to the source's snapshot, extracted by the launcher
+        with crashpoints.step("materialize"):
+            _materialize(spark, cfg, args)
+        steps.require_checkpoint_at(Ledger.of(cfg), sums.position)
     return results.to_dict(compare_sums(spark, cfg, sums))
 
 
@@ -137,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-id", help="initial-load: copy the tables of this started load only")
     parser.add_argument("--rows", type=int, default=3, help="compare: rows of each table to show")
     parser.add_argument("--sums", help="checksum: the source's sums (JSON) to compare the warehouse with")
+    parser.add_argument(
+        steps.MATERIALIZE_FIRST,
+        action="store_true",
+        help="checksum: apply the extracted intervals first (its launcher holds the source's lease)",
+    )
     parser.add_argument("--as-of", help="compare: the warehouse as it was after this interval")
     parser.add_argument("--to-interval", help="rollback: the interval whose state the warehouse returns to")
     args = parser.parse_args(argv)

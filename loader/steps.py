@@ -84,6 +84,8 @@ MAX_DECODE_WORKERS = 8
 # Jobs that change the warehouse and the ledger: the launcher holds the source's lease while
 # they run (the job joins it), so a job that dies does not leave it held.
 LEASED_JOBS = frozenset({"materialize", "rollback", "maintain"})
+# The checksum job's option to apply the extracted intervals first (its launcher holds the lease).
+MATERIALIZE_FIRST = "--materialize"
 
 
 # --- delta run ------------------------------------------------------------------------------
@@ -331,7 +333,8 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
         try:
             return read_outcome(job, failure)
         except SparkJobError as exc:
-            if name == "materialize" and not exc.error_class:  # no outcome: the job noted nothing
+            applying = name == "materialize" or MATERIALIZE_FIRST in extra
+            if applying and not exc.error_class:  # no outcome: the job noted nothing
                 note_materialize_error(cfg, str(exc))
             raise
 
@@ -415,9 +418,11 @@ def checksum(
 ) -> ChecksumReport:
     """Compare every selected table (or the named ones) with the source at one position.
 
-    The source's sums are taken in one consistent snapshot at position P; the warehouse is then
-    brought to P with delta runs (plan up to P, extract, materialise) and the Spark job sums the
-    same key ranges there.
+    The source's sums are taken in one consistent snapshot at position P. When the warehouse is
+    behind P, the changes up to P are planned and extracted here, and the one Spark job applies
+    them (as a materialisation would) before it sums the same key ranges: one JVM start, not
+    two. The source's lease is held from the extraction to the end of the sums, so no other run
+    moves the warehouse while it is summed.
 
     Raises:
         LoadError: nothing has been loaded yet.
@@ -431,23 +436,54 @@ def checksum(
     sums = source_sums(cfg, tables, range_rows, progress)
     at = Position.parse(sums.position)
     caught_up = None
-    for _ in range(3):  # an interval left from before, then the one up to P
-        checkpoint = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
-        if checkpoint >= at:
+    extra = ["--sums"]
+    with contextlib.ExitStack() as held:
+        if _checkpoint_position(ledger) < at:
+            held.enter_context(source_lease(cfg, "loader checksum"))  # the job joins it
+            caught_up = _extract_up_to(cfg, at, progress)
+            with materialize_failures_noted(cfg):
+                if not apply_unchanged(ledger, ledger.intervals()):
+                    extra = [MATERIALIZE_FIRST, *extra]
+        if MATERIALIZE_FIRST not in extra:  # else the job checks once it has applied them
+            require_checkpoint_at(ledger, sums.position)
+        with scratch.folder("checksum") as tmp:
+            path = os.path.join(tmp, "source-sums.json")
+            with open(path, "w", encoding="utf-8") as out:
+                json.dump(asdict(sums), out)
+            compared = run_spark_job(cfg, "checksum", [*extra, path], launch)
+    return ChecksumReport(sums.position, from_dict(list[TableChecksum], compared), caught_up)
+
+
+def _checkpoint_position(ledger: Ledger) -> Position:
+    return Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
+
+
+def _extract_up_to(cfg: Config, at: Position, progress: Progress) -> str | None:
+    """Plan and extract the intervals up to ``at`` (one left planned from before, then one up to
+    ``at``); returns the last one, None when the log was read there already."""
+    last = None
+    for _ in range(3):
+        planned = plan(cfg, end=at)
+        if planned.interval is None:
             break
-        caught_up = run_once(cfg, launch, progress=progress, end=at).planned.interval or caught_up
-    checkpoint = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
-    if checkpoint != at:
+        extract(cfg, planned.interval, progress=progress)
+        last = planned.interval
+    return last
+
+
+def require_checkpoint_at(ledger: Ledger, position: str) -> None:
+    """The checksum's warehouse side sums the tables at the source's snapshot: the checkpoint
+    must be there.
+
+    Raises:
+        TransientError: another run moved it (or left it behind) meanwhile.
+    """
+    checkpoint = _checkpoint_position(ledger)
+    if checkpoint != Position.parse(position):
         raise TransientError(
-            f"the checksum's snapshot of the source is at {at} but the checkpoint is at {checkpoint}: "
+            f"the checksum's snapshot of the source is at {position} but the checkpoint is at {checkpoint}: "
             "another run moved it meanwhile; run the checksum again"
         )
-    with scratch.folder("checksum") as tmp:
-        path = os.path.join(tmp, "source-sums.json")
-        with open(path, "w", encoding="utf-8") as out:
-            json.dump(asdict(sums), out)
-        compared = run_spark_job(cfg, "checksum", ["--sums", path], launch)
-    return ChecksumReport(sums.position, from_dict(list[TableChecksum], compared), caught_up)
 
 
 def tables(cfg: Config) -> list[TableMapping]:

@@ -75,13 +75,16 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert last.id != interval.id and (last.state, last.changes) == ("materialised", 0)
     assert ledger.checkpoint().position == last.end  # type: ignore[union-attr]
 
-    # The checksum brings the warehouse to its snapshot of the source (a delta run up to there)
-    # and compares row counts and checksums per key range.
+    # The checksum brings the warehouse to its snapshot of the source (plans and extracts up to
+    # there; its one Spark job applies that interval, then sums) and compares row counts and
+    # checksums per key range.
     mariadb.execute("INSERT INTO afd.t VALUES (3), (4)")
     checked = subprocess.run(
         [str(BIN / "loader"), "checksum", "--range-rows", "1"], env=env, capture_output=True, text=True
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr[-2000:]
+    assert checked.stderr.count("Spark session ready") == 1, checked.stderr[-3000:]
+    assert [i.state for i in ledger.intervals()][-1] == "materialised"
     at = ledger.checkpoint().position  # type: ignore[union-attr]
     assert (
         f"checksum at {at} (warehouse brought there by interval {ledger.intervals()[-1].id})"
