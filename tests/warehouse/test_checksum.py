@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from loader.config import Config
 from loader.warehouse import checksum_sql
 from loader.warehouse.checksum import compare_sums, source_sums
 from loader.warehouse.tables import table_name
-from tests.conftest import TABLE_FORMATS, Loaded, MariaDB, assert_equal_to_source, delta, quiet
+from tests.conftest import TABLE_FORMATS, Loaded, MariaDB, assert_equal_to_source, delta, fresh_schema, quiet
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -195,3 +196,29 @@ def test_what_the_warehouse_lacks_is_a_difference_not_a_match(
     checked = {c.table: c for c in compare_sums(spark, cfg, source_sums(cfg, progress=quiet))}
     assert checked["ck_lost.u"].problem == "the warehouse has no such table"
     assert checked["ck_lost.t"].problem == "the warehouse table has no column w"
+
+
+def test_a_checkpoint_past_the_sources_snapshot_stops_the_check_before_any_spark_job(
+    mariadb: MariaDB, tmp_path: Path
+) -> None:
+    from loader import steps
+    from loader.errors import TransientError
+    from loader.ledger import Checkpoint, Ledger
+    from loader.positions import Position
+
+    fresh_schema(mariadb, "ck_past", "t (id INT PRIMARY KEY)")
+    mariadb.execute("INSERT INTO ck_past.t VALUES (1)")
+    cfg = mariadb.config(tmp_path, tables={"include": '["ck_past.*"]'})
+    now = mariadb.execute()
+    # Another run read further than the source's snapshot meanwhile (as a later one would).
+    ahead = Position(now.file, now.pos + 1000)
+    Ledger.of(cfg).set_checkpoint(Checkpoint(str(ahead), "test"))
+
+    def launch(job: Any) -> str | None:
+        raise AssertionError(f"no Spark job when the warehouse cannot be at the snapshot: {job}")
+
+    with pytest.raises(TransientError) as stopped:
+        steps.checksum(cfg, launch, progress=quiet)
+    assert f"but the checkpoint is at {ahead}: another run moved it meanwhile; run the checksum again" in str(
+        stopped.value
+    )
