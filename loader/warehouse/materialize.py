@@ -168,11 +168,13 @@ def materialize_table(
         if not touched:
             return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
         changes.createOrReplaceTempView("changes")
-        _touched_rows(spark, cfg, schema, table, touched).createOrReplaceTempView("base")
+        # One reading of the table's partitions for the merge and the swap.
+        catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
+        _touched_rows(spark, catalog, touched).createOrReplaceTempView("base")
         effect = apply_merge(spark, names, key, sum(per_partition.values()))
         try:
             merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
-            publish_version(spark, cfg, schema, table, merged, run_id, touched)
+            publish_version(spark, cfg, schema, table, merged, run_id, touched, catalog)
         finally:
             effect.release()
     finally:
@@ -187,16 +189,14 @@ def materialize_table(
     )
 
 
-def _touched_rows(spark: Any, cfg: Config, schema: str, table: str, touched: list[int]) -> Any:
+def _touched_rows(spark: Any, catalog: PartitionCatalog, touched: list[int]) -> Any:
     """The rows of the touched partitions, read from the folders the catalog points them at.
 
     Reading the folders directly spares a partition lookup in the metastore each time the
     merge's statements are planned. Files written before a column was added read it as NULL.
     """
-    locations = PartitionCatalog(
-        spark, cfg.warehouse.database, warehouse_table(schema, table), PART
-    ).locations()
-    data_schema = spark.table(table_name(cfg, schema, table)).drop(PART).schema
+    locations = catalog.locations()
+    data_schema = catalog.data_schema()
     paths = [locations[p] for p in touched if p in locations]
     if not paths:
         return empty_rows(spark, data_schema)

@@ -246,16 +246,24 @@ def _set_columns(spark: Any, cfg: Config, schema: str, table: str, columns: dict
 
 
 def publish_version(
-    spark: Any, cfg: Config, schema: str, table: str, rows: Any, version: str, partitions: list[int] | None
+    spark: Any,
+    cfg: Config,
+    schema: str,
+    table: str,
+    rows: Any,
+    version: str,
+    partitions: list[int] | None,
+    catalog: PartitionCatalog | None = None,
 ) -> None:
     """Write ``rows`` (with their partition column) as a new version of the table, swap it in, and
     delete superseded versions past the retention.
 
     ``partitions``: the ones to swap; None replaces the whole table (every partition it has or
-    the write made).
+    the write made). ``catalog``: the table's partitions as the caller read them (else read here).
     """
     name = table_name(cfg, schema, table)
-    catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
+    if catalog is None:
+        catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
     location = catalog.table_location()
     version_root = f"{location}/_versions/{version}"
     rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
@@ -331,7 +339,8 @@ def delete_old_versions(
     if not fs.exists(root):
         return []
     cutoff_ms = (time.time() - retention_hours * 3600) * 1000
-    live = [_without_scheme(p) + "/" for p in catalog.locations().values()]
+    # Read again: a folder is deleted for good, so only the catalog's word now will do.
+    live = [_without_scheme(p) + "/" for p in catalog.locations(fresh=True).values()]
     deleted = []
     for status in fs.listStatus(root):
         folder = status.getPath()

@@ -34,6 +34,8 @@ def test_partitions_are_added_and_repointed_and_readers_see_the_new_folders(
     first = _version(spark, tmp_path / "v 1", [(1, "a", 0), (2, "b", 0), (11, "k", 1)])
     catalog.point({0: f"{first}/p=0", 1: f"{first}/p=1"})
     located = catalog.locations()
+    # What the object keeps after its change is what the metastore holds.
+    assert located == PartitionCatalog(spark, db, "catalog_t", "p").locations()
     assert sorted(located) == [0, 1]
     assert located[0].rstrip("/").endswith("/v 1/p=0") and "%20" not in located[0]
     spark.catalog.refreshTable(f"{db}.catalog_t")
@@ -47,6 +49,7 @@ def test_partitions_are_added_and_repointed_and_readers_see_the_new_folders(
     second = _version(spark, tmp_path / "v2", [(1, "A", 0), (21, "u", 2)])
     catalog.point({0: f"{second}/p=0", 2: f"{second}/p=2"})
     located = catalog.locations()
+    assert located == catalog.locations(fresh=True)
     assert sorted(located) == [0, 1, 2]
     assert located[0].rstrip("/").endswith("/v2/p=0") and located[1].rstrip("/").endswith("/v 1/p=1")
     spark.catalog.refreshTable(f"{db}.catalog_t")
@@ -55,3 +58,6 @@ def test_partitions_are_added_and_repointed_and_readers_see_the_new_folders(
         (11, "k", 1),
         (21, "u", 2),
     ]
+
+    # The columns the merge reads the partitions' folders with: the table's, without p.
+    assert catalog.data_schema() == spark.table(f"{db}.catalog_t").drop("p").schema
