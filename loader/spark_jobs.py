@@ -34,7 +34,6 @@ from typing import Any
 from loader import crashpoints, results, steps
 from loader.config import Config, load_config
 from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, CatalogError, describe, exit_code
-from loader.ledger import Ledger
 from loader.tables import table_list
 from loader.warehouse.submit import (
     JOBS,
@@ -84,7 +83,7 @@ def _checksum(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
     if args.materialize:  # the changes up to the source's snapshot, extracted by the launcher
         with crashpoints.step("materialize"):
             _materialize(spark, cfg, args)
-        steps.require_checkpoint_at(Ledger.of(cfg), sums.position)
+        steps.require_checkpoint_at(cfg, sums.position)
     return results.to_dict(compare_sums(spark, cfg, sums))
 
 

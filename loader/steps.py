@@ -445,7 +445,7 @@ def checksum(
                 if not apply_unchanged(ledger, ledger.intervals()):
                     extra = [MATERIALIZE_FIRST, *extra]
         if MATERIALIZE_FIRST not in extra:  # else the job checks once it has applied them
-            require_checkpoint_at(ledger, sums.position)
+            require_checkpoint_at(cfg, sums.position)
         with scratch.folder("checksum") as tmp:
             path = os.path.join(tmp, "source-sums.json")
             with open(path, "w", encoding="utf-8") as out:
@@ -471,14 +471,14 @@ def _extract_up_to(cfg: Config, at: Position, progress: Progress) -> str | None:
     return last
 
 
-def require_checkpoint_at(ledger: Ledger, position: str) -> None:
+def require_checkpoint_at(cfg: Config, position: str) -> None:
     """The checksum's warehouse side sums the tables at the source's snapshot: the checkpoint
     must be there.
 
     Raises:
         TransientError: another run moved it (or left it behind) meanwhile.
     """
-    checkpoint = _checkpoint_position(ledger)
+    checkpoint = _checkpoint_position(Ledger.of(cfg))
     if checkpoint != Position.parse(position):
         raise TransientError(
             f"the checksum's snapshot of the source is at {position} but the checkpoint is at {checkpoint}: "
