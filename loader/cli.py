@@ -408,6 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"loader {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="TOML config file (default: $LOADER_CONFIG)")
+    common.add_argument(
+        "--source",
+        help="the source to use, when the config is a deployment of several (default: $LOADER_SOURCE)",
+    )
     common.add_argument("--output", choices=("text", "json"), default="text", help="output format")
     common.add_argument("--debug", action="store_true", help="print tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -556,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, source=args.source)
         return int(args.func(args, cfg))
     except BrokenPipeError:
         # The reader of our output went away (| head): not an error of ours.

@@ -5,6 +5,14 @@ environment as ``LOADER__<SECTION>__<FIELD>`` (for example ``LOADER__SOURCE__POR
 the value is read as a TOML value when it parses as one (numbers, booleans, lists), otherwise
 as a plain string. Relative local paths are resolved against the config file's folder, so a
 config works from any current directory.
+
+A file with a ``[sources]`` section is a deployment of several sources: every ``*.toml`` in its
+``dir`` is one source (``[source]``, ``[tables]``, ``[load]`` and the warehouse ``database``),
+named by its ``source.name`` or else its file name, sharing the deployment file's other
+settings (its own ``[source]``, ``[tables]`` and ``[load]`` are the sources' defaults). One
+source is chosen with ``--source`` or ``LOADER_SOURCE``; a broken source file stops that source
+only. Overrides from the environment apply to the chosen source (to every source when all are
+read).
 """
 
 from __future__ import annotations
@@ -22,7 +30,12 @@ from typing import Any
 from loader.errors import ConfigError
 
 ENV_FILE = "LOADER_CONFIG"
+ENV_SOURCE = "LOADER_SOURCE"
 ENV_PREFIX = "LOADER__"
+# The deployment file's section naming the folder of source files, and what a source file holds.
+SOURCES_SECTION = "sources"
+SOURCE_SECTIONS = ("source", "tables", "load", "warehouse")
+SOURCE_WAREHOUSE_FIELDS = ("database",)
 
 TRANSPORTS = ("server", "files")
 SCHEMA_CHANGES = ("evolve", "stop")
@@ -225,6 +238,13 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     path: str = ""
+    # The source's own file, when ``path`` is a deployment of several sources.
+    source_file: str = ""
+
+    @property
+    def origin(self) -> str:
+        """The file errors about this source name: its own file, else the config file."""
+        return self.source_file or self.path or "defaults"
 
 
 _SECTIONS: dict[str, type] = {
@@ -238,31 +258,184 @@ _SECTIONS: dict[str, type] = {
 }
 
 
-def load_config(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Read, override and validate the configuration.
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    source: str | None = None,
+) -> Config:
+    """Read, override and validate the configuration of one source.
 
     Args:
         path: the TOML file; defaults to ``$LOADER_CONFIG``; no file means all defaults.
         env: the environment to read overrides from (defaults to ``os.environ``).
+        source: the source to take from a deployment of several (default ``$LOADER_SOURCE``);
+            for a single-source file, its name if given.
 
     Raises:
-        ConfigError: naming the file, the field and the accepted values.
+        ConfigError: naming the file, the field and the accepted values; or the sources a
+            deployment offers when none (or an unknown one) is chosen.
     """
     env = os.environ if env is None else env
     chosen = str(path) if path else env.get(ENV_FILE, "")
-    raw: dict[str, Any] = {}
-    base = Path.cwd()
-    if chosen:
-        p = Path(chosen)
+    wanted = source or env.get(ENV_SOURCE) or None
+    raw, base = _read(chosen)
+    if SOURCES_SECTION not in raw:
+        _apply_env(raw, env)
+        cfg = _build(raw, base, chosen)
+        if wanted is not None and wanted != cfg.source.name:
+            raise ConfigError(
+                f"{chosen or 'defaults'}: its one source is {cfg.source.name!r}, not {wanted!r} "
+                f"(--source or {ENV_SOURCE})"
+            )
+        return cfg
+    files = _source_files(raw, base, chosen, env)
+    offered = ", ".join(sorted(files)) or "(none)"
+    if wanted is None:
+        raise ConfigError(
+            f"{chosen} is a deployment of sources {offered}: choose one with --source NAME (or {ENV_SOURCE})"
+        )
+    if wanted not in files:
+        raise ConfigError(f"{chosen}: no source {wanted!r} in its sources folder; its sources: {offered}")
+    return _source_config(raw, base, chosen, wanted, files, env)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Every source of a config file: the ones that load, and each broken one's error."""
+
+    path: str
+    sources: Mapping[str, Config]
+    broken: Mapping[str, str]  # a broken source's name (its file's stem if unreadable) -> its error
+
+
+def load_deployment(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Deployment:
+    """Every source of the configuration: one for a single-source file, each source file's for
+    a deployment (a broken one is in ``broken``, its error naming its file and field: it stops
+    only itself).
+
+    Raises:
+        ConfigError: the file itself, or a deployment's shared settings, are broken.
+    """
+    env = os.environ if env is None else env
+    chosen = str(path) if path else env.get(ENV_FILE, "")
+    raw, base = _read(chosen)
+    if SOURCES_SECTION not in raw:
+        _apply_env(raw, env)
+        cfg = _build(raw, base, chosen)
+        return Deployment(chosen, {cfg.source.name: cfg}, {})
+    files = _source_files(raw, base, chosen, env)
+    sources: dict[str, Config] = {}
+    broken: dict[str, str] = {}
+    for name in sorted(files):
         try:
-            raw = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file {chosen} does not exist") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {chosen} is not valid TOML: {exc}") from None
-        base = p.resolve().parent
-    _apply_env(raw, env)
-    return _build(raw, base, chosen)
+            sources[name] = _source_config(raw, base, chosen, name, files, env)
+        except ConfigError as exc:
+            broken[name] = str(exc)
+    return Deployment(chosen, sources, broken)
+
+
+def _read(chosen: str) -> tuple[dict[str, Any], Path]:
+    """A config file's TOML (nothing for no file) and the folder its relative paths start from."""
+    if not chosen:
+        return {}, Path.cwd()
+    p = Path(chosen)
+    return _toml(p), p.resolve().parent
+
+
+def _toml(p: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
+
+
+def _source_files(
+    raw: Mapping[str, Any], base: Path, where: str, env: Mapping[str, str]
+) -> dict[str, list[Path]]:
+    """A deployment's source files by source name (``source.name``, else the file's stem; an
+    unreadable file by its stem), once its shared settings are found valid.
+
+    Raises:
+        ConfigError: the ``[sources]`` section or the shared settings are broken.
+    """
+    section = raw[SOURCES_SECTION]
+    if not isinstance(section, Mapping) or set(section) != {"dir"} or not isinstance(section["dir"], str):
+        raise ConfigError(
+            f"{where}: [{SOURCES_SECTION}] makes the file a deployment of several sources and takes one field, "
+            'dir = "<folder of source files>" (one source\'s own settings go in [source])'
+        )
+    if f"{ENV_PREFIX}SOURCE__NAME" in env:
+        raise ConfigError(
+            f"{ENV_PREFIX}SOURCE__NAME cannot rename the sources of the deployment {where}: "
+            f"choose one with --source (or {ENV_SOURCE})"
+        )
+    # The shared settings are checked on their own, so that their errors name this file (the
+    # sources' defaults are checked in each source, where a source file may complete them).
+    own_sections = {SOURCES_SECTION, "source", "tables", "load"}
+    shared = {k: dict(v) if isinstance(v, Mapping) else v for k, v in raw.items() if k not in own_sections}
+    _apply_env(shared, env)
+    _build(shared, base, where)
+    folder = base / section["dir"]
+    if not folder.is_dir():
+        raise ConfigError(f"{where}: sources.dir {folder} is not a folder")
+    named: dict[str, list[Path]] = {}
+    for file in sorted(folder.glob("*.toml")):
+        try:
+            own = _toml(file)
+        except ConfigError:
+            own = {}  # its own error comes when it is built
+        named.setdefault(_name_of(own, file), []).append(file)
+    return named
+
+
+def _source_config(
+    raw: Mapping[str, Any],
+    base: Path,
+    where: str,
+    name: str,
+    files: Mapping[str, list[Path]],
+    env: Mapping[str, str],
+) -> Config:
+    """The source ``name`` of a deployment: the deployment's settings with its file's over them."""
+    if len(files[name]) > 1:
+        raise ConfigError(
+            f"source name {name!r} is taken by {' and '.join(str(f) for f in files[name])}: each source "
+            "needs its own name (source.name, or the file name)"
+        )
+    (file,) = files[name]
+    origin = str(file)
+    own = _toml(file)
+    unknown = set(own) - set(SOURCE_SECTIONS)
+    if unknown:
+        raise ConfigError(
+            f"{origin}: section [{sorted(unknown)[0]}] is shared by every source: set it in {where}; "
+            f"a source file holds {', '.join(f'[{s}]' for s in SOURCE_SECTIONS)}"
+        )
+    merged: dict[str, Any] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in raw.items()}
+    del merged[SOURCES_SECTION]
+    for section, values in own.items():
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{origin}: [{section}] must be a table of fields")
+        if section == "warehouse" and set(values) - set(SOURCE_WAREHOUSE_FIELDS):
+            field_name = sorted(set(values) - set(SOURCE_WAREHOUSE_FIELDS))[0]
+            raise ConfigError(
+                f"{origin}: warehouse.{field_name} is shared by every source: set it in {where}; a "
+                f"source file may set warehouse.{', warehouse.'.join(SOURCE_WAREHOUSE_FIELDS)}"
+            )
+        merged.setdefault(section, {}).update(values)
+    merged.setdefault("source", {})["name"] = name
+    _apply_env(merged, env)
+    return dataclasses.replace(_build(merged, base, origin), path=where, source_file=origin)
+
+
+def _name_of(own: Mapping[str, Any], file: Path) -> str:
+    source = own.get("source", {})
+    name = source.get("name", file.stem) if isinstance(source, Mapping) else file.stem
+    return str(name)
 
 
 def _apply_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:

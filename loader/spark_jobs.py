@@ -7,6 +7,7 @@
     spark-submit loader/spark_jobs.py rollback --config loader.toml --to-interval ID
     spark-submit loader/spark_jobs.py maintain --config loader.toml
 
+Each takes ``--source NAME`` too when the config is a deployment of several sources.
 Progress goes to stderr after ``PROGRESS_PREFIX``. The outcome (the step's summary, or the
 error's class, text and whether it is transient) goes to the file ``$LOADER_JOB_RESULT`` names;
 the exit code is 1 on a terminal error and 3 on a transient one (``errors.exit_code``).
@@ -136,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spark_jobs")
     parser.add_argument("job", choices=sorted(RUNNERS))
     parser.add_argument("--config", help="TOML config file (default: $LOADER_CONFIG)")
+    parser.add_argument("--source", help="the source, when the config is a deployment of several")
     parser.add_argument("--tables", help="initial-load: a comma-separated subset of the selected tables")
     parser.add_argument("--parallelism", type=int, help="initial-load: key ranges per table read at once")
     parser.add_argument("--load-id", help="initial-load: copy the tables of this started load only")
@@ -153,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, source=args.source)
         spark = build_session(
             cfg, app_name=f"loader-{args.job}-{cfg.source.name}", jdbc=args.job in SOURCE_JOBS
         )

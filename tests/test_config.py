@@ -99,8 +99,12 @@ def test_partitioning_can_be_set_per_table() -> None:
 
 def test_unknown_section_and_bad_toml_are_reported(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
+    bad.write_text("[sauce]\nhost = 'x'\n")
+    with pytest.raises(ConfigError, match=r"unknown section \[sauce\]; accepted sections: source, tables"):
+        load_config(bad, env={})
+    # [sources] makes a deployment of several sources: a typo of [source] is told so.
     bad.write_text("[sources]\nhost = 'x'\n")
-    with pytest.raises(ConfigError, match=r"unknown section \[sources\]; accepted sections: source, tables"):
+    with pytest.raises(ConfigError, match=r"one source's own settings go in \[source\]"):
         load_config(bad, env={})
     bad.write_text("[source\n")
     with pytest.raises(ConfigError, match="is not valid TOML"):
@@ -246,3 +250,114 @@ def test_an_iceberg_catalog_server_needs_a_uri_of_its_kind() -> None:
                 "LOADER__WAREHOUSE__ICEBERG_CATALOG_URI": "polaris:8181",
             },
         )
+
+
+def _deployment(tmp_path: Path, sources: dict[str, str], shared: str = "") -> Path:
+    """``tmp_path/loader.toml``, a deployment whose ``sources`` folder holds these files."""
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    for name, text in sources.items():
+        (folder / name).write_text(text)
+    path = tmp_path / "loader.toml"
+    path.write_text(
+        '[sources]\ndir = "sources"\n[source]\nuser = "cdc"\nport = 3310\n[staging]\nuri = "staging"\n'
+        '[warehouse]\ndatabase = "wh"\nformat = "hive"\n' + shared
+    )
+    return path
+
+
+SHOP = '[source]\nhost = "db1"\n[tables]\ninclude = ["shop.*"]\n'
+CRM = '[source]\nname = "crm_main"\nhost = "db2"\nport = 3307\n[warehouse]\ndatabase = "crm_wh"\n'
+
+
+def test_a_deployment_gives_each_source_its_own_file_over_the_shared_settings(tmp_path: Path) -> None:
+    from loader.config import load_deployment
+
+    path = _deployment(tmp_path, {"shop_01.toml": SHOP, "crm.toml": CRM, "notes.txt": "not a source"})
+    shop = load_config(path, env={}, source="shop_01")  # named after its file
+    assert (shop.source.name, shop.source.host, shop.source.port, shop.source.user) == (
+        "shop_01",
+        "db1",
+        3310,
+        "cdc",
+    )
+    assert shop.tables.include == ("shop.*",)
+    assert shop.staging.uri == "file://" + str(tmp_path / "staging")  # against the deployment's folder
+    assert (shop.warehouse.database, shop.warehouse.format) == ("wh", "hive")
+    assert (shop.path, shop.source_file) == (str(path), str(tmp_path / "sources" / "shop_01.toml"))
+    crm = load_config(path, env={"LOADER_SOURCE": "crm_main", "LOADER__SOURCE__PORT": "3400"})
+    assert (crm.source.name, crm.source.port, crm.warehouse.database) == ("crm_main", 3400, "crm_wh")
+    assert crm.tables.include == ("*.*",)
+    deployment = load_deployment(path, env={})
+    assert sorted(deployment.sources) == ["crm_main", "shop_01"] and deployment.broken == {}
+
+    with pytest.raises(ConfigError) as unnamed:
+        load_config(path, env={})
+    assert str(unnamed.value) == (
+        f"{path} is a deployment of sources crm_main, shop_01: choose one with --source NAME (or LOADER_SOURCE)"
+    )
+    with pytest.raises(
+        ConfigError, match="no source 'shop_02' in its sources folder; its sources: crm_main, shop_01"
+    ):
+        load_config(path, env={}, source="shop_02")
+
+
+def test_a_broken_source_file_stops_only_that_source_naming_its_file_and_field(tmp_path: Path) -> None:
+    from loader.config import load_deployment
+
+    files = {
+        "shop_01.toml": SHOP,
+        "crm.toml": CRM,
+        "bad_port.toml": '[source]\nport = "x"\n',
+        "again.toml": '[source]\nname = "shop_01"\n',  # shop_01.toml's name
+        "own_staging.toml": '[staging]\nuri = "elsewhere"\n',
+        "own_format.toml": '[warehouse]\nformat = "iceberg"\n',
+        "not_toml.toml": "[source\n",
+    }
+    path = _deployment(tmp_path, files)
+    folder = tmp_path / "sources"
+    deployment = load_deployment(path, env={})
+    assert list(deployment.sources) == ["crm_main"]
+    assert deployment.broken == {
+        "bad_port": f"{folder / 'bad_port.toml'}: source.port must be an integer, got 'x'",
+        "not_toml": f"config file {folder / 'not_toml.toml'} is not valid TOML: Expected ']' at the end of a table "
+        "declaration (at line 1, column 8)",
+        "own_format": f"{folder / 'own_format.toml'}: warehouse.format is shared by every source: set it in "
+        f"{path}; a source file may set warehouse.database",
+        "own_staging": f"{folder / 'own_staging.toml'}: section [staging] is shared by every source: set it in "
+        f"{path}; a source file holds [source], [tables], [load], [warehouse]",
+        "shop_01": f"source name 'shop_01' is taken by {folder / 'again.toml'} and {folder / 'shop_01.toml'}: each "
+        "source needs its own name (source.name, or the file name)",
+    }
+    with pytest.raises(ConfigError) as chosen:
+        load_config(path, env={}, source="bad_port")
+    assert str(chosen.value) == deployment.broken["bad_port"]
+
+
+def test_a_deployments_own_errors_name_its_file(tmp_path: Path) -> None:
+    from loader.config import load_deployment
+
+    path = _deployment(tmp_path, {"shop_01.toml": SHOP}, shared="[spark]\nmaster = 2\n")
+    with pytest.raises(ConfigError, match=f"^{path}: spark.master must be a string, got 2$"):
+        load_deployment(path, env={})
+    with pytest.raises(ConfigError, match=f"^{path}: spark.master must be a string"):
+        load_config(path, env={}, source="shop_01")
+    path.write_text('[sources]\ndir = "elsewhere"\n')
+    with pytest.raises(ConfigError, match=f"^{path}: sources.dir {tmp_path / 'elsewhere'} is not a folder$"):
+        load_deployment(path, env={})
+    path.write_text('[sources]\nfolder = "sources"\n')
+    with pytest.raises(ConfigError, match=r'and takes one field, dir = "<folder of source files>"'):
+        load_deployment(path, env={})
+    path.write_text('[sources]\ndir = "sources"\n')
+    with pytest.raises(ConfigError, match="LOADER__SOURCE__NAME cannot rename the sources of the deployment"):
+        load_config(path, env={"LOADER__SOURCE__NAME": "x"}, source="shop_01")
+
+
+def test_a_single_source_file_is_its_own_deployment(tmp_path: Path) -> None:
+    from loader.config import load_deployment
+
+    assert load_config(EXAMPLE, env={}, source="demo").source.name == "demo"
+    with pytest.raises(ConfigError, match=f"^{EXAMPLE}: its one source is 'demo', not 'shop'"):
+        load_config(EXAMPLE, env={"LOADER_SOURCE": "shop"})
+    deployment = load_deployment(EXAMPLE, env={})
+    assert list(deployment.sources) == ["demo"] and deployment.sources["demo"].source_file == ""

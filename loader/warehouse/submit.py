@@ -108,7 +108,8 @@ def build_spark_job(
                 PASSWORD_ENV: source.password,
             }
         )
-    args = [name, "--config", str(Path(cfg.path).resolve()), *extra]
+    chosen = ["--source", cfg.source.name] if cfg.source_file else []  # one of a deployment's
+    args = [name, "--config", str(Path(cfg.path).resolve()), *chosen, *extra]
     return SparkJob(name, APPLICATION, args, cfg.spark.master, conf, jars, env)
 
 

@@ -232,3 +232,20 @@ def test_an_iceberg_catalog_servers_secret_stays_off_the_command_line(
     assert not any("s3cret" in part for part in job.command())
     # The job's session takes it from the variable when it starts (build_session).
     assert iceberg_secret_conf(cfg) == {f"spark.sql.catalog.iceberg.{secret_key}": "s3cret"}
+
+
+def test_a_job_of_one_source_of_a_deployment_is_told_which(tmp_path: Path) -> None:
+    (tmp_path / "sources").mkdir()
+    (tmp_path / "sources" / "shop_01.toml").write_text('[tables]\ninclude = ["shop.*"]\n')
+    (tmp_path / "loader.toml").write_text('[sources]\ndir = "sources"\n')
+    cfg = load_config(tmp_path / "loader.toml", env={}, source="shop_01")
+    command = _job(cfg, tmp_path, name="rollback", extra=["--to-interval", "3"]).command()
+    assert command[command.index(APPLICATION) + 1 :] == [
+        "rollback",
+        "--config",
+        str((tmp_path / "loader.toml").resolve()),
+        "--source",
+        "shop_01",
+        "--to-interval",
+        "3",
+    ]

@@ -1,0 +1,77 @@
+"""A deployment of several sources (``[sources] dir``): each source is chosen by name, runs its
+own Spark job on its own ledger and warehouse tables, and a broken source file stops only itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loader.config import load_config
+from loader.ledger import Checkpoint, Ledger
+from tests.conftest import MariaDB, fresh_schema, iceberg_rows, run_loader
+
+pytestmark = pytest.mark.integration
+
+
+def test_each_source_of_a_deployment_runs_alone_and_a_broken_one_stops_only_itself(
+    mariadb: MariaDB, tmp_path: Path
+) -> None:
+    fresh_schema(mariadb, "fleet_a", "t (id INT PRIMARY KEY, v VARCHAR(10))")
+    fresh_schema(mariadb, "fleet_b", "t (id INT PRIMARY KEY)")
+    (tmp_path / "sources").mkdir()
+    (tmp_path / "sources" / "fleet_a.toml").write_text('[tables]\ninclude = ["fleet_a.*"]\n')
+    (tmp_path / "sources" / "fleet_b.toml").write_text(
+        '[tables]\ninclude = ["fleet_b.*"]\n[warehouse]\ndatabase = "fleet_b_wh"\n'
+    )
+    (tmp_path / "sources" / "fleet_c.toml").write_text('[source]\nport = "3306"\n')  # a string
+    toml = tmp_path / "loader.toml"
+    toml.write_text(
+        f"""[sources]
+dir = "sources"
+[source]
+host = "{mariadb.host}"
+port = {mariadb.port}
+user = "loader"
+password_env = "LOADER_TEST_PASSWORD"
+[staging]
+uri = "staging"
+[warehouse]
+database = "fleet_wh"
+dir = "warehouse"
+[spark]
+conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+"""
+    )
+    a = load_config(toml, source="fleet_a")
+    b = load_config(toml, source="fleet_b")
+    for cfg in (a, b):  # each source's changes from here on
+        Ledger.of(cfg).set_checkpoint(Checkpoint(str(mariadb.execute()), "test"))
+    mariadb.execute("INSERT INTO fleet_a.t VALUES (1, 'one'), (2, 'two')", "INSERT INTO fleet_b.t VALUES (7)")
+
+    # The chosen source's run, its Spark job told which source it is.
+    ran = run_loader(mariadb, toml, "run-once", "--source", "fleet_a", "--output", "json")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert [(t["table"], t["inserted"]) for t in json.loads(ran.stdout)["materialized"]] == [("fleet_a.t", 2)]
+    assert iceberg_rows(a, "fleet_a", "t", ["id", "v"]) == [[1, "one"], [2, "two"]]
+    # The other source's ledger did not move, and its changes wait for its own run.
+    assert Ledger.of(b).intervals() == []
+    assert sorted(p.name for p in (tmp_path / "staging").iterdir()) == ["fleet_a", "fleet_b"]
+
+    # Without a choice, the command names the sources; the broken one names its file and field.
+    unchosen = run_loader(mariadb, toml, "status")
+    assert unchosen.returncode == 1
+    assert unchosen.stderr.strip().splitlines()[-1] == (
+        f"loader status: error: {toml} is a deployment of sources fleet_a, fleet_b, fleet_c: choose one "
+        "with --source NAME (or LOADER_SOURCE)"
+    )
+    broken = run_loader(mariadb, toml, "status", env={"LOADER_SOURCE": "fleet_c"})
+    assert broken.returncode == 1
+    assert broken.stderr.strip().splitlines()[-1] == (
+        f"loader status: error: {tmp_path / 'sources' / 'fleet_c.toml'}: source.port must be an integer, "
+        "got '3306'"
+    )
+    status = run_loader(mariadb, toml, "status", "--source", "fleet_b", "--output", "json")
+    assert status.returncode == 0, status.stderr[-2000:]
+    assert json.loads(status.stdout)["source"] == "fleet_b"
