@@ -10,39 +10,48 @@ from airflow.sdk import DAG, Param, task
 
 from loader import airflow as tasks
 
-with DAG(
-    dag_id="loader_initial_load",
-    description="copy the selected source tables into the warehouse at a recorded binlog position",
-    schedule=None,
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": dt.timedelta(seconds=30), "retry_exponential_backoff": True},
-    tags=["loader"],
-    params={
-        "tables": Param(
-            [],
-            type="array",
-            items={"type": "string", "pattern": r"^[^.]+\.[^.]+$"},
-            title="Tables",
-            description="schema.table names to re-load while deltas keep running. Empty: every table "
-            "the config selects (the first load must copy them all).",
-        ),
-        "parallelism": Param(
-            4,
-            type="integer",
-            minimum=1,
-            maximum=64,
-            title="Key ranges per table",
-            description="How many key ranges of a table are read at once (source connections and Spark tasks).",
-        ),
-    },
-) as dag:
-    started = task(tasks.start_initial_load, task_id="record_p0")()
-    arguments = task(tasks.copy_arguments, task_id="plan_copies")(started)
-    # One Spark job per table; one at a time, as the embedded Derby catalog allows one Spark process.
-    copies = tasks.LoaderSparkJobOperator.partial(
-        task_id="copy_table", job="initial-load", conn_id="spark_default", max_active_tis_per_dagrun=1
-    ).expand(job_args=arguments)
-    finished = task(tasks.finish_initial_load, task_id="set_checkpoint")(started)
-    copies >> finished
+for source in tasks.sources():  # one set of DAGs per source of a deployment
+    with DAG(
+        dag_id=tasks.dag_id("loader_initial_load", source),
+        description="copy the selected source tables into the warehouse at a recorded binlog position",
+        schedule=None,
+        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        catchup=False,
+        max_active_runs=1,
+        default_args={
+            "retries": 2,
+            "retry_delay": dt.timedelta(seconds=30),
+            "retry_exponential_backoff": True,
+        },
+        tags=tasks.dag_tags(source),
+        params={
+            "tables": Param(
+                [],
+                type="array",
+                items={"type": "string", "pattern": r"^[^.]+\.[^.]+$"},
+                title="Tables",
+                description="schema.table names to re-load while deltas keep running. Empty: every table "
+                "the config selects (the first load must copy them all).",
+            ),
+            "parallelism": Param(
+                4,
+                type="integer",
+                minimum=1,
+                maximum=64,
+                title="Key ranges per table",
+                description="How many key ranges of a table are read at once (source connections and Spark tasks).",
+            ),
+        },
+    ):
+        started = task(tasks.start_initial_load, task_id="record_p0")(source=source)
+        arguments = task(tasks.copy_arguments, task_id="plan_copies")(started)
+        # One Spark job per table; one at a time, as the embedded Derby catalog allows one Spark process.
+        copies = tasks.LoaderSparkJobOperator.partial(
+            task_id="copy_table",
+            job="initial-load",
+            conn_id="spark_default",
+            max_active_tis_per_dagrun=1,
+            source=source,
+        ).expand(job_args=arguments)
+        finished = task(tasks.finish_initial_load, task_id="set_checkpoint")(started, source=source)
+        copies >> finished

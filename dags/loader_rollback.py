@@ -10,26 +10,31 @@ from airflow.sdk import DAG, Param
 
 from loader import airflow as tasks
 
-with DAG(
-    dag_id="loader_rollback",
-    description="return the warehouse tables and the checkpoint to the state after one interval",
-    schedule=None,
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": dt.timedelta(seconds=30), "retry_exponential_backoff": True},
-    tags=["loader"],
-    params={
-        "to_interval": Param(
-            "",
-            type="string",
-            pattern=r"^[0-9]+$",
-            title="Roll back to interval",
-            description="A materialised interval (loader intervals lists them). Every warehouse table "
-            "returns to its snapshot after it and the checkpoint to its end; the later intervals are "
-            "applied again by the next delta run. Refused, with nothing changed, when a load came "
-            "after it or its snapshots were expired.",
-        ),
-    },
-) as dag:
-    tasks.LoaderRollbackOperator(task_id="rollback", conn_id="spark_default")
+for source in tasks.sources():  # one set of DAGs per source of a deployment
+    with DAG(
+        dag_id=tasks.dag_id("loader_rollback", source),
+        description="return the warehouse tables and the checkpoint to the state after one interval",
+        schedule=None,
+        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        catchup=False,
+        max_active_runs=1,
+        default_args={
+            "retries": 2,
+            "retry_delay": dt.timedelta(seconds=30),
+            "retry_exponential_backoff": True,
+        },
+        tags=tasks.dag_tags(source),
+        params={
+            "to_interval": Param(
+                "",
+                type="string",
+                pattern=r"^[0-9]+$",
+                title="Roll back to interval",
+                description="A materialised interval (loader intervals lists them). Every warehouse table "
+                "returns to its snapshot after it and the checkpoint to its end; the later intervals are "
+                "applied again by the next delta run. Refused, with nothing changed, when a load came "
+                "after it or its snapshots were expired.",
+            ),
+        },
+    ):
+        tasks.LoaderRollbackOperator(task_id="rollback", conn_id="spark_default", source=source)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ from airflow.sdk import Asset, AssetAlias, get_current_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from loader import steps
-from loader.config import Config, MaintenanceConfig, load_config
+from loader.config import Config, MaintenanceConfig, load_config, load_deployment
 from loader.errors import REPORTED, ConfigError, describe, is_transient
 from loader.naming import warehouse_table
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
@@ -45,28 +45,57 @@ def delta_schedule() -> str | dt.timedelta | None:
     return dt.timedelta(minutes=int(value)) if value.isdigit() else value
 
 
-def maintenance_schedule() -> str | None:
+def maintenance_schedule(source: str | None = None) -> str | None:
     """The maintenance DAG's schedule: ``[maintenance] schedule`` of ``$LOADER_CONFIG`` ("none":
     triggered runs only). Read when the DAG file is parsed (a file, no connection); a config
     that does not load leaves the default, and the task then fails with the config's error."""
     try:
-        value = load_config().maintenance.schedule.strip() if os.environ.get("LOADER_CONFIG") else ""
+        value = (
+            load_config(source=source).maintenance.schedule.strip() if os.environ.get("LOADER_CONFIG") else ""
+        )
     except ConfigError:
         value = ""
     value = value or MaintenanceConfig.schedule
     return None if value.lower() == "none" else value
 
 
-def config() -> Config:
-    """The loader's config, as the workers see it (``$LOADER_CONFIG``)."""
+def config(source: str | None = None) -> Config:
+    """The config of ``source`` (a deployment's; None: the file's one source), as the workers
+    see it (``$LOADER_CONFIG``)."""
     if not os.environ.get("LOADER_CONFIG"):
         raise AirflowFailException(
             "set LOADER_CONFIG to the loader's config file in the workers' environment"
         )
     try:
-        return load_config()
+        return load_config(source=source)
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from None
+
+
+def sources() -> Sequence[str | None]:
+    """The sources to make DAGs for, read when a DAG file is parsed (files only, no connection):
+    each source of a deployment (``[sources]``); ``[None]`` for a single-source file, whose DAGs
+    keep their plain names, or when ``$LOADER_CONFIG`` is not set or does not load (the tasks
+    then fail with the config's error)."""
+    if not os.environ.get("LOADER_CONFIG"):
+        return [None]
+    try:
+        deployment = load_deployment()
+    except ConfigError:
+        return [None]
+    if not deployment.many:
+        return [None]
+    return sorted(deployment.sources)
+
+
+def dag_id(base: str, source: str | None) -> str:
+    """A DAG's id: ``base`` for a single source, ``<base>__<source>`` for one of a deployment's."""
+    return base if source is None else f"{base}__{source}"
+
+
+def dag_tags(source: str | None) -> list[str]:
+    """The DAGs' tags: ``loader``, and ``source:<name>`` for one of a deployment's sources."""
+    return ["loader"] if source is None else ["loader", f"source:{source}"]
 
 
 @contextmanager
@@ -93,20 +122,20 @@ def asset_for(cfg: Config, schema: str, table: str) -> Asset:
 # --- delta DAG tasks -------------------------------------------------------------------------
 
 
-def log_status() -> dict[str, Any]:
+def log_status(source: str | None = None) -> dict[str, Any]:
     """Log ``loader status`` (position, checkpoint, lag, intervals, last error)."""
     with loader_errors():
-        result = steps.status(config())
+        result = steps.status(config(source))
     for line in result.text().splitlines():
         log.info("%s", line)
     return to_dict(result)
 
 
-def plan() -> dict[str, Any]:
+def plan(source: str | None = None) -> dict[str, Any]:
     """Snapshot the end position and record this run's interval (a rerun gets the same one)."""
     context = get_current_context()
     params = context["params"]
-    cfg = config()
+    cfg = config(source)
     with loader_errors():
         abandon = params.get("abandon_interval")
         if abandon:
@@ -132,7 +161,7 @@ def plan() -> dict[str, Any]:
     return to_dict(planned)
 
 
-def extract(planned: dict[str, Any]) -> dict[str, Any]:
+def extract(planned: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     """Extract the planned interval into staging (again on a rerun: same boundaries, same files)."""
     interval = from_dict(PlannedInterval, planned)
     if interval.dry_run:
@@ -140,7 +169,7 @@ def extract(planned: dict[str, Any]) -> dict[str, Any]:
     if interval.interval is None:
         return {"interval": None}
     with loader_errors():
-        summary = steps.extract(config(), interval.interval, progress=log.info)
+        summary = steps.extract(config(source), interval.interval, progress=log.info)
     assert summary is not None  # a planned interval is always extracted
     log.info(
         "interval %s: %s changes in %s transactions", summary.interval, summary.changes, summary.transactions
@@ -148,9 +177,9 @@ def extract(planned: dict[str, Any]) -> dict[str, Any]:
     return to_dict(summary)
 
 
-def publish(planned: dict[str, Any], *, outlet_events: Any) -> list[str]:
+def publish(planned: dict[str, Any], source: str | None = None, *, outlet_events: Any) -> list[str]:
     """Mark the warehouse tables this run's interval changed as updated Assets."""
-    cfg = config()
+    cfg = config(source)
     interval = from_dict(PlannedInterval, planned).interval
     with loader_errors():
         changed = steps.changed_tables(cfg, interval)
@@ -164,12 +193,12 @@ def publish(planned: dict[str, Any], *, outlet_events: Any) -> list[str]:
 # --- initial load DAG tasks ------------------------------------------------------------------
 
 
-def start_initial_load() -> dict[str, Any]:
+def start_initial_load(source: str | None = None) -> dict[str, Any]:
     """Check the source and the tables, record P0 before any row is read."""
     params = get_current_context()["params"]
     only = [t for t in (params.get("tables") or []) if t] or None
     with loader_errors():
-        return to_dict(steps.start_load(config(), only, progress=log.info))
+        return to_dict(steps.start_load(config(source), only, progress=log.info))
 
 
 def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
@@ -178,10 +207,10 @@ def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
     return steps.copy_arguments(from_dict(StartedLoad, started), parallelism)
 
 
-def finish_initial_load(started: dict[str, Any]) -> dict[str, Any]:
+def finish_initial_load(started: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     """Every table copied: the checkpoint goes to P0 (first load)."""
     with loader_errors():
-        load = steps.finish_load(config(), from_dict(StartedLoad, started).load_id)
+        load = steps.finish_load(config(source), from_dict(StartedLoad, started).load_id)
     log.info("initial load %s complete from P0 = %s: %s", load.id, load.p0, load.rows)
     return {"load_id": load.id, "p0": load.p0, "rows": load.rows}
 
@@ -200,10 +229,13 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
 
     template_fields = (*SparkSubmitOperator.template_fields, "job_args")
 
-    def __init__(self, *, job: str, job_args: list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, job: str, job_args: list[str] | None = None, source: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(application="", **kwargs)
         self.job = job
         self.job_args = job_args or []
+        self.source = source  # one of a deployment's sources; None: the config's one source
 
     def launcher(self, context: Any) -> Any:
         """A ``steps.Launcher`` that runs a loader job through this operator's spark-submit."""
@@ -235,7 +267,7 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
             )
 
     def execute(self, context: Any) -> None:
-        cfg = config()
+        cfg = config(self.source)
         with loader_errors():
             steps.run_spark_job(cfg, self.job, self.job_args, self.launcher(context))
 
@@ -252,7 +284,7 @@ class LoaderChecksumOperator(LoaderSparkJobOperator):
         if not context["params"].get("checksum"):
             raise AirflowSkipException("no checksum asked for (the run's Checksum field)")
         with loader_errors():
-            report = steps.checksum(config(), self.launcher(context), progress=log.info)
+            report = steps.checksum(config(self.source), self.launcher(context), progress=log.info)
         for line in report.text().splitlines():
             log.info("%s", line)
         verdict = report.verdict()
@@ -273,7 +305,7 @@ class LoaderRollbackOperator(LoaderSparkJobOperator):
         if not interval:
             raise AirflowFailException("say which interval to roll back to (the run's to_interval field)")
         with loader_errors():
-            done = steps.rollback(config(), self.launcher(context), interval)
+            done = steps.rollback(config(self.source), self.launcher(context), interval)
         for line in done.text().splitlines():
             log.info("%s", line)
         return to_dict(done)
@@ -287,7 +319,7 @@ class LoaderMaintenanceOperator(LoaderSparkJobOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         with loader_errors():
-            done = steps.maintain(config(), self.launcher(context))
+            done = steps.maintain(config(self.source), self.launcher(context))
         for line in done.text().splitlines():
             log.info("%s", line)
         return to_dict(done)

@@ -306,6 +306,7 @@ class Deployment:
     path: str
     sources: Mapping[str, Config]
     broken: Mapping[str, str]  # a broken source's name (its file's stem if unreadable) -> its error
+    many: bool = True  # a deployment (``[sources]``), not a single-source file
 
 
 def load_deployment(
@@ -324,7 +325,7 @@ def load_deployment(
     if SOURCES_SECTION not in raw:
         _apply_env(raw, env)
         cfg = _build(raw, base, chosen)
-        return Deployment(chosen, {cfg.source.name: cfg}, {})
+        return Deployment(chosen, {cfg.source.name: cfg}, {}, many=False)
     files = _source_files(raw, base, chosen, env)
     sources: dict[str, Config] = {}
     broken: dict[str, str] = {}

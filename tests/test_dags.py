@@ -56,6 +56,15 @@ for dag_id, dag in bag.dags.items():
         },
     }
     out["dags"][dag_id]["default_args"] = dict(dag.default_args)
+    out["dags"][dag_id]["tags"] = sorted(dag.tags)
+    # The source each task works on: an operator's own (a mapped one's partial), a task
+    # function's argument.
+    out["dags"][dag_id]["sources"] = {
+        t.task_id: getattr(t, "source", None)
+        or (getattr(t, "op_kwargs", None) or {}).get("source")
+        or (getattr(t, "partial_kwargs", None) or {}).get("source")
+        for t in dag.tasks
+    }
 
 # How task errors reach Airflow: transient ones are raised as they are (Airflow retries them),
 # the loader's others become AirflowFailException (no retry), with the loader's text.
@@ -78,7 +87,7 @@ print("RESULT " + json.dumps(out, default=str))
 
 
 @pytest.mark.integration
-def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Path) -> None:
+def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Path, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", PARSE_CHECK, str(ROOT / "dags")],
         env=airflow_env(airflow_home),
@@ -120,6 +129,39 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     )
     assert result["transient"] == "raised as it is"
     assert result["permanent"] == "SourceError: binlog_format is STATEMENT"
+    assert delta["tags"] == ["loader"] and set(delta["sources"].values()) == {None}  # the file's one source
+
+    # A deployment of several sources: a set of DAGs per source, named and tagged after it, each
+    # task working on its own source.
+    (tmp_path / "sources").mkdir()
+    for name in ("shop_01", "crm"):
+        (tmp_path / "sources" / f"{name}.toml").write_text(f'[tables]\ninclude = ["{name}.*"]\n')
+    (tmp_path / "loader.toml").write_text('[sources]\ndir = "sources"\n[maintenance]\nschedule = "@weekly"\n')
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_CHECK, str(ROOT / "dags")],
+        env=airflow_env(airflow_home, {"LOADER_CONFIG": str(tmp_path / "loader.toml")}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, done.stderr[-3000:]
+    fleet = json.loads(line[len("RESULT ") :])
+    assert fleet["errors"] == {}
+    assert sorted(fleet["dags"]) == [
+        f"loader_{dag}__{name}"
+        for dag in ("continuous_delta", "initial_load", "maintenance", "rollback")
+        for name in ("crm", "shop_01")
+    ]
+    for name in ("crm", "shop_01"):
+        shop_delta = fleet["dags"][f"loader_continuous_delta__{name}"]
+        assert shop_delta["tasks"] == delta["tasks"] and shop_delta["params"] == delta["params"]
+        assert shop_delta["tags"] == ["loader", f"source:{name}"]
+        for dag in ("continuous_delta", "initial_load", "maintenance", "rollback"):
+            tasks = fleet["dags"][f"loader_{dag}__{name}"]["sources"]
+            # Every task that reads the config reads its own source's (plan_copies reads none).
+            assert {t for t, source in tasks.items() if source != name} <= {"plan_copies"}, tasks
+        assert fleet["dags"][f"loader_maintenance__{name}"]["schedule"] == "@weekly"
 
 
 MASTER_CHECK = """

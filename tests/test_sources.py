@@ -1,5 +1,6 @@
-"""A deployment of several sources (``[sources] dir``): each source is chosen by name, runs its
-own Spark job on its own ledger and warehouse tables, and a broken source file stops only itself."""
+"""A deployment of several sources (``[sources] dir``): each source is chosen by name and runs
+its own DAGs and Spark jobs on its own ledger and warehouse tables; a broken source file stops
+only itself."""
 
 from __future__ import annotations
 
@@ -10,13 +11,21 @@ import pytest
 
 from loader.config import load_config
 from loader.ledger import Checkpoint, Ledger
-from tests.conftest import MariaDB, fresh_schema, iceberg_rows, run_loader
+from tests.conftest import (
+    MariaDB,
+    dags_test,
+    fresh_schema,
+    iceberg_rows,
+    loader_dag_env,
+    run_loader,
+    run_state,
+)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_each_source_of_a_deployment_runs_alone_and_a_broken_one_stops_only_itself(
-    mariadb: MariaDB, tmp_path: Path
+def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_only_itself(
+    mariadb: MariaDB, tmp_path: Path, airflow_home: Path
 ) -> None:
     fresh_schema(mariadb, "fleet_a", "t (id INT PRIMARY KEY, v VARCHAR(10))")
     fresh_schema(mariadb, "fleet_b", "t (id INT PRIMARY KEY)")
@@ -50,11 +59,15 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
         Ledger.of(cfg).set_checkpoint(Checkpoint(str(mariadb.execute()), "test"))
     mariadb.execute("INSERT INTO fleet_a.t VALUES (1, 'one'), (2, 'two')", "INSERT INTO fleet_b.t VALUES (7)")
 
-    # The chosen source's run, its Spark job told which source it is.
-    ran = run_loader(mariadb, toml, "run-once", "--source", "fleet_a", "--output", "json")
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    assert [(t["table"], t["inserted"]) for t in json.loads(ran.stdout)["materialized"]] == [("fleet_a.t", 2)]
+    # The source's own delta DAG: its tasks and its Spark job work on that source; the broken
+    # source has no DAGs and does not stop the others'.
+    env = loader_dag_env(airflow_home, toml, mariadb, extra={"LOADER_TEST_PASSWORD": mariadb.password})
+    ran = dags_test(env, "loader_continuous_delta__fleet_a", "2026-03-01")
+    assert run_state(ran) == "success", ran[-3000:]
+    assert "updated: fleet_a.t" in ran, ran[-3000:]
     assert iceberg_rows(a, "fleet_a", "t", ["id", "v"]) == [[1, "one"], [2, "two"]]
+    (interval,) = Ledger.of(a).intervals()
+    assert interval.state == "materialised" and interval.changes == 2
     # The other source's ledger did not move, and its changes wait for its own run.
     assert Ledger.of(b).intervals() == []
     assert sorted(p.name for p in (tmp_path / "staging").iterdir()) == ["fleet_a", "fleet_b"]
