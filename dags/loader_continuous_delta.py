@@ -1,7 +1,9 @@
-"""Continuous delta: every 15 minutes (``LOADER_DELTA_SCHEDULE``), one interval of binlog changes
-is planned, extracted into staging, materialised into the warehouse tables with Spark, and the
-changed tables are published as Assets; a run triggered with the Checksum field then compares the
-warehouse with the source, and one given an interval to abandon gives it up before planning. Wiring and Params only; the tasks live in ``loader``."""
+"""Continuous delta: every 15 minutes (``[source] schedule``, ``LOADER_DELTA_SCHEDULE``), one
+interval of binlog changes is planned, extracted into staging, materialised into the warehouse
+tables with Spark, and the changed tables are published as Assets; a run triggered with the
+Checksum field then compares the warehouse with the source, and one given an interval to abandon
+gives it up before planning. One such DAG per source of a deployment. Wiring and Params only;
+the tasks live in ``loader``."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
     with DAG(
         dag_id=tasks.dag_id("loader_continuous_delta", source),
         description="binlog changes since the last interval → staging → warehouse tables",
-        schedule=tasks.delta_schedule(),
+        schedule=tasks.delta_schedule(source),
         start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
         catchup=False,
         max_active_runs=1,

@@ -34,10 +34,16 @@ DEFAULT_SCHEDULE = dt.timedelta(minutes=15)
 TABLES_ALIAS = AssetAlias("loader-warehouse-tables")
 
 
-def delta_schedule() -> str | dt.timedelta | None:
-    """The delta DAG's schedule: ``$LOADER_DELTA_SCHEDULE`` (cron, minutes, or ``none`` for
-    triggered runs only), else every 15 minutes."""
-    value = os.environ.get(SCHEDULE_ENV, "").strip()
+def delta_schedule(source: str | None = None) -> str | dt.timedelta | None:
+    """The delta DAG's schedule: the source's ``[source] schedule``, else ``$LOADER_DELTA_SCHEDULE``
+    (minutes, a cron expression, or ``none`` for triggered runs only), else every 15 minutes.
+    Read when the DAG file is parsed (a file, no connection); a config that does not load leaves
+    the default, and the tasks then fail with the config's error."""
+    try:
+        value = load_config(source=source).source.schedule.strip() if os.environ.get("LOADER_CONFIG") else ""
+    except ConfigError:
+        value = ""
+    value = value or os.environ.get(SCHEDULE_ENV, "").strip()
     if not value:
         return DEFAULT_SCHEDULE
     if value.lower() == "none":

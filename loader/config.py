@@ -74,6 +74,9 @@ class SourceConfig:
     # Another server behind the address whose GTID history holds everything read so far (a
     # promoted replica): "follow" continues on it from the matching position, "stop" refuses.
     failover: str = "follow"
+    # The delta DAG's schedule: minutes, a cron expression or "none" (triggered runs only);
+    # empty: $LOADER_DELTA_SCHEDULE, else every 15 minutes.
+    schedule: str = ""
 
     def password(self) -> str:
         """The password from the environment variable named by ``password_env`` ('' if unset)."""
@@ -555,6 +558,17 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     if min(src.connect_timeout_seconds, src.read_timeout_seconds, src.lease_seconds) < 1:
         raise ConfigError(
             f"{origin}: source.connect_timeout_seconds, read_timeout_seconds and lease_seconds must be >= 1"
+        )
+    schedule = src.schedule.strip()
+    if schedule and not (
+        schedule.isdigit()
+        or schedule.lower() == "none"
+        or schedule.startswith("@")
+        or len(schedule.split()) in (5, 6)
+    ):
+        raise ConfigError(
+            f'{origin}: source.schedule = {src.schedule!r} is not accepted; accepted values: minutes ("15"), '
+            'a cron expression ("*/5 * * * *"), a preset ("@hourly") or "none"'
         )
     if not src.name or "/" in src.name or src.name.startswith("."):
         raise ConfigError(f"{origin}: source.name {src.name!r} must be a non-empty name without '/'")

@@ -68,6 +68,10 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
             "source.failover = 'always' is not accepted; accepted values: follow, stop",
         ),
         ({"LOADER__SOURCE__PORT": "many"}, "source.port must be an integer"),
+        (
+            {"LOADER__SOURCE__SCHEDULE": "often"},
+            "source.schedule = 'often' is not accepted; accepted values: minutes",
+        ),
         ({"LOADER__SOURCE__COLOUR": "red"}, "accepted fields: name, transport, host"),
         ({"LOADER__SOURCE__TRANSPORT": "files"}, "source.binlog_dir is required"),
         ({"LOADER__WAREHOUSE__CATALOG": "hive"}, "metastore_uri"),

@@ -136,6 +136,8 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     (tmp_path / "sources").mkdir()
     for name in ("shop_01", "crm"):
         (tmp_path / "sources" / f"{name}.toml").write_text(f'[tables]\ninclude = ["{name}.*"]\n')
+    with (tmp_path / "sources" / "shop_01.toml").open("a") as own:
+        own.write('[source]\nschedule = "5"\n')  # its own; crm keeps the default
     (tmp_path / "loader.toml").write_text('[sources]\ndir = "sources"\n[maintenance]\nschedule = "@weekly"\n')
     done = subprocess.run(
         [sys.executable, "-c", PARSE_CHECK, str(ROOT / "dags")],
@@ -162,6 +164,8 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
             # Every task that reads the config reads its own source's (plan_copies reads none).
             assert {t for t, source in tasks.items() if source != name} <= {"plan_copies"}, tasks
         assert fleet["dags"][f"loader_maintenance__{name}"]["schedule"] == "@weekly"
+    assert fleet["dags"]["loader_continuous_delta__shop_01"]["schedule"] == "0:05:00"
+    assert fleet["dags"]["loader_continuous_delta__crm"]["schedule"] == "0:15:00"
 
 
 MASTER_CHECK = """
