@@ -11,10 +11,12 @@ text (no retry).
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -80,9 +82,9 @@ def config(source: str | None = None) -> Config:
 
 def sources() -> Sequence[str | None]:
     """The sources to make DAGs for, read when a DAG file is parsed (files only, no connection):
-    each source of a deployment (``[sources]``); ``[None]`` for a single-source file, whose DAGs
-    keep their plain names, or when ``$LOADER_CONFIG`` is not set or does not load (the tasks
-    then fail with the config's error)."""
+    each source of a deployment (``[sources]``), a broken source file shown as an import error
+    naming it; ``[None]`` for a single-source file, whose DAGs keep their plain names, or when
+    ``$LOADER_CONFIG`` is not set or does not load (the tasks then fail with the config's error)."""
     if not os.environ.get("LOADER_CONFIG"):
         return [None]
     try:
@@ -91,7 +93,30 @@ def sources() -> Sequence[str | None]:
         return [None]
     if not deployment.many:
         return [None]
+    for file, error in deployment.broken.items():
+        _report_import_error(file, error)
     return sorted(deployment.sources)
+
+
+def _report_import_error(file: str, error: str) -> None:
+    """Show a broken source file as an import error of its own, so that the parse's other DAGs
+    still load: an error the DAG file raised would drop all of them, and one kept under the DAG
+    file's name marks all of them stale. Airflow has no public way to add one; the ``DagBag``
+    parsing this file is found on the stack and the error filed under the source file's path
+    (relative to the DAG bundle, when inside it), as Airflow 3.3 files its own."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    frame = inspect.currentframe()
+    while frame is not None:
+        bag = frame.f_locals.get("self")
+        if isinstance(bag, DagBag):
+            key = file
+            if bag.bundle_path and Path(file).resolve().is_relative_to(Path(bag.bundle_path).resolve()):
+                key = str(Path(file).resolve().relative_to(Path(bag.bundle_path).resolve()))
+            bag.import_errors[key] = error
+            return
+        frame = frame.f_back
+    log.error("%s", error)  # not parsed by Airflow (a DAG file run by hand)
 
 
 def dag_id(base: str, source: str | None) -> str:

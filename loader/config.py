@@ -308,7 +308,7 @@ class Deployment:
 
     path: str
     sources: Mapping[str, Config]
-    broken: Mapping[str, str]  # a broken source's name (its file's stem if unreadable) -> its error
+    broken: Mapping[str, str]  # a broken source's file -> its error
     many: bool = True  # a deployment (``[sources]``), not a single-source file
 
 
@@ -336,8 +336,8 @@ def load_deployment(
         try:
             sources[name] = _source_config(raw, base, chosen, name, files, env)
         except ConfigError as exc:
-            broken[name] = str(exc)
-    return Deployment(chosen, sources, broken)
+            broken.update((str(file), str(exc)) for file in files[name])
+    return Deployment(chosen, sources, dict(sorted(broken.items())))
 
 
 def _read(chosen: str) -> tuple[dict[str, Any], Path]:

@@ -322,20 +322,28 @@ def test_a_broken_source_file_stops_only_that_source_naming_its_file_and_field(t
     folder = tmp_path / "sources"
     deployment = load_deployment(path, env={})
     assert list(deployment.sources) == ["crm_main"]
+    taken = (
+        f"source name 'shop_01' is taken by {folder / 'again.toml'} and {folder / 'shop_01.toml'}: each "
+        "source needs its own name (source.name, or the file name)"
+    )
     assert deployment.broken == {
-        "bad_port": f"{folder / 'bad_port.toml'}: source.port must be an integer, got 'x'",
-        "not_toml": f"config file {folder / 'not_toml.toml'} is not valid TOML: Expected ']' at the end of a table "
-        "declaration (at line 1, column 8)",
-        "own_format": f"{folder / 'own_format.toml'}: warehouse.format is shared by every source: set it in "
-        f"{path}; a source file may set warehouse.database",
-        "own_staging": f"{folder / 'own_staging.toml'}: section [staging] is shared by every source: set it in "
-        f"{path}; a source file holds [source], [tables], [load], [warehouse]",
-        "shop_01": f"source name 'shop_01' is taken by {folder / 'again.toml'} and {folder / 'shop_01.toml'}: each "
-        "source needs its own name (source.name, or the file name)",
+        str(folder / "again.toml"): taken,
+        str(folder / "bad_port.toml"): f"{folder / 'bad_port.toml'}: source.port must be an integer, got 'x'",
+        str(
+            folder / "not_toml.toml"
+        ): f"config file {folder / 'not_toml.toml'} is not valid TOML: Expected ']' "
+        "at the end of a table declaration (at line 1, column 8)",
+        str(folder / "own_format.toml"): f"{folder / 'own_format.toml'}: warehouse.format is shared by every "
+        f"source: set it in {path}; a source file may set warehouse.database",
+        str(
+            folder / "own_staging.toml"
+        ): f"{folder / 'own_staging.toml'}: section [staging] is shared by every "
+        f"source: set it in {path}; a source file holds [source], [tables], [load], [warehouse]",
+        str(folder / "shop_01.toml"): taken,
     }
     with pytest.raises(ConfigError) as chosen:
         load_config(path, env={}, source="bad_port")
-    assert str(chosen.value) == deployment.broken["bad_port"]
+    assert str(chosen.value) == deployment.broken[str(folder / "bad_port.toml")]
 
 
 def test_a_deployments_own_errors_name_its_file(tmp_path: Path) -> None:

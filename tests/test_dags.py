@@ -138,6 +138,8 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
         (tmp_path / "sources" / f"{name}.toml").write_text(f'[tables]\ninclude = ["{name}.*"]\n')
     with (tmp_path / "sources" / "shop_01.toml").open("a") as own:
         own.write('[source]\nschedule = "5"\n')  # its own; crm keeps the default
+    broken = tmp_path / "sources" / "broken.toml"
+    broken.write_text('[source]\nport = "3306"\n')
     (tmp_path / "loader.toml").write_text('[sources]\ndir = "sources"\n[maintenance]\nschedule = "@weekly"\n')
     done = subprocess.run(
         [sys.executable, "-c", PARSE_CHECK, str(ROOT / "dags")],
@@ -149,7 +151,8 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, done.stderr[-3000:]
     fleet = json.loads(line[len("RESULT ") :])
-    assert fleet["errors"] == {}
+    # The broken source is an import error naming its file and field; the others' DAGs load.
+    assert fleet["errors"] == {str(broken): f"{broken}: source.port must be an integer, got '3306'"}
     assert sorted(fleet["dags"]) == [
         f"loader_{dag}__{name}"
         for dag in ("continuous_delta", "initial_load", "maintenance", "rollback")
