@@ -100,13 +100,21 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
         planned = task(tasks.plan, task_id="plan")(source=source)
         extracted = task(tasks.extract, task_id="extract")(planned, source=source)
         materialize = tasks.LoaderSparkJobOperator(
-            task_id="materialize", job="materialize", conn_id="spark_default", source=source
+            task_id="materialize",
+            job="materialize",
+            conn_id="spark_default",
+            source=source,
+            pool=tasks.spark_pool(source),
         )
         published = task(tasks.publish, task_id="publish", outlets=[tasks.TABLES_ALIAS])(
             planned, source=source
         )
         checksum = tasks.LoaderChecksumOperator(
-            task_id="checksum", conn_id="spark_default", retries=0, source=source
+            task_id="checksum",
+            conn_id="spark_default",
+            retries=0,
+            source=source,
+            pool=tasks.spark_pool(source),
         )
         status >> planned
         extracted >> materialize >> published >> checksum

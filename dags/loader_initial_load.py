@@ -52,6 +52,7 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             conn_id="spark_default",
             max_active_tis_per_dagrun=1,
             source=source,
+            pool=tasks.spark_pool(source),
         ).expand(job_args=arguments)
         finished = task(tasks.finish_initial_load, task_id="set_checkpoint")(started, source=source)
         copies >> finished

@@ -26,4 +26,6 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
         },
         tags=tasks.dag_tags(source),
     ):
-        tasks.LoaderMaintenanceOperator(task_id="maintain", conn_id="spark_default", source=source)
+        tasks.LoaderMaintenanceOperator(
+            task_id="maintain", conn_id="spark_default", source=source, pool=tasks.spark_pool(source)
+        )

@@ -37,4 +37,6 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             ),
         },
     ):
-        tasks.LoaderRollbackOperator(task_id="rollback", conn_id="spark_default", source=source)
+        tasks.LoaderRollbackOperator(
+            task_id="rollback", conn_id="spark_default", source=source, pool=tasks.spark_pool(source)
+        )

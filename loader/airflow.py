@@ -24,7 +24,7 @@ from airflow.sdk import Asset, AssetAlias, get_current_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from loader import steps
-from loader.config import Config, MaintenanceConfig, load_config, load_deployment
+from loader.config import Config, MaintenanceConfig, SparkConfig, load_config, load_deployment
 from loader.errors import REPORTED, ConfigError, describe, is_transient
 from loader.naming import warehouse_table
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
@@ -33,6 +33,7 @@ from loader.warehouse.submit import SparkJob
 log = logging.getLogger(__name__)
 SCHEDULE_ENV = "LOADER_DELTA_SCHEDULE"
 DEFAULT_SCHEDULE = dt.timedelta(minutes=15)
+DEFAULT_POOL = SparkConfig.airflow_pool
 TABLES_ALIAS = AssetAlias("loader-warehouse-tables")
 
 
@@ -65,6 +66,17 @@ def maintenance_schedule(source: str | None = None) -> str | None:
         value = ""
     value = value or MaintenanceConfig.schedule
     return None if value.lower() == "none" else value
+
+
+def spark_pool(source: str | None = None) -> str:
+    """The Airflow pool of the DAGs' Spark jobs: ``[spark] airflow_pool`` (read when the DAG file
+    is parsed; a config that does not load leaves ``default_pool``)."""
+    try:
+        return (
+            load_config(source=source).spark.airflow_pool if os.environ.get("LOADER_CONFIG") else DEFAULT_POOL
+        )
+    except ConfigError:
+        return DEFAULT_POOL
 
 
 def config(source: str | None = None) -> Config:

@@ -211,6 +211,10 @@ class SparkConfig:
     # the JVM's quick compiler only: such a job is mostly its start. -1: never.
     quick_compiler_changes: int = 500_000
     quick_compiler_table_rows: int = 10_000_000
+    # The Airflow pool the DAGs' Spark jobs take a slot of: one pool shared by every source of a
+    # deployment bounds the jobs running at once (create it: airflow pools set NAME SLOTS DESC;
+    # a task of a pool that does not exist is never scheduled). default_pool always exists.
+    airflow_pool: str = "default_pool"
 
 
 @dataclass(frozen=True)

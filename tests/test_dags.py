@@ -57,6 +57,10 @@ for dag_id, dag in bag.dags.items():
     }
     out["dags"][dag_id]["default_args"] = dict(dag.default_args)
     out["dags"][dag_id]["tags"] = sorted(dag.tags)
+    out["dags"][dag_id]["pools"] = {
+        t.task_id: getattr(t, "pool", None) or (getattr(t, "partial_kwargs", None) or {}).get("pool")
+        for t in dag.tasks
+    }
     # The source each task works on: an operator's own (a mapped one's partial), a task
     # function's argument.
     out["dags"][dag_id]["sources"] = {
@@ -130,6 +134,7 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert result["transient"] == "raised as it is"
     assert result["permanent"] == "SourceError: binlog_format is STATEMENT"
     assert delta["tags"] == ["loader"] and set(delta["sources"].values()) == {None}  # the file's one source
+    assert set(delta["pools"].values()) == {"default_pool"}
 
     # A deployment of several sources: a set of DAGs per source, named and tagged after it, each
     # task working on its own source.
@@ -140,7 +145,9 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
         own.write('[source]\nschedule = "5"\n')  # its own; crm keeps the default
     broken = tmp_path / "sources" / "broken.toml"
     broken.write_text('[source]\nport = "3306"\n')
-    (tmp_path / "loader.toml").write_text('[sources]\ndir = "sources"\n[maintenance]\nschedule = "@weekly"\n')
+    (tmp_path / "loader.toml").write_text(
+        '[sources]\ndir = "sources"\n[maintenance]\nschedule = "@weekly"\n[spark]\nairflow_pool = "loader_spark"\n'
+    )
     done = subprocess.run(
         [sys.executable, "-c", PARSE_CHECK, str(ROOT / "dags")],
         env=airflow_env(airflow_home, {"LOADER_CONFIG": str(tmp_path / "loader.toml")}),
@@ -167,6 +174,12 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
             # Every task that reads the config reads its own source's (plan_copies reads none).
             assert {t for t, source in tasks.items() if source != name} <= {"plan_copies"}, tasks
         assert fleet["dags"][f"loader_maintenance__{name}"]["schedule"] == "@weekly"
+    # The Spark jobs of every source take slots of the one pool the deployment names.
+    spark_tasks = {"materialize", "checksum", "copy_table", "rollback", "maintain"}
+    for dag in fleet["dags"].values():
+        assert {t: p for t, p in dag["pools"].items() if p != "default_pool"} == {
+            t: "loader_spark" for t in dag["pools"] if t in spark_tasks
+        }
     assert fleet["dags"]["loader_continuous_delta__shop_01"]["schedule"] == "0:05:00"
     assert fleet["dags"]["loader_continuous_delta__crm"]["schedule"] == "0:15:00"
 
