@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from loader import __version__, steps
-from loader.config import Config, load_config
+from loader.config import ENV_SOURCE, Config, Deployment, load_config, load_deployment
 from loader.errors import EXIT_ERROR, EXIT_OK, REPORTED, ConfigError, describe, exit_code
 from loader.positions import Position
 from loader.results import ExtractSummary, IntervalRecord, TableMapping, TableResult, to_dict
@@ -282,20 +282,60 @@ def cmd_initial_load(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     """Source position, checkpoint, lag, intervals by state, last error."""
-    result = steps.status(cfg)
-    _emit(args, to_dict(result), result.text())
+    _emit(args, *_status_of(cfg))
     return EXIT_OK
+
+
+def _status_of(cfg: Config) -> tuple[dict[str, Any], str]:
+    result = steps.status(cfg)
+    return to_dict(result), result.text()
 
 
 def cmd_tables(args: argparse.Namespace, cfg: Config) -> int:
     """The selected source tables and their warehouse tables."""
+    _emit(args, *_tables_of(cfg))
+    return EXIT_OK
+
+
+def _tables_of(cfg: Config) -> tuple[dict[str, Any], str]:
     mappings = steps.tables(cfg)
     wh = cfg.warehouse
     # As Spark SQL finds them: Iceberg tables are in the catalog named "iceberg".
     shown = f"{ICEBERG_CATALOG}.{wh.database}" if wh.format == "iceberg" else wh.database
     data = {"database": wh.database, "format": wh.format, "tables": [to_dict(m) for m in mappings]}
-    _emit(args, data, TableMapping.text(mappings, shown))
-    return EXIT_OK
+    return data, TableMapping.text(mappings, shown)
+
+
+# Commands that show every source of a deployment of several when none is chosen.
+OVERVIEWS: dict[str, Callable[[Config], tuple[dict[str, Any], str]]] = {
+    "status": _status_of,
+    "tables": _tables_of,
+}
+
+
+def overview(args: argparse.Namespace, deployment: Deployment) -> int:
+    """``args.command`` for every source of the deployment, one after another: a source whose
+    step fails, or whose file is broken, is shown with its error and does not hide the others.
+    Exits 1 when one did (the last line says which)."""
+    shown: dict[str, Any] = {}
+    texts = []
+    failed = []
+    for name, cfg in deployment.sources.items():
+        try:
+            data, text = OVERVIEWS[args.command](cfg)
+            text = text if args.command == "status" else f"source {name}:\n{text}"
+        except REPORTED as exc:
+            data, text = {"error": describe(exc)}, f"source {name}: error: {describe(exc)}"
+            failed.append(name)
+        shown[name] = data
+        texts.append(text)
+    texts += [f"broken source file: {error}" for error in deployment.broken.values()]
+    trouble = failed + [os.path.basename(file) for file in deployment.broken]
+    summary = f"{len(deployment.sources) + len(deployment.broken)} sources in {deployment.path}" + (
+        f"; look at: {', '.join(trouble)}" if trouble else ""
+    )
+    _emit(args, {"sources": shown, "broken": dict(deployment.broken)}, "\n\n".join([*texts, summary]))
+    return EXIT_ERROR if trouble else EXIT_OK
 
 
 def cmd_intervals(args: argparse.Namespace, cfg: Config) -> int:
@@ -410,7 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--config", help="TOML config file (default: $LOADER_CONFIG)")
     common.add_argument(
         "--source",
-        help="the source to use, when the config is a deployment of several (default: $LOADER_SOURCE)",
+        help="the source to use, when the config is a deployment of several (default: $LOADER_SOURCE; "
+        "status and tables without one show every source)",
     )
     common.add_argument("--output", choices=("text", "json"), default="text", help="output format")
     common.add_argument("--debug", action="store_true", help="print tracebacks on errors")
@@ -560,6 +601,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command in OVERVIEWS and not (args.source or os.environ.get(ENV_SOURCE)):
+            deployment = load_deployment(args.config)
+            if deployment.many:
+                return overview(args, deployment)
         cfg = load_config(args.config, source=args.source)
         return int(args.func(args, cfg))
     except BrokenPipeError:

@@ -72,19 +72,39 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert Ledger.of(b).intervals() == []
     assert sorted(p.name for p in (tmp_path / "staging").iterdir()) == ["fleet_a", "fleet_b"]
 
-    # Without a choice, the command names the sources; the broken one names its file and field.
-    unchosen = run_loader(mariadb, toml, "status")
+    # Without a choice, a command that works on one source names the sources, and the broken
+    # one names its file and field.
+    unchosen = run_loader(mariadb, toml, "intervals")
     assert unchosen.returncode == 1
     assert unchosen.stderr.strip().splitlines()[-1] == (
-        f"loader status: error: {toml} is a deployment of sources fleet_a, fleet_b, fleet_c: choose one "
+        f"loader intervals: error: {toml} is a deployment of sources fleet_a, fleet_b, fleet_c: choose one "
         "with --source NAME (or LOADER_SOURCE)"
     )
-    broken = run_loader(mariadb, toml, "status", env={"LOADER_SOURCE": "fleet_c"})
+    fleet_c = tmp_path / "sources" / "fleet_c.toml"
+    broken = run_loader(mariadb, toml, "intervals", env={"LOADER_SOURCE": "fleet_c"})
     assert broken.returncode == 1
     assert broken.stderr.strip().splitlines()[-1] == (
-        f"loader status: error: {tmp_path / 'sources' / 'fleet_c.toml'}: source.port must be an integer, "
-        "got '3306'"
+        f"loader intervals: error: {fleet_c}: source.port must be an integer, got '3306'"
     )
     status = run_loader(mariadb, toml, "status", "--source", "fleet_b", "--output", "json")
     assert status.returncode == 0, status.stderr[-2000:]
     assert json.loads(status.stdout)["source"] == "fleet_b"
+
+    # status and tables without a choice show every source; the broken one does not hide the
+    # others, and the last line says where to look (exit 1).
+    every = run_loader(mariadb, toml, "status")
+    assert every.returncode == 1, every.stderr[-2000:]
+    assert "source fleet_a: at " in every.stdout and "source fleet_b: at " in every.stdout
+    checkpoint = Ledger.of(a).checkpoint()
+    assert checkpoint is not None and f"checkpoint: {checkpoint.position} ({interval.id})" in every.stdout
+    assert f"broken source file: {fleet_c}: source.port must be an integer" in every.stdout
+    assert every.stdout.strip().splitlines()[-1] == f"3 sources in {toml}; look at: fleet_c.toml"
+    tables = run_loader(mariadb, toml, "tables", "--output", "json")
+    shown = json.loads(tables.stdout)
+    assert {
+        name: [(t["schema"], t["table"]) for t in data["tables"]] for name, data in shown["sources"].items()
+    } == {
+        "fleet_a": [("fleet_a", "t")],
+        "fleet_b": [("fleet_b", "t")],
+    }
+    assert shown["sources"]["fleet_b"]["database"] == "fleet_b_wh" and list(shown["broken"]) == [str(fleet_c)]
