@@ -82,13 +82,46 @@ def iceberg_partitioning(columns: list[ColumnSpec], key: list[str], partition_ro
     return f"bucket({buckets}, {q(key[0])})"
 
 
+# The table property naming the source whose rows a warehouse table holds (the key Iceberg
+# snapshots of the loader carry the source under too).
+OWNER_PROPERTY = "loader.source"
+
+
 def iceberg_properties_sql(cfg: Config, new: bool = True) -> str:
-    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table; a ``new`` one gets the format
-    version of the config (a table's version never goes down: a re-load keeps it)."""
-    properties = dict(ICEBERG_PROPERTIES)
+    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of the config's source; a
+    ``new`` one gets the format version of the config (a table's version never goes down: a
+    re-load keeps it)."""
+    properties = {**ICEBERG_PROPERTIES, OWNER_PROPERTY: cfg.source.name}
     if new:
         properties["format-version"] = str(cfg.warehouse.iceberg_format_version)
-    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in properties.items()) + ")"
+    return (
+        "TBLPROPERTIES (" + ", ".join(f"'{k}' = {types.spark_string(v)}" for k, v in properties.items()) + ")"
+    )
+
+
+def claim_table(spark: Any, cfg: Config, name: str) -> None:
+    """Make sure the existing warehouse table ``name`` holds the config's source's rows: a table
+    of another source (two sources of a deployment selecting the same table into one database)
+    would mix two sources' changes, so it is refused; a table made before tables named their
+    source is given this one.
+
+    Raises:
+        MaterializeError: the table belongs to another source.
+    """
+    owner = next(
+        (r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect() if r["key"] == OWNER_PROPERTY),
+        None,
+    )
+    mine = types.spark_string(cfg.source.name)
+    if owner is None:
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('{OWNER_PROPERTY}' = {mine})")
+    elif owner != cfg.source.name:
+        raise MaterializeError(
+            f"{name} holds the rows of source {owner!r}, not of {cfg.source.name!r}: two sources cannot "
+            f"share a warehouse table. Give one of them its own [warehouse] database in its source file; "
+            f"if the source was renamed from {owner!r}: ALTER TABLE {name} SET TBLPROPERTIES "
+            f"('{OWNER_PROPERTY}' = {mine})"
+        )
 
 
 def database_name(cfg: Config) -> str:
@@ -163,7 +196,8 @@ def ensure_table(
 
     Raises:
         MaterializeError: the columns were dropped, renamed, moved or changed type in a way the
-            table cannot follow; the message names the column and the remedy (a re-load).
+            table cannot follow; the message names the column and the remedy (a re-load). Or
+            the table holds another source's rows (``claim_table``).
     """
     q = quote_identifier
     name = table_name(cfg, schema, table)
@@ -172,9 +206,12 @@ def ensure_table(
     if reserved:
         raise MaterializeError(reserved)
     wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
+    exists = spark.catalog.tableExists(name)
+    if exists:
+        claim_table(spark, cfg, name)
     if iceberg and replace:
         return wanted  # the copy replaces the table, its columns with it (``replace_iceberg_table``)
-    if not spark.catalog.tableExists(name):
+    if not exists:
         cols = ", ".join(f"{q(c)} {t}" for c, t in wanted.items())
         if iceberg:
             partitioned = (
@@ -187,7 +224,8 @@ def ensure_table(
             )
             return wanted
         spark.sql(
-            f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART})"
+            f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART}) "
+            f"TBLPROPERTIES ('{OWNER_PROPERTY}' = {types.spark_string(cfg.source.name)})"
         )
         return wanted
     fields = spark.table(name).schema.fields

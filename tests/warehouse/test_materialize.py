@@ -16,7 +16,7 @@ from loader.extract import run_extract
 from loader.ledger import Checkpoint, Ledger
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.tables import table_name
-from tests.conftest import TABLE_FORMATS, MariaDB, derby_table_rows
+from tests.conftest import TABLE_FORMATS, MariaDB, derby_table_rows, quiet
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # The merge rule on both table formats; partitions, versions and their swaps are Hive's.
@@ -308,3 +308,51 @@ def test_partitioning_is_set_per_table(mariadb: MariaDB, cfg: Config, spark: Any
     buckets = {r[0] for r in spark.sql("SHOW PARTITIONS mat_wh.mat__hashed").collect()}
     assert buckets == {"loader_partition=0", "loader_partition=1"}
     assert spark.sql("SELECT count(*) FROM mat_wh.mat__hashed").collect()[0][0] == 200
+
+
+@both_formats
+def test_a_table_of_another_source_is_refused_and_one_without_a_source_is_claimed(
+    mariadb: MariaDB, cfg: Config, spark: Any
+) -> None:
+    from loader.errors import MaterializeError
+    from loader.warehouse.initial_load import run_initial_load
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS mat_own",
+        "CREATE DATABASE mat_own",
+        "CREATE TABLE mat_own.t (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO mat_own.t VALUES (1, 1)",
+    )
+    mine = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, include=("mat_own.*",)))
+    run_initial_load(spark, mine, progress=quiet)
+    name = table_name(mine, "mat_own", "t")
+
+    def rows() -> list[tuple[int, int]]:
+        return [(r.id, r.v) for r in spark.sql(f"SELECT id, v FROM {name}").collect()]
+
+    def owner() -> str | None:
+        found = spark.sql(f"SHOW TBLPROPERTIES {name}").collect()
+        return next((r.value for r in found if r.key == "loader.source"), None)
+
+    assert owner() == mine.source.name
+    # Another source of a deployment that selects the same table into the same database: its
+    # merge and its load are refused, naming both sources, and the table keeps its rows.
+    other = dataclasses.replace(mine, source=dataclasses.replace(mine.source, name="other_source"))
+    _checkpoint_now(mariadb, other)
+    mariadb.execute("UPDATE mat_own.t SET v = 2")
+    assert run_extract(other, progress=quiet) is not None
+    with pytest.raises(MaterializeError) as refused:
+        run_materialize(spark, other)
+    assert f"{name} holds the rows of source {mine.source.name!r}, not of 'other_source'" in str(
+        refused.value
+    )
+    assert "Give one of them its own [warehouse] database in its source file" in str(refused.value)
+    with pytest.raises(MaterializeError, match="two sources cannot share a warehouse table"):
+        run_initial_load(spark, other, progress=quiet)
+    assert rows() == [(1, 1)]
+    # A table made before tables named their source is claimed by the source that merges into it.
+    spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('loader.source')")
+    assert owner() is None
+    assert run_extract(mine, progress=quiet) is not None
+    run_materialize(spark, mine)
+    assert owner() == mine.source.name and rows() == [(1, 2)]
