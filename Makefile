@@ -112,6 +112,7 @@ bench: setup ## run the benchmarks (each compares with another tool on the same 
 	$(BIN)/python bench/cost_follows_change.py
 	$(BIN)/python bench/delta_cycle.py
 	$(BIN)/python bench/scan_after_maintenance.py
+	$(BIN)/python bench/sources.py
 
 .PHONY: clean
 clean: demo-stop ## stop the demo server and remove its data

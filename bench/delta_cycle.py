@@ -126,19 +126,21 @@ def fill(port: int, rows: int) -> None:
         conn.close()
 
 
-def make_changes(port: int, rows: int, changes: int) -> dict[str, int]:
+def make_changes(port: int, rows: int, changes: int, first_new_key: int | None = None) -> dict[str, int]:
     """Exactly ``changes`` row changes in the binlog, in transactions of about ``TX_ROWS``: each
     transaction updates a key range at a random place in ``1 .. rows``, inserts new keys above
     every key so far and deletes another key range. A range that meets keys deleted before
     changes fewer rows (the server's affected-row count says how many); the next transactions
-    make up for it. Returns the row changes made per kind, and the transactions."""
+    make up for it. New keys start at ``first_new_key`` (``rows + 1``; above the keys an earlier
+    call inserted, for another round of changes). Returns the row changes made per kind, and the
+    transactions."""
     updates = round(changes * SHARES["update"])
     inserts = round(changes * SHARES["insert"])
     left = {"update": updates, "insert": inserts, "delete": changes - updates - inserts}
     per_tx = {kind: max(1, round(TX_ROWS * share)) for kind, share in SHARES.items()}
     made = dict.fromkeys(left, 0) | {"transactions": 0}
     rnd = random.Random(42)
-    next_key = rows + 1
+    next_key = first_new_key or rows + 1
     conn = connect(port, "bench")
     try:
         with conn.cursor() as cur:
