@@ -248,11 +248,6 @@ class Config:
     # The source's own file, when ``path`` is a deployment of several sources.
     source_file: str = ""
 
-    @property
-    def origin(self) -> str:
-        """The file errors about this source name: its own file, else the config file."""
-        return self.source_file or self.path or "defaults"
-
 
 _SECTIONS: dict[str, type] = {
     "source": SourceConfig,
@@ -340,7 +335,7 @@ def load_deployment(
         try:
             sources[name] = _source_config(raw, base, chosen, name, files, env)
         except ConfigError as exc:
-            broken.update((str(file), str(exc)) for file in files[name])
+            broken.update((str(file), str(exc)) for file, _ in files[name])
     return Deployment(chosen, sources, dict(sorted(broken.items())))
 
 
@@ -361,11 +356,15 @@ def _toml(p: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
 
 
+# A source file and its TOML (None: it does not read; building it says why).
+SourceFile = tuple[Path, "dict[str, Any] | None"]
+
+
 def _source_files(
     raw: Mapping[str, Any], base: Path, where: str, env: Mapping[str, str]
-) -> dict[str, list[Path]]:
-    """A deployment's source files by source name (``source.name``, else the file's stem; an
-    unreadable file by its stem), once its shared settings are found valid.
+) -> dict[str, list[SourceFile]]:
+    """A deployment's source files, read, by source name (``source.name``, else the file's stem;
+    an unreadable file by its stem), once its shared settings are found valid.
 
     Raises:
         ConfigError: the ``[sources]`` section or the shared settings are broken.
@@ -390,13 +389,13 @@ def _source_files(
     folder = base / section["dir"]
     if not folder.is_dir():
         raise ConfigError(f"{where}: sources.dir {folder} is not a folder")
-    named: dict[str, list[Path]] = {}
+    named: dict[str, list[SourceFile]] = {}
     for file in sorted(folder.glob("*.toml")):
         try:
-            own = _toml(file)
+            own: dict[str, Any] | None = _toml(file)
         except ConfigError:
-            own = {}  # its own error comes when it is built
-        named.setdefault(_name_of(own, file), []).append(file)
+            own = None
+        named.setdefault(_name_of(own or {}, file), []).append((file, own))
     return named
 
 
@@ -405,18 +404,18 @@ def _source_config(
     base: Path,
     where: str,
     name: str,
-    files: Mapping[str, list[Path]],
+    files: Mapping[str, list[SourceFile]],
     env: Mapping[str, str],
 ) -> Config:
     """The source ``name`` of a deployment: the deployment's settings with its file's over them."""
     if len(files[name]) > 1:
         raise ConfigError(
-            f"source name {name!r} is taken by {' and '.join(str(f) for f in files[name])}: each source "
+            f"source name {name!r} is taken by {' and '.join(str(f) for f, _ in files[name])}: each source "
             "needs its own name (source.name, or the file name)"
         )
-    (file,) = files[name]
+    ((file, read),) = files[name]
     origin = str(file)
-    own = _toml(file)
+    own = read if read is not None else _toml(file)  # a file that does not read raises here
     unknown = set(own) - set(SOURCE_SECTIONS)
     if unknown:
         raise ConfigError(

@@ -436,21 +436,21 @@ def checksum(
     sums = source_sums(cfg, tables, range_rows, progress)
     at = Position.parse(sums.position)
     caught_up = None
-    extra = ["--sums"]
+    apply_first = False  # the job applies extracted intervals before it sums
     with contextlib.ExitStack() as held:
         if _checkpoint_position(ledger) < at:
             held.enter_context(source_lease(cfg, "loader checksum"))  # the job joins it
             caught_up = _extract_up_to(cfg, at, progress)
             with materialize_failures_noted(cfg):
-                if not apply_unchanged(ledger, ledger.intervals()):
-                    extra = [MATERIALIZE_FIRST, *extra]
-        if MATERIALIZE_FIRST not in extra:  # else the job checks once it has applied them
+                apply_first = not apply_unchanged(ledger, ledger.intervals())
+        if not apply_first:  # else the job checks once it has applied them
             require_checkpoint_at(cfg, sums.position)
         with scratch.folder("checksum") as tmp:
             path = os.path.join(tmp, "source-sums.json")
             with open(path, "w", encoding="utf-8") as out:
                 json.dump(asdict(sums), out)
-            compared = run_spark_job(cfg, "checksum", [*extra, path], launch)
+            extra = [MATERIALIZE_FIRST] if apply_first else []
+            compared = run_spark_job(cfg, "checksum", [*extra, "--sums", path], launch)
     return ChecksumReport(sums.position, from_dict(list[TableChecksum], compared), caught_up)
 
 
