@@ -13,11 +13,11 @@ from airflow.sdk import DAG, Param, task
 
 from loader import airflow as tasks
 
-for source in tasks.sources():  # one set of DAGs per source of a deployment
+for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
     with DAG(
-        dag_id=tasks.dag_id("loader_continuous_delta", source),
+        dag_id=source.dag_id("loader_continuous_delta"),
         description="binlog changes since the last interval → staging → warehouse tables",
-        schedule=tasks.delta_schedule(source),
+        schedule=source.delta_schedule,
         start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
         catchup=False,
         max_active_runs=1,
@@ -27,7 +27,7 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             "retry_exponential_backoff": True,
             "max_retry_delay": dt.timedelta(minutes=10),
         },
-        tags=tasks.dag_tags(source),
+        tags=source.tags,
         params={
             "start_lognum": Param(
                 None,
@@ -96,25 +96,25 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             ),
         },
     ):
-        status = task(tasks.log_status, task_id="status", retries=0)(source=source)
-        planned = task(tasks.plan, task_id="plan")(source=source)
-        extracted = task(tasks.extract, task_id="extract")(planned, source=source)
+        status = task(tasks.log_status, task_id="status", retries=0)(source=source.name)
+        planned = task(tasks.plan, task_id="plan")(source=source.name)
+        extracted = task(tasks.extract, task_id="extract")(planned, source=source.name)
         materialize = tasks.LoaderSparkJobOperator(
             task_id="materialize",
             job="materialize",
             conn_id="spark_default",
-            source=source,
-            pool=tasks.spark_pool(source),
+            source=source.name,
+            pool=source.pool,
         )
         published = task(tasks.publish, task_id="publish", outlets=[tasks.TABLES_ALIAS])(
-            planned, source=source
+            planned, source=source.name
         )
         checksum = tasks.LoaderChecksumOperator(
             task_id="checksum",
             conn_id="spark_default",
             retries=0,
-            source=source,
-            pool=tasks.spark_pool(source),
+            source=source.name,
+            pool=source.pool,
         )
         status >> planned
         extracted >> materialize >> published >> checksum

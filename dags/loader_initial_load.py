@@ -10,9 +10,9 @@ from airflow.sdk import DAG, Param, task
 
 from loader import airflow as tasks
 
-for source in tasks.sources():  # one set of DAGs per source of a deployment
+for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
     with DAG(
-        dag_id=tasks.dag_id("loader_initial_load", source),
+        dag_id=source.dag_id("loader_initial_load"),
         description="copy the selected source tables into the warehouse at a recorded binlog position",
         schedule=None,
         start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
@@ -23,7 +23,7 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             "retry_delay": dt.timedelta(seconds=30),
             "retry_exponential_backoff": True,
         },
-        tags=tasks.dag_tags(source),
+        tags=source.tags,
         params={
             "tables": Param(
                 [],
@@ -43,7 +43,7 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             ),
         },
     ):
-        started = task(tasks.start_initial_load, task_id="record_p0")(source=source)
+        started = task(tasks.start_initial_load, task_id="record_p0")(source=source.name)
         arguments = task(tasks.copy_arguments, task_id="plan_copies")(started)
         # One Spark job per table; one at a time, as the embedded Derby catalog allows one Spark process.
         copies = tasks.LoaderSparkJobOperator.partial(
@@ -51,8 +51,8 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             job="initial-load",
             conn_id="spark_default",
             max_active_tis_per_dagrun=1,
-            source=source,
-            pool=tasks.spark_pool(source),
+            source=source.name,
+            pool=source.pool,
         ).expand(job_args=arguments)
-        finished = task(tasks.finish_initial_load, task_id="set_checkpoint")(started, source=source)
+        finished = task(tasks.finish_initial_load, task_id="set_checkpoint")(started, source=source.name)
         copies >> finished

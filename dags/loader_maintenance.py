@@ -10,11 +10,11 @@ from airflow.sdk import DAG
 
 from loader import airflow as tasks
 
-for source in tasks.sources():  # one set of DAGs per source of a deployment
+for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
     with DAG(
-        dag_id=tasks.dag_id("loader_maintenance", source),
+        dag_id=source.dag_id("loader_maintenance"),
         description="compact the Iceberg warehouse tables and expire their old snapshots",
-        schedule=tasks.maintenance_schedule(source),
+        schedule=source.maintenance_schedule,
         start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
         catchup=False,
         max_active_runs=1,
@@ -24,8 +24,8 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             "retry_exponential_backoff": True,
             "max_retry_delay": dt.timedelta(minutes=15),
         },
-        tags=tasks.dag_tags(source),
+        tags=source.tags,
     ):
         tasks.LoaderMaintenanceOperator(
-            task_id="maintain", conn_id="spark_default", source=source, pool=tasks.spark_pool(source)
+            task_id="maintain", conn_id="spark_default", source=source.name, pool=source.pool
         )

@@ -10,9 +10,9 @@ from airflow.sdk import DAG, Param
 
 from loader import airflow as tasks
 
-for source in tasks.sources():  # one set of DAGs per source of a deployment
+for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
     with DAG(
-        dag_id=tasks.dag_id("loader_rollback", source),
+        dag_id=source.dag_id("loader_rollback"),
         description="return the warehouse tables and the checkpoint to the state after one interval",
         schedule=None,
         start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
@@ -23,7 +23,7 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
             "retry_delay": dt.timedelta(seconds=30),
             "retry_exponential_backoff": True,
         },
-        tags=tasks.dag_tags(source),
+        tags=source.tags,
         params={
             "to_interval": Param(
                 "",
@@ -38,5 +38,5 @@ for source in tasks.sources():  # one set of DAGs per source of a deployment
         },
     ):
         tasks.LoaderRollbackOperator(
-            task_id="rollback", conn_id="spark_default", source=source, pool=tasks.spark_pool(source)
+            task_id="rollback", conn_id="spark_default", source=source.name, pool=source.pool
         )

@@ -14,8 +14,9 @@ import datetime as dt
 import inspect
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,50 +34,67 @@ from loader.warehouse.submit import SparkJob
 log = logging.getLogger(__name__)
 SCHEDULE_ENV = "LOADER_DELTA_SCHEDULE"
 DEFAULT_SCHEDULE = dt.timedelta(minutes=15)
-DEFAULT_POOL = SparkConfig.airflow_pool
 TABLES_ALIAS = AssetAlias("loader-warehouse-tables")
 
 
-def delta_schedule(source: str | None = None) -> str | dt.timedelta | None:
-    """The delta DAG's schedule: the source's ``[source] schedule``, else ``$LOADER_DELTA_SCHEDULE``
-    (minutes, a cron expression, or ``none`` for triggered runs only), else every 15 minutes.
-    Read when the DAG file is parsed (a file, no connection); a config that does not load leaves
-    the default, and the tasks then fail with the config's error."""
+@dataclass(frozen=True)
+class DagSource:
+    """One source's set of DAGs as the DAG files make them, from the config read once when they
+    are parsed (files only, no connection)."""
+
+    name: str | None  # one of a deployment's sources; None: the config's one source
+    cfg: Config | None  # None: $LOADER_CONFIG not set or not loading (the tasks say why)
+
+    def dag_id(self, base: str) -> str:
+        """``base`` for a single source, ``<base>__<source>`` for one of a deployment's."""
+        return base if self.name is None else f"{base}__{self.name}"
+
+    @property
+    def tags(self) -> list[str]:
+        """``loader``, and ``source:<name>`` for one of a deployment's sources."""
+        return ["loader"] if self.name is None else ["loader", f"source:{self.name}"]
+
+    @property
+    def delta_schedule(self) -> str | dt.timedelta | None:
+        """The source's ``[source] schedule``, else ``$LOADER_DELTA_SCHEDULE`` (minutes, a cron
+        expression, or ``none`` for triggered runs only), else every 15 minutes."""
+        value = (self.cfg.source.schedule.strip() if self.cfg else "") or os.environ.get(
+            SCHEDULE_ENV, ""
+        ).strip()
+        if not value:
+            return DEFAULT_SCHEDULE
+        if value.lower() == "none":
+            return None
+        return dt.timedelta(minutes=int(value)) if value.isdigit() else value
+
+    @property
+    def maintenance_schedule(self) -> str | None:
+        """``[maintenance] schedule`` ("none": triggered runs only)."""
+        value = (self.cfg.maintenance.schedule.strip() if self.cfg else "") or MaintenanceConfig.schedule
+        return None if value.lower() == "none" else value
+
+    @property
+    def pool(self) -> str:
+        """The Airflow pool of the DAGs' Spark jobs: ``[spark] airflow_pool``."""
+        return self.cfg.spark.airflow_pool if self.cfg else SparkConfig.airflow_pool
+
+
+def dag_sources() -> list[DagSource]:
+    """The sources to make DAGs for: each source of a deployment (``[sources]``), a broken source
+    file shown as an import error naming it; the config's one source for a single-source file,
+    whose DAGs keep their plain names. A config that is not set or does not load gives one set
+    of plain DAGs on the defaults, whose tasks then fail with the config's error."""
+    if not os.environ.get("LOADER_CONFIG"):
+        return [DagSource(None, None)]
     try:
-        value = load_config(source=source).source.schedule.strip() if os.environ.get("LOADER_CONFIG") else ""
+        deployment = load_deployment()
     except ConfigError:
-        value = ""
-    value = value or os.environ.get(SCHEDULE_ENV, "").strip()
-    if not value:
-        return DEFAULT_SCHEDULE
-    if value.lower() == "none":
-        return None
-    return dt.timedelta(minutes=int(value)) if value.isdigit() else value
-
-
-def maintenance_schedule(source: str | None = None) -> str | None:
-    """The maintenance DAG's schedule: ``[maintenance] schedule`` of ``$LOADER_CONFIG`` ("none":
-    triggered runs only). Read when the DAG file is parsed (a file, no connection); a config
-    that does not load leaves the default, and the task then fails with the config's error."""
-    try:
-        value = (
-            load_config(source=source).maintenance.schedule.strip() if os.environ.get("LOADER_CONFIG") else ""
-        )
-    except ConfigError:
-        value = ""
-    value = value or MaintenanceConfig.schedule
-    return None if value.lower() == "none" else value
-
-
-def spark_pool(source: str | None = None) -> str:
-    """The Airflow pool of the DAGs' Spark jobs: ``[spark] airflow_pool`` (read when the DAG file
-    is parsed; a config that does not load leaves ``default_pool``)."""
-    try:
-        return (
-            load_config(source=source).spark.airflow_pool if os.environ.get("LOADER_CONFIG") else DEFAULT_POOL
-        )
-    except ConfigError:
-        return DEFAULT_POOL
+        return [DagSource(None, None)]
+    if not deployment.many:
+        return [DagSource(None, cfg) for cfg in deployment.sources.values()]
+    for file, error in deployment.broken.items():
+        _report_import_error(file, error)
+    return [DagSource(name, cfg) for name, cfg in sorted(deployment.sources.items())]
 
 
 def config(source: str | None = None) -> Config:
@@ -90,24 +108,6 @@ def config(source: str | None = None) -> Config:
         return load_config(source=source)
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from None
-
-
-def sources() -> Sequence[str | None]:
-    """The sources to make DAGs for, read when a DAG file is parsed (files only, no connection):
-    each source of a deployment (``[sources]``), a broken source file shown as an import error
-    naming it; ``[None]`` for a single-source file, whose DAGs keep their plain names, or when
-    ``$LOADER_CONFIG`` is not set or does not load (the tasks then fail with the config's error)."""
-    if not os.environ.get("LOADER_CONFIG"):
-        return [None]
-    try:
-        deployment = load_deployment()
-    except ConfigError:
-        return [None]
-    if not deployment.many:
-        return [None]
-    for file, error in deployment.broken.items():
-        _report_import_error(file, error)
-    return sorted(deployment.sources)
 
 
 def _report_import_error(file: str, error: str) -> None:
@@ -129,16 +129,6 @@ def _report_import_error(file: str, error: str) -> None:
             return
         frame = frame.f_back
     log.error("%s", error)  # not parsed by Airflow (a DAG file run by hand)
-
-
-def dag_id(base: str, source: str | None) -> str:
-    """A DAG's id: ``base`` for a single source, ``<base>__<source>`` for one of a deployment's."""
-    return base if source is None else f"{base}__{source}"
-
-
-def dag_tags(source: str | None) -> list[str]:
-    """The DAGs' tags: ``loader``, and ``source:<name>`` for one of a deployment's sources."""
-    return ["loader"] if source is None else ["loader", f"source:{source}"]
 
 
 @contextmanager

@@ -210,7 +210,11 @@ def test_maintenance_settings_are_checked_and_give_the_dag_its_schedule(tmp_path
 def test_the_maintenance_dag_takes_its_schedule_from_the_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loader.airflow import maintenance_schedule
+    from loader.airflow import dag_sources
+
+    def maintenance_schedule() -> str | None:
+        (source,) = dag_sources()
+        return source.maintenance_schedule
 
     config = tmp_path / "loader.toml"
     monkeypatch.setenv("LOADER_CONFIG", str(config))
