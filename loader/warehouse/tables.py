@@ -112,16 +112,20 @@ def claim_table(spark: Any, cfg: Config, name: str) -> None:
         (r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect() if r["key"] == OWNER_PROPERTY),
         None,
     )
-    mine = types.spark_string(cfg.source.name)
+    claim = f"ALTER TABLE {name} SET TBLPROPERTIES ({_owner_sql(cfg)})"
     if owner is None:
-        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('{OWNER_PROPERTY}' = {mine})")
+        spark.sql(claim)
     elif owner != cfg.source.name:
         raise MaterializeError(
             f"{name} holds the rows of source {owner!r}, not of {cfg.source.name!r}: two sources cannot "
             f"share a warehouse table. Give one of them its own [warehouse] database in its source file; "
-            f"if the source was renamed from {owner!r}: ALTER TABLE {name} SET TBLPROPERTIES "
-            f"('{OWNER_PROPERTY}' = {mine})"
+            f"if the source was renamed from {owner!r}: {claim}"
         )
+
+
+def _owner_sql(cfg: Config) -> str:
+    """The owner property of the config's source's tables, as a ``TBLPROPERTIES`` entry."""
+    return f"'{OWNER_PROPERTY}' = {types.spark_string(cfg.source.name)}"
 
 
 def database_name(cfg: Config) -> str:
@@ -225,7 +229,7 @@ def ensure_table(
             return wanted
         spark.sql(
             f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART}) "
-            f"TBLPROPERTIES ('{OWNER_PROPERTY}' = {types.spark_string(cfg.source.name)})"
+            f"TBLPROPERTIES ({_owner_sql(cfg)})"
         )
         return wanted
     fields = spark.table(name).schema.fields
