@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 LAUNCHES = Path(__file__).with_name("launches")
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 KINDS = ("spark jobs", "JVMs", "Airflow runs", "servers", "loader runs")
 _KEY = "suite_report"
 
@@ -190,3 +192,33 @@ def pytest_configure(config: pytest.Config) -> None:
     assert spec is not None and spec.loader is not None
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     config.pluginmanager.register(SuiteReport(_Launches(log), owned), "suite_report_plugin")
+
+
+def file_seconds() -> dict[str, float]:
+    """Each test file's time in a recent whole run (``tests/file_seconds.json``), by its path as
+    pytest names it (``tests/test_edges.py``); empty when the file is missing."""
+    try:
+        return {name: float(seconds) for name, seconds in json.loads(FILE_SECONDS.read_text()).items()}
+    except FileNotFoundError:
+        return {}
+
+
+def save_file_seconds(cache_dir: Path = Path(".pytest_cache")) -> dict[str, float]:
+    """Write the files' times of the last run (pytest's cache) into ``tests/file_seconds.json``.
+
+    A file the last run did not reach keeps its time; a file that no longer exists is dropped."""
+    last = json.loads((cache_dir / "v" / _KEY / "last").read_text())
+    measured: collections.Counter[str] = collections.Counter()
+    for nodeid, test in last.items():
+        measured[nodeid.split("::")[0]] += test["seconds"]
+    root = FILE_SECONDS.parents[1]
+    kept = {name: s for name, s in file_seconds().items() if (root / name).exists()}
+    kept.update({name: round(s, 1) for name, s in measured.items()})
+    ranked = dict(sorted(kept.items(), key=lambda kv: (-kv[1], kv[0])))
+    FILE_SECONDS.write_text(json.dumps(ranked, indent=1) + "\n")
+    return ranked
+
+
+if __name__ == "__main__":
+    saved = save_file_seconds()
+    print(f"{FILE_SECONDS}: {len(saved)} files, {sum(saved.values()):.0f} s in all")
