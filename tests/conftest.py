@@ -32,7 +32,7 @@ import pytest
 from loader.config import Config, WarehouseConfig, load_config
 from loader.positions import Position
 from loader.source import current_position
-from tests import airflow_runner, suite_report
+from tests import airflow_runner
 
 # The time and launches per file and test, printed at the end of every run.
 pytest_plugins = ["tests.suite_report"]
@@ -77,7 +77,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     airflow_runner.close()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The files in order of their time, longest first, each file's tests in their order.
 
     A worker takes the next file when fewer than three of its tests are left, so the longest
@@ -85,8 +85,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rule over a run's test times, with each file's time off by up to 30%, the workers ended
     within a second of each other (xdist's own order, by number of tests: 59 s apart). The times
     are a recent run's (``tests/file_seconds.json``, written by ``python -m tests.suite_report``);
-    a file missing there counts ``GUESS_SECONDS`` per integration test."""
-    known = suite_report.file_seconds()
+    a file missing there, or every file when the report is off, counts ``GUESS_SECONDS`` per
+    integration test."""
+    report = config.pluginmanager.get_plugin("tests.suite_report")
+    known = report.file_seconds() if report is not None else {}
     guessed: collections.Counter[str] = collections.Counter()
     for item in items:
         guessed[_file_of(item)] += GUESS_SECONDS if item.get_closest_marker("integration") else 0.01
