@@ -27,7 +27,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from loader import steps
 from loader.config import Config, MaintenanceConfig, SparkConfig, load_config, load_deployment
 from loader.errors import REPORTED, ConfigError, describe, is_transient
-from loader.naming import warehouse_table
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
 from loader.warehouse.submit import SparkJob
 
@@ -144,11 +143,14 @@ def loader_errors() -> Iterator[None]:
 
 def asset_for(cfg: Config, schema: str, table: str) -> Asset:
     """The Airflow Asset of one warehouse table: ``loader://<source>/<database>/<warehouse name>``
-    (``naming.warehouse_table``: ``<schema>__<table>`` for ordinary names)."""
-    name = warehouse_table(schema, table)
+    (``TablesConfig.warehouse_name``: ``<schema>__<table>`` for ordinary names), or for a shared
+    table (``tables.routes``) ``loader://shared/<database>/<name>``, one asset whichever source
+    updated it (Airflow keeps one asset per name)."""
+    name = cfg.tables.warehouse_name(schema, table)
+    owner = "shared" if cfg.tables.route(schema, table) else cfg.source.name
     return Asset(
         name=f"{cfg.warehouse.database}.{name}",
-        uri=f"loader://{cfg.source.name}/{cfg.warehouse.database}/{name}",
+        uri=f"loader://{owner}/{cfg.warehouse.database}/{name}",
     )
 
 

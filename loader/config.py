@@ -27,6 +27,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from loader import naming
 from loader.errors import ConfigError
 
 ENV_FILE = "LOADER_CONFIG"
@@ -93,6 +94,21 @@ class TablesConfig:
     # "evolve": carry the schema changes the warehouse can follow, stop at the others;
     # "stop": stop at every schema change of a selected table (for teams that review them).
     schema_changes: str = "evolve"
+    # Shards: source tables ("schema.table", * and ? as wildcards; the first match wins) merged
+    # into one warehouse table ("schema.table") that other sources route into too, each source's
+    # rows told apart by the column _source (the source's name), the first of the table's key.
+    routes: Mapping[str, str] = field(default_factory=dict)
+
+    def route(self, schema: str, table: str) -> tuple[str, str] | None:
+        """The shared table ``(schema, table)`` a source table is routed into; None if it is not."""
+        name = f"{schema}.{table}"
+        target = next((t for p, t in self.routes.items() if fnmatchcase(name, p)), None)
+        return None if target is None else (target.split(".", 1)[0], target.split(".", 1)[1])
+
+    def warehouse_name(self, schema: str, table: str) -> str:
+        """The source table's warehouse table name: its route's shared table's, else its own
+        (``naming.warehouse_table``: ``<schema>__<table>`` for ordinary names)."""
+        return naming.warehouse_table(*(self.route(schema, table) or (schema, table)))
 
 
 @dataclass(frozen=True)
@@ -642,6 +658,22 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
             raise ConfigError(
                 f"{origin}: table pattern {pattern!r} must look like schema.table (wildcards * and ?)"
             )
+    for pattern, target in cfg.tables.routes.items():
+        if "." not in pattern:
+            raise ConfigError(
+                f"{origin}: tables.routes pattern {pattern!r} must look like schema.table (wildcards * and ?)"
+            )
+        parts = target.split(".")
+        if len(parts) != 2 or not naming.is_ordinary(*parts):
+            raise ConfigError(
+                f"{origin}: tables.routes {pattern!r} = {target!r}: the shared table must be named "
+                "schema.table in lower-case letters, digits and single underscores (no wildcard)"
+            )
+    if cfg.tables.routes and wh.format != "iceberg":
+        raise ConfigError(
+            f"{origin}: tables.routes need warehouse.format = 'iceberg' (sources share a table through "
+            f"Iceberg's concurrent commits); got {wh.format!r}"
+        )
 
     staging_uri = stg.uri
     if stg.scheme == "file":

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from loader.errors import ConfigError
 
@@ -43,7 +43,9 @@ PARTITION_COLUMN = "loader_partition"
 # MySQL's text of each date the warehouse's DATE/TIMESTAMP columns cannot hold (zero dates and
 # dates with a zero month or day), by column name; NULL when the row has none.
 INVALID_DATES_COLUMN = "_loader_invalid_dates"
-RESERVED_COLUMNS = ("_seqno", "_commit_ts", INVALID_DATES_COLUMN, PARTITION_COLUMN)
+# The source's name in a table several sources are routed into (``tables.routes``).
+SOURCE_COLUMN = "_source"
+RESERVED_COLUMNS = ("_seqno", "_commit_ts", INVALID_DATES_COLUMN, PARTITION_COLUMN, SOURCE_COLUMN)
 WORKING_PREFIX = "_loader_"
 
 
@@ -90,11 +92,15 @@ def warehouse_table(schema: str, table: str) -> str:
     return f"{readable(schema)}__{readable(table)}{HASHED_SEPARATOR}{name_hash(schema, table)}"
 
 
-def warehouse_tables(tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+def warehouse_tables(
+    tables: Iterable[tuple[str, str]], route: Callable[[str, str], tuple[str, str] | None] | None = None
+) -> dict[tuple[str, str], str]:
     """The warehouse name of each source table, refusing two tables that would share one.
 
     Args:
         tables: ``(schema, table)`` pairs, exactly as MySQL has them (repeats are fine).
+        route: the shared table a source table is routed into, if any (``TablesConfig.route``):
+            its name is the shared table's, which other sources' tables may have, not this one's.
 
     Returns:
         Each pair's warehouse table name, in the order first given.
@@ -108,12 +114,13 @@ def warehouse_tables(tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str],
     for pair in tables:
         if pair in out:
             continue
-        name = warehouse_table(*pair)
+        name = warehouse_table(*((route and route(*pair)) or pair))
         other = owner.get(name)
         if other is not None:
             raise ConfigError(
                 f"source tables {_shown(other)} and {_shown(pair)} would both be the warehouse table "
-                f"{name}; they cannot share it: exclude one of them (tables.exclude) or rename it"
+                f"{name}; they cannot share it (a source has one table in a shared one): exclude one "
+                "of them (tables.exclude), route it elsewhere (tables.routes) or rename it"
             )
         owner[name] = pair
         out[pair] = name

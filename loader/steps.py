@@ -498,7 +498,7 @@ def tables(cfg: Config) -> list[TableMapping]:
         found = [(s, t) for s, t, _ in base_tables(conn) if selector(s, t)]
     finally:
         conn.close()
-    names = warehouse_tables(found)
+    names = warehouse_tables(found, cfg.tables.route)
     loaded_at = Ledger.of(cfg).loaded_at()
     return [
         TableMapping(s, t, names[(s, t)], str(p0) if (p0 := loaded_at.get((s, t))) else None)

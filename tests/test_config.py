@@ -80,6 +80,21 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
         ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "demo.t" = 0 }'}, "must be >= 1"),
         ({"LOADER__WAREHOUSE__SWAP_BATCH": "0"}, "swap_batch must be >= 1"),
         ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "t" = 4 }'}, "must look like schema.table"),
+        (
+            {"LOADER__TABLES__ROUTES": '{ "orders" = "shop.orders" }'},
+            "tables.routes pattern 'orders' must look",
+        ),
+        (
+            {"LOADER__TABLES__ROUTES": '{ "shop_01.orders" = "Shop.Orders" }'},
+            "tables.routes 'shop_01.orders' = 'Shop.Orders': the shared table must be named schema.table in",
+        ),
+        (
+            {
+                "LOADER__TABLES__ROUTES": '{ "shop_*.orders" = "shop.orders" }',
+                "LOADER__WAREHOUSE__FORMAT": "hive",
+            },
+            "tables.routes need warehouse.format = 'iceberg'",
+        ),
     ],
 )
 def test_invalid_values_fail_naming_field_and_accepted_values(override: dict[str, str], message: str) -> None:
@@ -377,3 +392,38 @@ def test_a_single_source_file_is_its_own_deployment(tmp_path: Path) -> None:
         load_config(EXAMPLE, env={"LOADER_SOURCE": "shop"})
     deployment = load_deployment(EXAMPLE, env={})
     assert list(deployment.sources) == ["demo"] and deployment.sources["demo"].source_file == ""
+
+
+def test_routes_name_each_routed_table_after_its_shared_table_and_refuse_two_of_one_source() -> None:
+    from loader.naming import warehouse_tables
+    from loader.warehouse.rollback import check_interval
+
+    cfg = load_config(
+        EXAMPLE, env={"LOADER__TABLES__ROUTES": '{ "shop_*.orders" = "shop.orders", "x.*" = "x.all" }'}
+    )
+    assert cfg.tables.route("shop_07", "orders") == ("shop", "orders")
+    assert cfg.tables.route("shop_07", "lines") is None
+    assert cfg.tables.warehouse_name("shop_07", "orders") == "shop__orders"
+    assert cfg.tables.warehouse_name("shop_07", "lines") == "shop_07__lines"
+    assert warehouse_tables([("shop_07", "orders"), ("shop_07", "lines")], cfg.tables.route) == {
+        ("shop_07", "orders"): "shop__orders",
+        ("shop_07", "lines"): "shop_07__lines",
+    }
+    # Two tables of one source cannot share a table: their rows would have the same _source.
+    with pytest.raises(
+        ConfigError, match=r"source tables `shop_01`.`orders` and `shop_02`.`orders` would both be"
+    ):
+        warehouse_tables([("shop_01", "orders"), ("shop_02", "orders")], cfg.tables.route)
+    with pytest.raises(ConfigError, match="would both be the warehouse table shop__orders"):
+        warehouse_tables([("shop_01", "orders"), ("shop", "orders")], cfg.tables.route)
+    # One Airflow asset per shared table, whichever source changed it.
+    from loader.airflow import asset_for
+
+    database = cfg.warehouse.database
+    assert asset_for(cfg, "shop_07", "orders").uri == f"loader://shared/{database}/shop__orders"
+    assert asset_for(cfg, "shop_07", "lines").uri == f"loader://demo/{database}/shop_07__lines"
+    # A rollback would undo the other sources' commits to the shared tables.
+    with pytest.raises(
+        ConfigError, match="rollback of source 'demo' is not supported: it is routed into shared"
+    ):
+        check_interval(cfg, "000001")

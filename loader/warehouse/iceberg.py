@@ -288,12 +288,16 @@ def merge_changes(
     key: list[str],
     summary: Mapping[str, str],
     range_width: int | None = None,
+    own_rows: str = "",
 ) -> tuple[int, int, int, int, int | None]:
     """Merge the change rows ``changes`` into the Iceberg table ``name`` in one snapshot whose
     summary carries ``summary``.
 
     With ``range_width`` (a table keyed by one integer column), the merge reads only the key
-    ranges of that width its changes touch (``merge_into_sql``'s ``target_filter``).
+    ranges of that width its changes touch (``merge_into_sql``'s ``target_filter``). ``own_rows``
+    (a predicate on the table's rows, alias ``t``) keeps the merge to the rows of one source of a
+    shared table: it reads and changes only that source's partitions, so that another source's
+    merge committing at the same time does not conflict with it (Iceberg retries the commit).
 
     Returns:
         Rows inserted, updated and deleted, the partitions the snapshot changed, and the table's
@@ -305,21 +309,23 @@ def merge_changes(
     # that did not change, before they are shuffled for the join.
     ranked = spark.sql(ranked_sql(columns, key)).cache()
     try:
-        target_filter = ""
+        ranges = ""
         if range_width is None:
             ranked.count()
         else:
             column = quote_identifier(key[0])
             touched = ranked.selectExpr(key_range_sql(column, range_width)).distinct().collect()
-            target_filter = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
+            ranges = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
         ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
-        merge = merge_into_sql(name, columns, key, target_filter)
+        merge = merge_into_sql(name, columns, key, " AND ".join(p for p in (own_rows, ranges) if p))
         with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
             spark.sql(merge)
     finally:
         ranked.unpersist()
     crashpoints.reached("after snapshot committed")
-    now = current_summaries(spark, name)[0]
+    # This merge's snapshot: another source of a shared table may have committed after it.
+    summaries = current_summaries(spark, name)
+    now = next((s for s in summaries if summary.items() <= s.items()), summaries[0])
 
     def count(field: str) -> int:
         return int(now.get(field, 0))
@@ -344,3 +350,13 @@ def replace_table(
             f"CREATE OR REPLACE TABLE {name} USING iceberg PARTITIONED BY ({partitioning}) {properties} "
             "AS SELECT * FROM loader_copy"
         )
+
+
+def overwrite_rows(spark: Any, name: str, rows: Any, condition: str, summary: Mapping[str, str]) -> None:
+    """Make ``rows`` the rows of the table ``name`` that satisfy ``condition`` (a source's rows
+    of a shared table, whose partitions start with the source), in one snapshot whose summary
+    carries ``summary``; the table's other rows and its columns stay."""
+    from pyspark.sql import functions as F
+
+    with session_conf(spark, snapshot_summary(summary)):
+        rows.writeTo(name).overwrite(F.expr(condition))

@@ -35,7 +35,7 @@ from loader.config import Config
 from loader.errors import LoadError
 from loader.history import SourceHistory
 from loader.ledger import Ledger, Load, layout_record
-from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
+from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import LoadSummary, TableLoadResult
 from loader.source import (
@@ -59,6 +59,7 @@ from loader.warehouse.tables import (
     partition_expr,
     publish_version,
     quote_identifier,
+    source_filter,
     table_name,
 )
 
@@ -93,7 +94,8 @@ def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[Sour
     """The base tables the config selects (or the named subset of them), with columns and keys."""
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
     found = [(s, t, n) for s, t, n in base_tables(conn) if selector(s, t)]
-    warehouse_tables((s, t) for s, t, _ in found)  # two source tables never share a warehouse table
+    # Two source tables never share a warehouse table.
+    warehouse_tables(((s, t) for s, t, _ in found), cfg.tables.route)
     if only:
         names = {f"{s}.{t}" for s, t, _ in found}
         unknown = [n for n in only if n not in names]
@@ -209,7 +211,7 @@ def copy_table(
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    ensure_table(spark, cfg, info.schema, info.table, info.columns, replace=True)
+    ensure_table(spark, cfg, info.schema, info.table, info.columns, key=info.key, replace=True)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
     frame = spark.read.jdbc(
         jdbc_url(cfg, creds),
@@ -232,9 +234,11 @@ def copy_table(
     iceberg_table = cfg.warehouse.format == "iceberg"
     # The loader's own columns in the order a table made by materialise has them (META_DDL): a
     # table created by the copy (Iceberg's CREATE … AS SELECT) gets the frame's order.
+    own_rows = source_filter(cfg, info.schema, info.table)
     typed = frame.selectExpr(
         *select, f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}"
     ).selectExpr(
+        *([f"{types.spark_string(cfg.source.name)} AS {SOURCE_COLUMN}"] if own_rows else []),
         *(quote_identifier(c.name) for c in info.columns),
         f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS _seqno",
         f"TIMESTAMP '{load.started_at}' AS _commit_ts",
@@ -246,7 +250,12 @@ def copy_table(
     watcher.start()
     try:
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"))
-        if iceberg_table:
+        summary = {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id}
+        if own_rows:  # a shared table: the source's rows replaced, the other sources' kept
+            iceberg.overwrite_rows(
+                spark, table_name(cfg, info.schema, info.table), observed, own_rows, summary
+            )
+        elif iceberg_table:
             name = table_name(cfg, info.schema, info.table)
             iceberg.replace_table(
                 spark,
@@ -256,7 +265,7 @@ def copy_table(
                     info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table)
                 ),
                 iceberg_properties_sql(cfg, new=not spark.catalog.tableExists(name)),
-                {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id},
+                summary,
             )
         else:
             publish_version(spark, cfg, info.schema, info.table, observed, load.id, None)

@@ -25,7 +25,7 @@ from typing import Any
 from loader.config import Config
 from loader.errors import MaterializeError
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
-from loader.naming import INVALID_DATES_COLUMN, warehouse_tables
+from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
 from loader.staging import csvformat
@@ -46,8 +46,8 @@ from loader.warehouse.tables import (
     partition_expr,
     publish_version,
     quote_identifier,
+    source_filter,
     table_name,
-    warehouse_table,
 )
 
 # The staged meta columns as read (``csvformat.META_READ_AS``) and their types.
@@ -147,15 +147,21 @@ def materialize_table(
     warehouse_types = ensure_table(spark, cfg, schema, table, columns, key=key, cause=cause)
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     if cfg.warehouse.format == "iceberg":
+        changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
+        own_rows = source_filter(cfg, schema, table)
+        if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
+            changes = changes.selectExpr(f"{types.spark_string(cfg.source.name)} AS {SOURCE_COLUMN}", "*")
+            names = [SOURCE_COLUMN, *names]
         inserted, updated, deleted, partitions, rows = iceberg.merge_changes(
             spark,
             table_name(cfg, schema, table),
-            _changes(spark, store, entries, columns, warehouse_types, min_seqno),
+            changes,
             names,
             key,
             summary or {},
             # the key ranges the changes touch, as Hive's partitions
             cfg.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
+            source_filter(cfg, schema, table, alias="t"),
         )
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)
@@ -169,7 +175,9 @@ def materialize_table(
             return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
         changes.createOrReplaceTempView("changes")
         # One reading of the table's partitions for the merge and the swap.
-        catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
+        catalog = PartitionCatalog(
+            spark, cfg.warehouse.database, cfg.tables.warehouse_name(schema, table), PART
+        )
         _touched_rows(spark, catalog, touched).createOrReplaceTempView("base")
         effect = apply_merge(spark, names, key, sum(per_partition.values()))
         try:
@@ -245,7 +253,7 @@ def _materialize_intervals(
                 by_table.setdefault((t.schema, t.table), []).append(t)
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
     span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
-    warehouse_tables(by_table)  # two source tables never share a warehouse table
+    warehouse_tables(by_table, cfg.tables.route)  # two source tables never share a warehouse table
     legacy = legacy_tables(spark, cfg.warehouse.database, by_table) if cfg.warehouse.format == "hive" else {}
     for (schema, table), old in legacy.items():
         old_name = f"{quote_identifier(cfg.warehouse.database)}.{quote_identifier(old)}"

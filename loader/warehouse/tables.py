@@ -6,6 +6,7 @@ Materialisation and the initial load both write tables through here, so both lay
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +18,7 @@ from loader.naming import (
     INVALID_DATES_COLUMN,
     PARTITION_COLUMN,
     RESERVED_COLUMNS,
+    SOURCE_COLUMN,
     legacy_warehouse_table,
     reserved_column_problem,
     warehouse_table,
@@ -73,25 +75,37 @@ def partition_expr(columns: list[ColumnSpec], key: list[str], partition_rows: in
     return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {buckets}) AS BIGINT)"
 
 
-def iceberg_partitioning(columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int) -> str:
+def iceberg_partitioning(
+    columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int, shared: bool = False
+) -> str:
     """An Iceberg table's partition transform: key ranges of ``partition_rows`` keys for a single
-    integer key, else ``buckets`` hash buckets of the first key column."""
+    integer key, else ``buckets`` hash buckets of the first key column; a ``shared`` table is
+    split by source first, so that each source's writes (a merge, a copy, a compaction) touch
+    only its own files and two sources' commits never conflict."""
     q = quote_identifier
-    if has_integer_key(columns, key):
-        return f"truncate({partition_rows}, {q(key[0])})"
-    return f"bucket({buckets}, {q(key[0])})"
+    by_key = (
+        f"truncate({partition_rows}, {q(key[0])})"
+        if has_integer_key(columns, key)
+        else f"bucket({buckets}, {q(key[0])})"
+    )
+    return f"{SOURCE_COLUMN}, {by_key}" if shared else by_key
 
 
 # The table property naming the source whose rows a warehouse table holds (the key Iceberg
 # snapshots of the loader carry the source under too).
 OWNER_PROPERTY = "loader.source"
+# The table property of a table several sources are routed into, which has no owner: the key
+# of its sources' tables (a JSON list of column names), which they all must have.
+SHARED_PROPERTY = "loader.shared_key"
 
 
-def iceberg_properties_sql(cfg: Config, new: bool = True) -> str:
-    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of the config's source; a
-    ``new`` one gets the format version of the config (a table's version never goes down: a
-    re-load keeps it)."""
+def iceberg_properties_sql(cfg: Config, new: bool = True, shared_key: list[str] | None = None) -> str:
+    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of the config's source (or of
+    a shared one, whose rows name their sources, keyed by ``shared_key``); a ``new`` one gets
+    the format version of the config (a table's version never goes down: a re-load keeps it)."""
     properties = {**ICEBERG_PROPERTIES, OWNER_PROPERTY: cfg.source.name}
+    if shared_key is not None:
+        properties = {**ICEBERG_PROPERTIES, SHARED_PROPERTY: json.dumps(shared_key)}
     if new:
         properties["format-version"] = str(cfg.warehouse.iceberg_format_version)
     return (
@@ -99,19 +113,42 @@ def iceberg_properties_sql(cfg: Config, new: bool = True) -> str:
     )
 
 
-def claim_table(spark: Any, cfg: Config, name: str) -> None:
+def claim_table(
+    spark: Any, cfg: Config, name: str, shared: bool = False, key: list[str] | None = None
+) -> None:
     """Make sure the existing warehouse table ``name`` holds the config's source's rows: a table
     of another source (two sources of a deployment selecting the same table into one database)
     would mix two sources' changes, so it is refused; a table made before tables named their
-    source is given this one.
+    source is given this one. A table the source is routed into (``shared``) must be one made
+    for routes, keyed as the source's table (``key``), and a table made for routes is no single
+    source's.
 
     Raises:
-        MaterializeError: the table belongs to another source.
+        MaterializeError: the table belongs to another source, or is shared while the source is
+            not routed into it, or the other way round, or is keyed otherwise.
     """
-    owner = next(
-        (r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect() if r["key"] == OWNER_PROPERTY),
-        None,
-    )
+    properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    owner = properties.get(OWNER_PROPERTY)
+    shared_key = properties.get(SHARED_PROPERTY)
+    if shared and shared_key is not None and key is not None and json.loads(shared_key) != key:
+        raise MaterializeError(
+            f"{name} is shared by the sources routed into it and keyed by {', '.join(json.loads(shared_key))}, "
+            f"but the table of source {cfg.source.name!r} is keyed by {', '.join(key)}. The tables routed "
+            "into one shared table must have the same key: make this one match the others, or route it "
+            "into a table of its own (tables.routes)"
+        )
+    if shared != (shared_key is not None):
+        raise MaterializeError(
+            f"{name} is shared by the sources routed into it (tables.routes), and {cfg.source.name!r} "
+            "has no route into it: route the table there too, or give the source its own "
+            "[warehouse] database"
+            if not shared
+            else f"{name} holds the rows of source {owner!r} alone, so {cfg.source.name!r} cannot be "
+            "routed into it: route into another table name (tables.routes), or re-create the table "
+            "as a shared one (drop it, then load every source routed into it)"
+        )
+    if shared:
+        return
     claim = f"ALTER TABLE {name} SET TBLPROPERTIES ({_owner_sql(cfg)})"
     if owner is None:
         spark.sql(claim)
@@ -142,8 +179,17 @@ def ensure_database(spark: Any, cfg: Config) -> None:
 def table_name(cfg: Config, schema: str, table: str) -> str:
     """The source table's warehouse table as Spark SQL names it: ```<database>`.`<name>```
     (``iceberg.`<database>`.`<name>``` for Iceberg tables), the name from
-    ``naming.warehouse_table`` (``<schema>__<table>`` for ordinary names)."""
-    return f"{database_name(cfg)}.{quote_identifier(warehouse_table(schema, table))}"
+    ``TablesConfig.warehouse_name``."""
+    return f"{database_name(cfg)}.{quote_identifier(cfg.tables.warehouse_name(schema, table))}"
+
+
+def source_filter(cfg: Config, schema: str, table: str, alias: str = "") -> str:
+    """The predicate that keeps the config's source's rows of its warehouse table: those with its
+    name in ``_source`` when the table is shared, every row otherwise (empty)."""
+    if cfg.tables.route(schema, table) is None:
+        return ""
+    column = f"{alias}.{SOURCE_COLUMN}" if alias else SOURCE_COLUMN
+    return f"{column} = {types.spark_string(cfg.source.name)}"
 
 
 def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -210,21 +256,25 @@ def ensure_table(
     if reserved:
         raise MaterializeError(reserved)
     wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
+    shared = cfg.tables.route(schema, table) is not None
     exists = spark.catalog.tableExists(name)
     if exists:
-        claim_table(spark, cfg, name)
-    if iceberg and replace:
+        claim_table(spark, cfg, name, shared, key)
+    if iceberg and replace and not shared:
         return wanted  # the copy replaces the table, its columns with it (``replace_iceberg_table``)
     if not exists:
         cols = ", ".join(f"{q(c)} {t}" for c, t in wanted.items())
         if iceberg:
+            partitioning = cfg.warehouse.partitioning(schema, table)
             partitioned = (
-                f"PARTITIONED BY ({iceberg_partitioning(columns, key, *cfg.warehouse.partitioning(schema, table))}) "
+                f"PARTITIONED BY ({iceberg_partitioning(columns, key, *partitioning, shared=shared)}) "
                 if key
                 else ""
             )
+            first = f"{SOURCE_COLUMN} STRING, " if shared else ""
             spark.sql(
-                f"CREATE TABLE {name} ({cols}, {META_DDL}) USING iceberg {partitioned}{iceberg_properties_sql(cfg)}"
+                f"CREATE TABLE {name} ({first}{cols}, {META_DDL}) USING iceberg "
+                f"{partitioned}{iceberg_properties_sql(cfg, shared_key=key if shared else None)}"
             )
             return wanted
         spark.sql(
@@ -236,6 +286,10 @@ def ensure_table(
     existing = {f.name: f.dataType.simpleString() for f in fields if f.name not in RESERVED_COLUMNS}
     # Tables made by a loader before INVALID_DATES_COLUMN get it (NULL in their older rows).
     lacks_meta = INVALID_DATES_COLUMN not in {f.name for f in fields}
+    if shared:
+        if existing != wanted:
+            raise MaterializeError(shape_difference(name, existing, cfg, schema, table, wanted) + cause)
+        return wanted
     if replace:
         if existing != wanted or lacks_meta:
             _set_columns(spark, cfg, schema, table, wanted)
@@ -270,6 +324,26 @@ def ensure_table(
         )
         result.update(added)
     return result
+
+
+def shape_difference(
+    name: str, existing: dict[str, str], cfg: Config, schema: str, table: str, wanted: dict[str, str]
+) -> str:
+    """Why a source's table cannot be merged into the shared table ``name``: its columns (names,
+    order and types) are not the table's, said column by column."""
+    problems = [f"{c} {t} is missing" for c, t in existing.items() if c not in wanted]
+    problems += [f"{c} {t} is not in the shared table" for c, t in wanted.items() if c not in existing]
+    problems += [
+        f"{c} is {wanted[c]}, not {t}" for c, t in existing.items() if c in wanted and wanted[c] != t
+    ]
+    if not problems:
+        problems = [f"its columns come in the order {list(wanted)}, not {list(existing)}"]
+    return (
+        f"{name} is shared by the sources routed into it and {schema}.{table} of source "
+        f"{cfg.source.name!r} does not have its shape: {'; '.join(problems)}. The tables routed into "
+        "one shared table must have the same columns: make this one match the others, or route it "
+        "into a table of its own (tables.routes)"
+    )
 
 
 def _set_columns(spark: Any, cfg: Config, schema: str, table: str, columns: dict[str, str]) -> None:
