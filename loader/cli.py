@@ -329,6 +329,7 @@ def overview(args: argparse.Namespace, deployment: Deployment) -> int:
             failed.append(name)
         shown[name] = data
         texts.append(text)
+    texts += _shared_tables(shown) if args.command == "tables" else []
     texts += [f"broken source file: {error}" for error in deployment.broken.values()]
     trouble = failed + [os.path.basename(file) for file in deployment.broken]
     summary = f"{len(deployment.sources) + len(deployment.broken)} sources in {deployment.path}" + (
@@ -336,6 +337,17 @@ def overview(args: argparse.Namespace, deployment: Deployment) -> int:
     )
     _emit(args, {"sources": shown, "broken": dict(deployment.broken)}, "\n\n".join([*texts, summary]))
     return EXIT_ERROR if trouble else EXIT_OK
+
+
+def _shared_tables(shown: dict[str, Any]) -> list[str]:
+    """For ``loader tables`` over a deployment: each table shards share and the sources routed
+    into it."""
+    sources: dict[str, list[str]] = {}
+    for name, data in shown.items():
+        for table in data.get("tables", []):
+            if table["shared"]:
+                sources.setdefault(f"{data['database']}.{table['warehouse_table']}", []).append(name)
+    return [f"shared table {table}: sources {', '.join(names)}" for table, names in sorted(sources.items())]
 
 
 def cmd_intervals(args: argparse.Namespace, cfg: Config) -> int:

@@ -276,8 +276,9 @@ class TableMapping:
 
     schema: str
     table: str
-    warehouse_table: str  # without the database (``naming.warehouse_table``)
+    warehouse_table: str  # without the database (``TablesConfig.warehouse_name``)
     loaded_at: str | None  # the P0 of its last complete load, None if never loaded
+    shared: bool = False  # routed into a table other sources share (``tables.routes``)
 
     @staticmethod
     def text(mappings: list[TableMapping], database: str) -> str:
@@ -286,7 +287,8 @@ class TableMapping:
         for m in mappings:
             source = ".".join("`" + n.replace("`", "``") + "`" for n in (m.schema, m.table))
             loaded = f"loaded at {m.loaded_at}" if m.loaded_at else "not loaded yet"
-            lines.append(f"  {source} -> {m.warehouse_table} ({loaded})")
+            shared = "shared by its routes, " if m.shared else ""
+            lines.append(f"  {source} -> {m.warehouse_table} ({shared}{loaded})")
         return "\n".join(lines)
 
 

@@ -501,7 +501,13 @@ def tables(cfg: Config) -> list[TableMapping]:
     names = warehouse_tables(found, cfg.tables.route)
     loaded_at = Ledger.of(cfg).loaded_at()
     return [
-        TableMapping(s, t, names[(s, t)], str(p0) if (p0 := loaded_at.get((s, t))) else None)
+        TableMapping(
+            s,
+            t,
+            names[(s, t)],
+            str(p0) if (p0 := loaded_at.get((s, t))) else None,
+            cfg.tables.route(s, t) is not None,
+        )
         for s, t in found
     ]
 

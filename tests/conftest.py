@@ -676,7 +676,6 @@ def iceberg_table(cfg: Config, schema: str, table: str) -> Any:
     loaded by pyiceberg: another engine's reading, without a Spark job's JVM start."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from loader.naming import warehouse_table
     from loader.warehouse.session import ICEBERG_SQLITE
 
     catalog = SqlCatalog(
@@ -684,7 +683,7 @@ def iceberg_table(cfg: Config, schema: str, table: str) -> Any:
         uri=f"sqlite:///{Path(cfg.warehouse.metastore_dir) / ICEBERG_SQLITE}",
         warehouse=f"{cfg.warehouse.spark_dir()}/iceberg",
     )
-    return catalog.load_table(f"{cfg.warehouse.database}.{warehouse_table(schema, table)}")
+    return catalog.load_table(f"{cfg.warehouse.database}.{cfg.tables.warehouse_name(schema, table)}")
 
 
 def iceberg_rows(cfg: Config, schema: str, table: str, columns: list[str]) -> list[list[Any]]:

@@ -396,7 +396,6 @@ def test_a_single_source_file_is_its_own_deployment(tmp_path: Path) -> None:
 
 def test_routes_name_each_routed_table_after_its_shared_table_and_refuse_two_of_one_source() -> None:
     from loader.naming import warehouse_tables
-    from loader.warehouse.rollback import check_interval
 
     cfg = load_config(
         EXAMPLE, env={"LOADER__TABLES__ROUTES": '{ "shop_*.orders" = "shop.orders", "x.*" = "x.all" }'}
@@ -422,8 +421,3 @@ def test_routes_name_each_routed_table_after_its_shared_table_and_refuse_two_of_
     database = cfg.warehouse.database
     assert asset_for(cfg, "shop_07", "orders").uri == f"loader://shared/{database}/shop__orders"
     assert asset_for(cfg, "shop_07", "lines").uri == f"loader://demo/{database}/shop_07__lines"
-    # A rollback would undo the other sources' commits to the shared tables.
-    with pytest.raises(
-        ConfigError, match="rollback of source 'demo' is not supported: it is routed into shared"
-    ):
-        check_interval(cfg, "000001")

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_only_itself(
     mariadb: MariaDB, tmp_path: Path, airflow_home: Path
 ) -> None:
-    fresh_schema(mariadb, "fleet_a", "t (id INT PRIMARY KEY, v VARCHAR(10))")
+    fresh_schema(mariadb, "fleet_a", "t (id INT PRIMARY KEY, v VARCHAR(10))", "r (id INT PRIMARY KEY)")
     fresh_schema(mariadb, "fleet_b", "t (id INT PRIMARY KEY)")
     (tmp_path / "sources").mkdir()
     (tmp_path / "sources" / "fleet_a.toml").write_text('[tables]\ninclude = ["fleet_a.*"]\n')
@@ -39,6 +39,8 @@ def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_on
     toml.write_text(
         f"""[sources]
 dir = "sources"
+[tables]
+routes = {{ "fleet_*.r" = "fleet.r" }}
 [source]
 host = "{mariadb.host}"
 port = {mariadb.port}
@@ -57,17 +59,23 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     b = load_config(toml, source="fleet_b")
     for cfg in (a, b):  # each source's changes from here on
         Ledger.of(cfg).set_checkpoint(Checkpoint(str(mariadb.execute()), "test"))
-    mariadb.execute("INSERT INTO fleet_a.t VALUES (1, 'one'), (2, 'two')", "INSERT INTO fleet_b.t VALUES (7)")
+    mariadb.execute(
+        "INSERT INTO fleet_a.t VALUES (1, 'one'), (2, 'two')",
+        "INSERT INTO fleet_a.r VALUES (5)",
+        "INSERT INTO fleet_b.t VALUES (7)",
+    )
 
     # The source's own delta DAG: its tasks and its Spark job work on that source; the broken
     # source has no DAGs and does not stop the others'.
     env = loader_dag_env(airflow_home, toml, mariadb, extra={"LOADER_TEST_PASSWORD": mariadb.password})
     ran = dags_test(env, "loader_continuous_delta__fleet_a", "2026-03-01")
     assert run_state(ran) == "success", ran[-3000:]
-    assert "updated: fleet_a.t" in ran, ran[-3000:]
+    assert "updated: fleet_a.r, fleet_a.t" in ran, ran[-3000:]
     assert iceberg_rows(a, "fleet_a", "t", ["id", "v"]) == [[1, "one"], [2, "two"]]
+    # The routed table went into the shared table, its rows named after the source.
+    assert iceberg_rows(a, "fleet_a", "r", ["_source", "id"]) == [["fleet_a", 5]]
     (interval,) = Ledger.of(a).intervals()
-    assert interval.state == "materialised" and interval.changes == 2
+    assert interval.state == "materialised" and interval.changes == 3
     # The other source's ledger did not move, and its changes wait for its own run.
     assert Ledger.of(b).intervals() == []
     assert sorted(p.name for p in (tmp_path / "staging").iterdir()) == ["fleet_a", "fleet_b"]
@@ -104,7 +112,13 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert {
         name: [(t["schema"], t["table"]) for t in data["tables"]] for name, data in shown["sources"].items()
     } == {
-        "fleet_a": [("fleet_a", "t")],
+        "fleet_a": [("fleet_a", "r"), ("fleet_a", "t")],
         "fleet_b": [("fleet_b", "t")],
     }
     assert shown["sources"]["fleet_b"]["database"] == "fleet_b_wh" and list(shown["broken"]) == [str(fleet_c)]
+    assert [t["warehouse_table"] for t in shown["sources"]["fleet_a"]["tables"] if t["shared"]] == [
+        "fleet__r"
+    ]
+    listed = run_loader(mariadb, toml, "tables").stdout
+    assert "`fleet_a`.`r` -> fleet__r (shared by its routes, not loaded yet)" in listed
+    assert "shared table fleet_wh.fleet__r: sources fleet_a" in listed

@@ -9,6 +9,10 @@ The summary properties (beside Iceberg's own):
 - ``loader.load``: the initial load whose copy replaced the table;
 - ``loader.rollback``: the interval a rollback emptied the table back to (a table whose rows all
   came from later intervals): the snapshots before it are undone;
+- ``loader.restored``: the interval whose state a rollback gave back to one source's rows of a
+  shared table (``tables.routes``), in a snapshot of its own: the other sources' commits stay,
+  so the snapshots before it stay in the ancestry, and those after the interval are undone for
+  that source;
 - ``loader.maintenance`` and ``loader.compacts``: a compaction (the same rows as its parent, in
   other files) and the interval (or ``load <id>``) whose rows it holds.
 
@@ -26,13 +30,15 @@ from typing import Any
 
 from loader import crashpoints
 from loader.errors import SnapshotError
+from loader.naming import SOURCE_COLUMN
 from loader.warehouse.merge import key_range_sql, key_ranges_sql, merge_into_sql, ranked_sql
-from loader.warehouse.tables import quote_identifier
+from loader.warehouse.tables import SHARED_PROPERTY, quote_identifier, rows_of_source
 
 # A session setting per summary property: Iceberg adds them to every snapshot the session commits.
 SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 SOURCE, INTERVAL, END, LOAD = "loader.source", "loader.interval", "loader.end", "loader.load"
 ROLLBACK = "loader.rollback"
+RESTORED = "loader.restored"
 MAINTENANCE = "loader.maintenance"
 COMPACTS = "loader.compacts"  # the interval id, or "load <id>", whose rows a compaction holds
 # What Spark's MERGE INTO reports in the snapshot's summary (Spark 4.1 and later).
@@ -93,6 +99,8 @@ class Snapshot:
             return f"load {self.summary[LOAD]}"
         if ROLLBACK in self.summary:
             return f"emptied back to interval {self.summary[ROLLBACK]}"
+        if RESTORED in self.summary:
+            return f"interval {self.summary[RESTORED]} (restored)"
         if MAINTENANCE in self.summary:
             compacts = self.summary.get(COMPACTS, "")
             state = compacts if compacts.startswith("load ") else f"interval {compacts}"
@@ -142,8 +150,8 @@ def committed_interval(summaries: list[dict[str, str]], source: str, interval: s
     """Whether a table's current state, whose ancestry's summaries are ``summaries``
     (``current_summaries``, newest first), holds the merge of this interval of this source."""
     for summary in summaries:
-        if summary.get(SOURCE) == source and (LOAD in summary or ROLLBACK in summary):
-            return False  # a copy replaced the table, or a rollback emptied it, after any earlier merge
+        if summary.get(SOURCE) == source and (LOAD in summary or ROLLBACK in summary or RESTORED in summary):
+            return False  # a copy or a rollback replaced the source's rows after any earlier merge
         if summary.get(SOURCE) == source and summary.get(INTERVAL) == interval:
             return True
     return False
@@ -188,6 +196,8 @@ def rollback_target(ancestry: list[Snapshot], source: str, interval: str) -> Rol
             if summary[ROLLBACK] > interval:
                 return RollbackTarget(current, None, empty=True)  # what is older was undone
             holds = True
+        elif RESTORED in summary:  # the snapshots before it still hold the older states
+            holds = summary[RESTORED] <= interval
         else:
             same_rows = None
             continue
@@ -219,6 +229,8 @@ def rows_of(ancestry: list[Snapshot], source: str) -> str | None:
             return summary[INTERVAL]
         if LOAD in summary:
             return f"load {summary[LOAD]}"
+        if RESTORED in summary:
+            return summary[RESTORED]
         if summary.get(COMPACTS):
             return summary[COMPACTS]
     return None
@@ -263,8 +275,26 @@ def snapshot_after(spark: Any, name: str, source: str, interval: str) -> int | N
     return (target.snapshot or target.current).id
 
 
+def is_shared(spark: Any, name: str) -> bool:
+    """Whether the table holds the rows of the sources routed into it (``tables.routes``)."""
+    return bool(load_table(spark, name).properties().containsKey(SHARED_PROPERTY))
+
+
 def roll_back(spark: Any, name: str, target: RollbackTarget, source: str, interval: str) -> None:
-    """Take the table to ``target``: one metadata change, or one snapshot deleting every row."""
+    """Take the table to ``target``: one metadata change, or one snapshot deleting every row.
+
+    In a shared table only the source's rows go back, in one snapshot: those the target snapshot
+    held replace them (or none: they are deleted); the other sources' rows stay as they are."""
+    if is_shared(spark, name):
+        own = rows_of_source(source)
+        if target.snapshot is not None:
+            rows = spark.sql(f"SELECT * FROM {name} VERSION AS OF {target.snapshot.id} WHERE {own}")
+            overwrite_rows(spark, name, rows, own, {SOURCE: source, RESTORED: interval})
+        elif target.empty:
+            every_row = spark._jvm.org.apache.iceberg.expressions.Expressions.equal(SOURCE_COLUMN, source)
+            delete = load_table(spark, name).newDelete().deleteFromRowFilter(every_row)
+            delete.set(SOURCE, source).set(ROLLBACK, interval).commit()
+        return
     if target.snapshot is not None:
         catalog, table = name.split(".", 1)  # the procedure takes the name inside its catalog
         literal = table.replace("\\", "\\\\").replace("'", "\\'")

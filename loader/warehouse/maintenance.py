@@ -17,7 +17,7 @@ from loader.config import Config
 from loader.naming import SOURCE_COLUMN
 from loader.results import Maintenance, TableMaintenance
 from loader.warehouse import iceberg
-from loader.warehouse.tables import SHARED_PROPERTY, database_name
+from loader.warehouse.tables import database_name
 
 
 def _files(spark: Any, name: str) -> tuple[int, int]:
@@ -40,9 +40,8 @@ def maintain_table(spark: Any, cfg: Config, name: str, ancestry: list[iceberg.Sn
     snapshots_before = _snapshots(spark, name)
     jvm = spark._jvm
     actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
-    table = iceberg.load_table(spark, name)
-    rewrite = actions.rewriteDataFiles(table)
-    if table.properties().containsKey(SHARED_PROPERTY):  # only this source's files: its partitions
+    rewrite = actions.rewriteDataFiles(iceberg.load_table(spark, name))
+    if iceberg.is_shared(spark, name):  # only this source's files: its partitions
         own = jvm.org.apache.iceberg.expressions.Expressions.equal(SOURCE_COLUMN, cfg.source.name)
         rewrite = rewrite.filter(own)
     compacts = iceberg.rows_of(ancestry, cfg.source.name)

@@ -42,17 +42,10 @@ def check_interval(cfg: Config, interval_id: str, what: str = "rollback") -> Rew
     """What the warehouse and the ledger going back to ``interval_id`` means, checked.
 
     Raises:
-        ConfigError: Hive-format tables, or a rollback of a source routed into shared tables.
+        ConfigError: Hive-format tables.
         LedgerError: the interval is not materialised, or a load after it copied tables.
     """
     refuse_hive(cfg, what)
-    if what == "rollback" and cfg.tables.routes:
-        raise ConfigError(
-            f"rollback of source {cfg.source.name!r} is not supported: it is routed into shared tables "
-            "(tables.routes), and a table's snapshots hold every source's commits, so going back would "
-            "undo the others' too. Re-load the source's tables instead (loader initial-load --tables "
-            "SCHEMA.TABLE,...): a re-load replaces only its own rows"
-        )
     return Ledger.of(cfg).rewind_check(interval_id)
 
 

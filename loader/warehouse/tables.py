@@ -188,8 +188,13 @@ def source_filter(cfg: Config, schema: str, table: str, alias: str = "") -> str:
     name in ``_source`` when the table is shared, every row otherwise (empty)."""
     if cfg.tables.route(schema, table) is None:
         return ""
+    return rows_of_source(cfg.source.name, alias)
+
+
+def rows_of_source(source: str, alias: str = "") -> str:
+    """The predicate that keeps ``source``'s rows of a shared table (alias ``alias``, if any)."""
     column = f"{alias}.{SOURCE_COLUMN}" if alias else SOURCE_COLUMN
-    return f"{column} = {types.spark_string(cfg.source.name)}"
+    return f"{column} = {types.spark_string(source)}"
 
 
 def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:

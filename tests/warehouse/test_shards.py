@@ -1,5 +1,5 @@
 """Shards routed into one shared Iceberg table (``tables.routes``): each source's rows carry its
-name in ``_source``, and its loads, merges and checks touch only its own rows."""
+name in ``_source``, and its loads, merges, rollbacks and checks touch only its own rows."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import pytest
 from loader.config import Config
 from loader.errors import LoadError, MaterializeError
 from loader.extract import run_extract
+from loader.ledger import Ledger
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
+from loader.warehouse.rollback import run_rollback
 from loader.warehouse.tables import table_name
-from tests.conftest import MariaDB, assert_equal_to_source, fresh_schema, quiet, schema_config
+from tests.conftest import MariaDB, assert_equal_to_source, delta, fresh_schema, quiet, schema_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,7 +37,7 @@ def _shard(mariadb: MariaDB, tmp_path: Path, spark_config: Config, n: int) -> Co
     )
 
 
-def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_and_merges_at_once(
+def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_merges_and_rollbacks(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
     fresh_schema(mariadb, "shop_01", ORDERS, "notes (id INT PRIMARY KEY)")
@@ -101,14 +103,35 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_and_merg
         assert_equal_to_source(spark, cfg)
         assert all(c.equal for c in compare_tables(spark, cfg))
 
+    # A rollback of one shard takes back its own rows only, with the other shard's commits
+    # before and after its interval kept; its later interval is then merged again.
+    (first,) = Ledger.of(a).intervals()
+    mariadb.execute(
+        "UPDATE shop_01.orders SET v = 'a2y' WHERE id = 2", "DELETE FROM shop_01.orders WHERE id = 3"
+    )
+    delta(spark, a)
+    mariadb.execute("UPDATE shop_02.orders SET v = 'b1y' WHERE id = 1")
+    delta(spark, b)
+    assert rows() == [("shard_01", 1, "a1x"), ("shard_01", 2, "a2y"), ("shard_02", 1, "b1y")]
+    run_rollback(spark, a, first.id)
+    assert rows() == [
+        ("shard_01", 1, "a1x"),
+        ("shard_01", 2, "a2"),
+        ("shard_01", 3, "a3"),
+        ("shard_02", 1, "b1y"),
+    ]
+    assert [i.state for i in Ledger.of(a).intervals()] == ["materialised", "extracted"]
+    run_materialize(spark, a)
+    assert rows() == [("shard_01", 1, "a1x"), ("shard_01", 2, "a2y"), ("shard_02", 1, "b1y")]
+    assert_equal_to_source(spark, a)
+
     # A re-load of one shard replaces its own rows and keeps the other's.
     mariadb.execute("INSERT INTO shop_02.orders VALUES (9, 'b9')")
     run_initial_load(spark, b, ["shop_02.orders"], progress=quiet)
     assert rows() == [
         ("shard_01", 1, "a1x"),
-        ("shard_01", 2, "a2"),
-        ("shard_01", 3, "a3"),
-        ("shard_02", 1, "b1x"),
+        ("shard_01", 2, "a2y"),
+        ("shard_02", 1, "b1y"),
         ("shard_02", 9, "b9"),
     ]
 
@@ -117,4 +140,4 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_and_merg
     with pytest.raises((LoadError, MaterializeError)) as refused:
         run_initial_load(spark, c, progress=quiet)
     assert "does not have its shape: w int is not in the shared table" in str(refused.value)
-    assert len(rows()) == 5
+    assert len(rows()) == 4
