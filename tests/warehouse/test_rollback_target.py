@@ -9,9 +9,11 @@ from loader.warehouse.iceberg import (
     INTERVAL,
     LOAD,
     MAINTENANCE,
+    RESTORED,
     ROLLBACK,
     SOURCE,
     Snapshot,
+    committed_interval,
     rollback_target,
     rows_of,
 )
@@ -90,3 +92,27 @@ def test_after_expiry_a_compaction_stands_for_the_interval_it_holds() -> None:
     assert rows_of(kept, "src") == "05" and rows_of(kept[1:], "src") == "04"
     assert rows_of(chain(LOADED), "src") == "load 20260101T000000"
     assert rows_of(chain(merged("01"), COMPACTED), "src") is None
+
+
+def test_in_a_shared_table_a_restored_snapshot_holds_its_interval_and_the_older_ones_stay() -> None:
+    # src merged 01..03 between another shard's commits, was rolled back to 01 (its rows alone,
+    # in a snapshot of its own), then merged 02 again.
+    ancestry = chain(
+        merged("01"),
+        merged("07", "shard"),
+        merged("02"),
+        merged("03"),
+        merged("08", "shard"),
+        {SOURCE: "src", RESTORED: "01"},
+        merged("02"),
+    )
+    assert rows_of(ancestry, "src") == "02"
+    at_two = rollback_target(ancestry, "src", "02")
+    assert at_two is not None and at_two.snapshot is None  # the current state: stays
+    at_one = rollback_target(ancestry, "src", "01")
+    assert at_one is not None and at_one.snapshot is not None and at_one.snapshot.id == 6
+    before = rollback_target(ancestry[1:], "src", "00")  # older than the restored state
+    assert before is not None and before.empty
+    # The merges of 02 and 03 before the marker were undone: they are merged again.
+    assert not committed_interval([s.summary for s in ancestry[1:]], "src", "03")
+    assert committed_interval([s.summary for s in ancestry], "src", "02")
