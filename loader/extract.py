@@ -30,7 +30,7 @@ from loader.binlog.reader import open_transport, read_transactions, source_schem
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
 from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
-from loader.config import Config
+from loader.config import Config, SourceConfig, TablesConfig
 from loader.errors import ExtractError, HistoryError, TableKeyError
 from loader.gtids import GtidSet
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record, moved_from
@@ -469,24 +469,24 @@ class _Range:
     spool: str | None = None  # the range's events, read from the server by the parent
 
 
-def _file_ranges(cfg: Config, start: Position, end: Position, workers: int) -> list[_Range]:
+def _file_ranges(source: SourceConfig, start: Position, end: Position, workers: int) -> list[_Range]:
     """The interval cut at transaction starts into ranges of similar sizes of binlog files."""
     from loader.binlog.files import BinlogFiles
     from loader.binlog.split import split_points
 
-    cuts = [start, *split_points(BinlogFiles(cfg.source.binlog_dir), start, end, workers), end]
+    cuts = [start, *split_points(BinlogFiles(source.binlog_dir), start, end, workers), end]
     return [_Range(str(a), str(b)) for a, b in itertools.pairwise(cuts) if a < b]
 
 
-def _interval_bytes(cfg: Config, start: Position, end: Position) -> int:
+def _interval_bytes(source: SourceConfig, start: Position, end: Position) -> int:
     """Bytes of binlog in ``[start, end)``, from the sizes of the files or the server's list."""
     sizes: dict[str, int] = {}
-    if cfg.source.transport == "files":
+    if source.transport == "files":
         from loader.binlog.files import BinlogFiles
 
-        sizes = {p.name: p.stat().st_size for p in BinlogFiles(cfg.source.binlog_dir).list_files()}
+        sizes = {p.name: p.stat().st_size for p in BinlogFiles(source.binlog_dir).list_files()}
     elif start.file != end.file:
-        conn = connect(credentials(cfg.source))
+        conn = connect(credentials(source))
         try:
             sizes = binary_logs(conn)
         finally:
@@ -495,7 +495,7 @@ def _interval_bytes(cfg: Config, start: Position, end: Position) -> int:
 
 
 def _server_ranges(
-    cfg: Config,
+    source: SourceConfig,
     start: Position,
     end: Position,
     total: int,
@@ -506,7 +506,7 @@ def _server_ranges(
 ) -> Iterator[_Range]:
     """The server's stream of the interval (``total`` bytes) read once, spooled under ``folder``
     in ranges of similar sizes cut at transaction starts; each is yielded once spooled."""
-    transport = open_transport(cfg.source)
+    transport = open_transport(source)
     # Twice as many ranges as processes: the first is decoded after a quarter of the stream
     # has arrived, not half, and the last one decoded after the stream ends is smaller.
     parts = SERVER_RANGES_PER_WORKER * workers
@@ -538,14 +538,14 @@ def _decode(
     start, end = Position.parse(interval.start), Position.parse(interval.end)
     label = f"interval {interval.id}"
     ranges: Iterable[_Range] = [_Range(interval.start, interval.end)]
-    total = _interval_bytes(cfg, start, end) if workers > 1 and not interval.max_changes else 0
+    total = _interval_bytes(cfg.source, start, end) if workers > 1 and not interval.max_changes else 0
     if total >= max(1, PARALLEL_FROM_BYTES):
         if cfg.source.transport == "files":
-            ranges = _file_ranges(cfg, start, end, workers)
+            ranges = _file_ranges(cfg.source, start, end, workers)
             if len(ranges) > 1:
                 progress(f"extract: {label}: {len(ranges)} ranges in {len(ranges)} processes")
         else:
-            ranges = _server_ranges(cfg, start, end, total, workers, tmp, progress, label)
+            ranges = _server_ranges(cfg.source, start, end, total, workers, tmp, progress, label)
     if isinstance(ranges, list) and len(ranges) == 1:
         one = ranges[0]
         return [
@@ -880,7 +880,7 @@ def _write_batches(
             folder = workdir / layout.safe_component(plan.schema) / layout.safe_component(plan.table)
             folder.mkdir(parents=True, exist_ok=True)
             writer = TableWriter(
-                TableEntry(plan.schema, plan.table, _primary_key(plan, cfg, where)),
+                TableEntry(plan.schema, plan.table, _primary_key(plan, cfg.tables, where)),
                 folder,
                 cfg.staging.part_bytes,
                 cfg.staging.gzip,
@@ -896,9 +896,9 @@ def _write_batches(
     return written
 
 
-def _primary_key(plan: TablePlan, cfg: Config, where: str) -> list[str]:
+def _primary_key(plan: TablePlan, tables: TablesConfig, where: str) -> list[str]:
     try:
-        return key_columns(cfg.tables.keys, plan.schema, plan.table, plan.primary_key, plan.names)
+        return key_columns(tables.keys, plan.schema, plan.table, plan.primary_key, plan.names)
     except TableKeyError as exc:
         raise ExtractError(f"{where}: {exc}") from None
 

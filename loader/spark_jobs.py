@@ -123,7 +123,7 @@ def _check_catalog(spark: Any, cfg: Config) -> None:
         spark.sql(f"SHOW NAMESPACES IN {ICEBERG_CATALOG}").collect()
     except Exception as exc:
         _, cause, transient = error_outcome(exc)
-        what, check = iceberg_catalog_advice(cfg)
+        what, check = iceberg_catalog_advice(cfg.warehouse)
         raise CatalogError(f"cannot use {what} ({cause}): {check}", transient=transient) from exc
 
 

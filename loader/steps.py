@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 from loader import crashpoints, lease, scratch
 from loader.aws import keys_env
-from loader.config import Config
+from loader.config import Config, WarehouseConfig
 from loader.errors import (
     REPORTED,
     ConfigError,
@@ -258,11 +258,11 @@ def run_once(
     return RunOnce(planned, extracted, tables, time.monotonic() - started)
 
 
-def materialize_size(cfg: Config, ledger: Ledger, intervals: list[Interval]) -> JobSize | None:
+def materialize_size(warehouse: WarehouseConfig, ledger: Ledger, intervals: list[Interval]) -> JobSize | None:
     """What a materialise job goes through: the pending ``intervals``' change rows and the rows
     last recorded for the Iceberg tables they change (``ledger.table_rows``); None when one of
     these is not known (Hive tables, records of older loaders)."""
-    if cfg.warehouse.format != "iceberg":
+    if warehouse.format != "iceberg":
         return None
     pending = [i for i in intervals if i.state == EXTRACTED]
     if any(i.changes is None or i.layouts is None for i in pending):
@@ -312,7 +312,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             with materialize_failures_noted(cfg):
                 if apply_unchanged(ledger, intervals):
                     return []  # nothing to merge: no Spark job either
-            size = materialize_size(cfg, ledger, intervals)
+            size = materialize_size(cfg.warehouse, ledger, intervals)
         job = build_spark_job(
             cfg,
             name,

@@ -614,7 +614,7 @@ def iceberg_catalog_of(spark: Any, cfg: Config) -> Iterator[None]:
         catalogs.reset()
 
     own = {k: v for k, v in spark.conf.getAll.items() if k.startswith(prefix)}
-    wanted = {**iceberg_conf(cfg), **iceberg_secret_conf(cfg)}
+    wanted = {**iceberg_conf(cfg.warehouse), **iceberg_secret_conf(cfg.warehouse)}
     if cfg.warehouse.catalog == "derby":  # the embedded catalog's file goes there, as build_session does
         Path(cfg.warehouse.metastore_dir).mkdir(parents=True, exist_ok=True)
     use({k: v for k, v in wanted.items() if k.startswith(prefix)})

@@ -219,7 +219,7 @@ def test_awkwardly_named_tables_each_load_into_their_own_warehouse_table(
     cfg = dataclasses.replace(
         base, warehouse=dataclasses.replace(spark_config.warehouse, database="names_wh", buckets=4)
     )
-    database = database_name(cfg)
+    database = database_name(cfg.warehouse)
     if (
         table_format == "iceberg"
         and spark.sql(f"SHOW NAMESPACES IN iceberg LIKE '{cfg.warehouse.database}'").count()

@@ -143,7 +143,7 @@ def source_sums(
             )
         position = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
         tables = []
-        for info in selected_tables(conn, cfg, only):
+        for info in selected_tables(conn, cfg.tables, only):
             sums = _table_sums(conn, info, range_rows)
             ranges = len(sums.bounds) + 1
             progress(

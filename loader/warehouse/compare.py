@@ -87,7 +87,7 @@ def compare_tables(
     conn = connect(credentials(cfg.source))
     out = []
     try:
-        for info in selected_tables(conn, cfg, None):
+        for info in selected_tables(conn, cfg.tables, None):
             names = [c.name for c in info.columns]
             select = ", ".join(quote_identifier(n) for n in names)
             order = ", ".join(quote_identifier(k) for k in info.key)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader.binlog.schema import InformationSchema
-from loader.config import Config
+from loader.config import Config, LoadConfig, TablesConfig
 from loader.errors import LoadError
 from loader.history import SourceHistory
 from loader.ledger import Ledger, Load, layout_record
@@ -90,12 +90,12 @@ def _sql_literal(conn: Any, value: Any) -> str:
     return str(conn.escape(value))
 
 
-def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[SourceTableInfo]:
+def selected_tables(conn: Any, tables: TablesConfig, only: list[str] | None) -> list[SourceTableInfo]:
     """The base tables the config selects (or the named subset of them), with columns and keys."""
-    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    selector = TableSelector(tables.include, tables.exclude)
     found = [(s, t, n) for s, t, n in base_tables(conn) if selector(s, t)]
     # Two source tables never share a warehouse table.
-    warehouse_tables(((s, t) for s, t, _ in found), cfg.tables.route)
+    warehouse_tables(((s, t) for s, t, _ in found), tables.route)
     if only:
         names = {f"{s}.{t}" for s, t, _ in found}
         unknown = [n for n in only if n not in names]
@@ -118,7 +118,7 @@ def selected_tables(conn: Any, cfg: Config, only: list[str] | None) -> list[Sour
         if reserved:
             raise LoadError(reserved)
         key = key_columns(
-            cfg.tables.keys, schema, table, source.primary_key, [c.name for c in columns], source.unique_keys
+            tables.keys, schema, table, source.primary_key, [c.name for c in columns], source.unique_keys
         )
         out.append(SourceTableInfo(schema, table, columns, key, rows))
     return out
@@ -183,7 +183,7 @@ def select_sql(info: SourceTableInfo) -> str:
 DEFAULT_JDBC_OPTIONS = "permitMysqlScheme&useServerPrepStmts=true"
 
 
-def jdbc_url(cfg: Config, creds: Credentials) -> str:
+def jdbc_url(load: LoadConfig, creds: Credentials) -> str:
     """The JDBC URL of the source; the session reads TIMESTAMP values in UTC.
 
     The default is a ``jdbc:mysql:`` URL (which MariaDB's driver takes with ``permitMysqlScheme``)
@@ -192,7 +192,7 @@ def jdbc_url(cfg: Config, creds: Credentials) -> str:
     makes the server send rows in the binary protocol: numbers as bytes rather than text, which
     reads about a third faster (``bench/initial_load.py``).
     """
-    base = cfg.load.jdbc_url or f"jdbc:mysql://{creds.host}:{creds.port}/?{DEFAULT_JDBC_OPTIONS}"
+    base = load.jdbc_url or f"jdbc:mysql://{creds.host}:{creds.port}/?{DEFAULT_JDBC_OPTIONS}"
     separator = "&" if "?" in base else "?"
     return f"{base}{separator}sessionVariables=time_zone='+00:00'"
 
@@ -214,7 +214,7 @@ def copy_table(
     ensure_table(spark, cfg, info.schema, info.table, info.columns, key=info.key, replace=True)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
     frame = spark.read.jdbc(
-        jdbc_url(cfg, creds),
+        jdbc_url(cfg.load, creds),
         f"({select_sql(info)}) AS loader_copy",
         predicates=ranges,
         properties={
@@ -338,7 +338,7 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
                 f"source {cfg.source.name} has not been loaded yet: the first initial load copies every "
                 "selected table (run it without a table list)"
             )
-        tables = selected_tables(conn, cfg, only)
+        tables = selected_tables(conn, cfg.tables, only)
         if not tables:
             raise LoadError(
                 f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
@@ -389,7 +389,7 @@ def copy_tables(
     creds = credentials(cfg.source)
     conn = connect(creds)
     try:
-        tables = selected_tables(conn, cfg, names)
+        tables = selected_tables(conn, cfg.tables, names)
         ensure_database(spark, cfg)
         results = []
         for info in tables:

@@ -74,6 +74,6 @@ def run_maintenance(spark: Any, cfg: Config) -> Maintenance:
     started = time.monotonic()
     tables = [
         maintain_table(spark, cfg, name, ancestry)
-        for name, ancestry in iceberg.committed_tables(spark, database_name(cfg), cfg.source.name)
+        for name, ancestry in iceberg.committed_tables(spark, database_name(cfg.warehouse), cfg.source.name)
     ]
     return Maintenance(cfg.warehouse.format, tables, time.monotonic() - started)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from loader import crashpoints
-from loader.config import Config
+from loader.config import Config, WarehouseConfig
 from loader.errors import ConfigError
 from loader.ledger import Ledger, Rewind
 from loader.results import Rollback, TableRollback
@@ -24,16 +24,16 @@ from loader.warehouse import iceberg
 from loader.warehouse.tables import database_name
 
 
-def refuse_hive(cfg: Config, what: str = "rollback") -> None:
+def refuse_hive(warehouse: WarehouseConfig, what: str = "rollback") -> None:
     """Hive-format tables keep one version of each partition: there is nothing to go back to.
 
     Raises:
         ConfigError: when the warehouse is not in Iceberg tables.
     """
-    if cfg.warehouse.format != "iceberg":
+    if warehouse.format != "iceberg":
         raise ConfigError(
             f'{what} needs Iceberg tables (warehouse.format = "iceberg"); the warehouse is in '
-            f'"{cfg.warehouse.format}" format, which keeps no snapshots to return to: re-load the '
+            f'"{warehouse.format}" format, which keeps no snapshots to return to: re-load the '
             "tables instead (loader initial-load --tables SCHEMA.TABLE,...)"
         )
 
@@ -45,7 +45,7 @@ def check_interval(cfg: Config, interval_id: str, what: str = "rollback") -> Rew
         ConfigError: Hive-format tables.
         LedgerError: the interval is not materialised, or a load after it copied tables.
     """
-    refuse_hive(cfg, what)
+    refuse_hive(cfg.warehouse, what)
     return Ledger.of(cfg).rewind_check(interval_id)
 
 
@@ -67,7 +67,7 @@ def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
         )
     source = cfg.source.name
     targets = []
-    for name, ancestry in iceberg.committed_tables(spark, database_name(cfg), source):
+    for name, ancestry in iceberg.committed_tables(spark, database_name(cfg.warehouse), source):
         where = iceberg.target_after(name, ancestry, source, interval_id)
         if where is not None:
             targets.append((name, where))

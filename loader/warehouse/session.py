@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from loader.aws import connection_keys
-from loader.config import DEFAULT_JARS, Config, SparkConfig
+from loader.config import DEFAULT_JARS, Config, SparkConfig, WarehouseConfig
 from loader.errors import ConfigError
 from loader.warehouse.tables import ICEBERG_CATALOG
 
@@ -195,7 +195,7 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
     else:
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
     if wh.format == "iceberg":
-        conf.update(iceberg_conf(cfg))
+        conf.update(iceberg_conf(cfg.warehouse))
     jars = spark_jars(cfg, jdbc)
     pinned = [j for j in jars if Path(j).parent == DEFAULT_JARS]
     if pinned and CLASS_PATH not in cfg.spark.conf:
@@ -218,7 +218,7 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
     return conf
 
 
-def iceberg_conf(cfg: Config) -> dict[str, str]:
+def iceberg_conf(wh: WarehouseConfig) -> dict[str, str]:
     """The Spark catalog of the Iceberg tables (``tables.ICEBERG_CATALOG``).
 
     The embedded default is Iceberg's JDBC catalog on a SQLite file in the metastore folder: no
@@ -227,7 +227,6 @@ def iceberg_conf(cfg: Config) -> dict[str, str]:
     ``iceberg_catalog`` names a JDBC database or a REST catalog instead. Its secret is not here
     (``iceberg_secret_conf``): these settings go on spark-submit's command line.
     """
-    wh = cfg.warehouse
     prefix = f"spark.sql.catalog.{ICEBERG_CATALOG}"
     conf = {
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -253,9 +252,8 @@ def iceberg_conf(cfg: Config) -> dict[str, str]:
     return conf
 
 
-def iceberg_catalog_advice(cfg: Config) -> tuple[str, str]:
+def iceberg_catalog_advice(wh: WarehouseConfig) -> tuple[str, str]:
     """The Iceberg catalog the config names, and what to check when it cannot be used."""
-    wh = cfg.warehouse
     variable = wh.iceberg_catalog_password_env
     unset = "" if not variable or variable in os.environ else " (not set)"
     if wh.iceberg_catalog == "jdbc":
@@ -276,10 +274,9 @@ def iceberg_catalog_advice(cfg: Config) -> tuple[str, str]:
     return f"the embedded catalog {where}", "check that [warehouse] metastore_dir is a writable local folder"
 
 
-def iceberg_secret_conf(cfg: Config) -> dict[str, str]:
+def iceberg_secret_conf(wh: WarehouseConfig) -> dict[str, str]:
     """The Iceberg catalog's password (JDBC) or OAuth2 credential (REST), from the variable
     ``iceberg_catalog_password_env`` names, for the session's own settings (Spark redacts it)."""
-    wh = cfg.warehouse
     secret = os.environ.get(wh.iceberg_catalog_password_env, "") if wh.iceberg_catalog_password_env else ""
     if wh.format != "iceberg" or not wh.iceberg_catalog or not secret:
         return {}
@@ -438,7 +435,11 @@ def build_session(cfg: Config, app_name: str = "loader", jdbc: bool = False) -> 
     builder = SparkSession.builder.master(cfg.spark.master).appName(app_name)
     # Keys go into the driver's settings here, never on spark-submit's command line; Spark
     # hands them to the executors and redacts them in its UI and logs.
-    for key, value in {**spark_conf(cfg, jdbc), **s3a_keys_conf(cfg), **iceberg_secret_conf(cfg)}.items():
+    for key, value in {
+        **spark_conf(cfg, jdbc),
+        **s3a_keys_conf(cfg),
+        **iceberg_secret_conf(cfg.warehouse),
+    }.items():
         builder = builder.config(key, value)
     session = builder.enableHiveSupport().getOrCreate()
     _quiet_expected_warnings(session)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from loader import crashpoints
-from loader.config import Config
+from loader.config import Config, WarehouseConfig
 from loader.errors import MaterializeError
 from loader.naming import (
     INVALID_DATES_COLUMN,
@@ -114,9 +114,9 @@ def iceberg_properties_sql(cfg: Config, new: bool = True, shared_key: list[str] 
 
 
 def claim_table(
-    spark: Any, cfg: Config, name: str, shared: bool = False, key: list[str] | None = None
+    spark: Any, source: str, name: str, shared: bool = False, key: list[str] | None = None
 ) -> None:
-    """Make sure the existing warehouse table ``name`` holds the config's source's rows: a table
+    """Make sure the existing warehouse table ``name`` holds the rows of ``source``: a table
     of another source (two sources of a deployment selecting the same table into one database)
     would mix two sources' changes, so it is refused; a table made before tables named their
     source is given this one. A table the source is routed into (``shared``) must be one made
@@ -133,54 +133,54 @@ def claim_table(
     if shared and shared_key is not None and key is not None and json.loads(shared_key) != key:
         raise MaterializeError(
             f"{name} is shared by the sources routed into it and keyed by {', '.join(json.loads(shared_key))}, "
-            f"but the table of source {cfg.source.name!r} is keyed by {', '.join(key)}. The tables routed "
+            f"but the table of source {source!r} is keyed by {', '.join(key)}. The tables routed "
             "into one shared table must have the same key: make this one match the others, or route it "
             "into a table of its own (tables.routes)"
         )
     if shared != (shared_key is not None):
         raise MaterializeError(
-            f"{name} is shared by the sources routed into it (tables.routes), and {cfg.source.name!r} "
+            f"{name} is shared by the sources routed into it (tables.routes), and {source!r} "
             "has no route into it: route the table there too, or give the source its own "
             "[warehouse] database"
             if not shared
-            else f"{name} holds the rows of source {owner!r} alone, so {cfg.source.name!r} cannot be "
+            else f"{name} holds the rows of source {owner!r} alone, so {source!r} cannot be "
             "routed into it: route into another table name (tables.routes), or re-create the table "
             "as a shared one (drop it, then load every source routed into it)"
         )
     if shared:
         return
-    claim = f"ALTER TABLE {name} SET TBLPROPERTIES ({_owner_sql(cfg)})"
+    claim = f"ALTER TABLE {name} SET TBLPROPERTIES ({_owner_sql(source)})"
     if owner is None:
         spark.sql(claim)
-    elif owner != cfg.source.name:
+    elif owner != source:
         raise MaterializeError(
-            f"{name} holds the rows of source {owner!r}, not of {cfg.source.name!r}: two sources cannot "
+            f"{name} holds the rows of source {owner!r}, not of {source!r}: two sources cannot "
             f"share a warehouse table. Give one of them its own [warehouse] database in its source file; "
             f"if the source was renamed from {owner!r}: {claim}"
         )
 
 
-def _owner_sql(cfg: Config) -> str:
-    """The owner property of the config's source's tables, as a ``TBLPROPERTIES`` entry."""
-    return f"'{OWNER_PROPERTY}' = {types.spark_string(cfg.source.name)}"
+def _owner_sql(source: str) -> str:
+    """The owner property of the tables of ``source``, as a ``TBLPROPERTIES`` entry."""
+    return f"'{OWNER_PROPERTY}' = {types.spark_string(source)}"
 
 
-def database_name(cfg: Config) -> str:
+def database_name(warehouse: WarehouseConfig) -> str:
     """The warehouse database as Spark SQL names it (in the Iceberg catalog for Iceberg tables)."""
-    database = quote_identifier(cfg.warehouse.database)
-    return f"{ICEBERG_CATALOG}.{database}" if cfg.warehouse.format == "iceberg" else database
+    database = quote_identifier(warehouse.database)
+    return f"{ICEBERG_CATALOG}.{database}" if warehouse.format == "iceberg" else database
 
 
 def ensure_database(spark: Any, cfg: Config) -> None:
     """Create the warehouse database (an Iceberg namespace for Iceberg tables) if it is missing."""
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {database_name(cfg)}")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {database_name(cfg.warehouse)}")
 
 
 def table_name(cfg: Config, schema: str, table: str) -> str:
     """The source table's warehouse table as Spark SQL names it: ```<database>`.`<name>```
     (``iceberg.`<database>`.`<name>``` for Iceberg tables), the name from
     ``TablesConfig.warehouse_name``."""
-    return f"{database_name(cfg)}.{quote_identifier(cfg.tables.warehouse_name(schema, table))}"
+    return f"{database_name(cfg.warehouse)}.{quote_identifier(cfg.tables.warehouse_name(schema, table))}"
 
 
 def source_filter(cfg: Config, schema: str, table: str, alias: str = "") -> str:
@@ -264,7 +264,7 @@ def ensure_table(
     shared = cfg.tables.route(schema, table) is not None
     exists = spark.catalog.tableExists(name)
     if exists:
-        claim_table(spark, cfg, name, shared, key)
+        claim_table(spark, cfg.source.name, name, shared, key)
     if iceberg and replace and not shared:
         return wanted  # the copy replaces the table, its columns with it (``replace_iceberg_table``)
     if not exists:
@@ -284,7 +284,7 @@ def ensure_table(
             return wanted
         spark.sql(
             f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART}) "
-            f"TBLPROPERTIES ({_owner_sql(cfg)})"
+            f"TBLPROPERTIES ({_owner_sql(cfg.source.name)})"
         )
         return wanted
     fields = spark.table(name).schema.fields
@@ -293,7 +293,9 @@ def ensure_table(
     lacks_meta = INVALID_DATES_COLUMN not in {f.name for f in fields}
     if shared:
         if existing != wanted:
-            raise MaterializeError(shape_difference(name, existing, cfg, schema, table, wanted) + cause)
+            raise MaterializeError(
+                shape_difference(name, existing, cfg.source.name, schema, table, wanted) + cause
+            )
         return wanted
     if replace:
         if existing != wanted or lacks_meta:
@@ -332,7 +334,7 @@ def ensure_table(
 
 
 def shape_difference(
-    name: str, existing: dict[str, str], cfg: Config, schema: str, table: str, wanted: dict[str, str]
+    name: str, existing: dict[str, str], source: str, schema: str, table: str, wanted: dict[str, str]
 ) -> str:
     """Why a source's table cannot be merged into the shared table ``name``: its columns (names,
     order and types) are not the table's, said column by column."""
@@ -345,7 +347,7 @@ def shape_difference(
         problems = [f"its columns come in the order {list(wanted)}, not {list(existing)}"]
     return (
         f"{name} is shared by the sources routed into it and {schema}.{table} of source "
-        f"{cfg.source.name!r} does not have its shape: {'; '.join(problems)}. The tables routed into "
+        f"{source!r} does not have its shape: {'; '.join(problems)}. The tables routed into "
         "one shared table must have the same columns: make this one match the others, or route it "
         "into a table of its own (tables.routes)"
     )

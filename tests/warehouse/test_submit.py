@@ -231,7 +231,7 @@ def test_an_iceberg_catalog_servers_secret_stays_off_the_command_line(
     assert job.conf["spark.sql.catalog.iceberg.uri"] == uri
     assert not any("s3cret" in part for part in job.command())
     # The job's session takes it from the variable when it starts (build_session).
-    assert iceberg_secret_conf(cfg) == {f"spark.sql.catalog.iceberg.{secret_key}": "s3cret"}
+    assert iceberg_secret_conf(cfg.warehouse) == {f"spark.sql.catalog.iceberg.{secret_key}": "s3cret"}
 
 
 def test_a_job_of_one_source_of_a_deployment_is_told_which(tmp_path: Path) -> None:
