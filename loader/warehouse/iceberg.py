@@ -385,7 +385,8 @@ def replace_table(
 def overwrite_rows(spark: Any, name: str, rows: Any, condition: str, summary: Mapping[str, str]) -> None:
     """Make ``rows`` the rows of the table ``name`` that satisfy ``condition`` (a source's rows
     of a shared table, whose partitions start with the source), in one snapshot whose summary
-    carries ``summary``; the table's other rows and its columns stay."""
+    carries ``summary``; the table's other rows and its columns stay. Columns are matched by
+    name: a table column ``rows`` lack (one a shard has not added yet) is NULL in them."""
     from pyspark.sql import functions as F
 
     with session_conf(spark, snapshot_summary(summary)):

@@ -292,11 +292,7 @@ def ensure_table(
     # Tables made by a loader before INVALID_DATES_COLUMN get it (NULL in their older rows).
     lacks_meta = INVALID_DATES_COLUMN not in {f.name for f in fields}
     if shared:
-        if existing != wanted:
-            raise MaterializeError(
-                shape_difference(name, existing, cfg.source.name, schema, table, wanted) + cause
-            )
-        return wanted
+        return _follow_shard(spark, name, existing, cfg.source.name, schema, table, wanted, cause)
     if replace:
         if existing != wanted or lacks_meta:
             _set_columns(spark, cfg, schema, table, wanted)
@@ -333,23 +329,51 @@ def ensure_table(
     return result
 
 
+def _follow_shard(
+    spark: Any,
+    name: str,
+    existing: dict[str, str],
+    source: str,
+    schema: str,
+    table: str,
+    wanted: dict[str, str],
+    cause: str,
+) -> dict[str, str]:
+    """Make the shared table ``name`` hold a shard's columns ``wanted``: the shards of a table
+    change their columns one after another, so a shard may have columns added at the end of the
+    table's (they are added: the other shards' rows have NULL in them until they add them too), or
+    lack the table's last ones (its rows have NULL in them); every other difference is refused.
+
+    Returns the types of the table's columns, the shard's among them.
+    """
+    have, want = list(existing), list(wanted)
+    common = min(len(have), len(want))
+    if have[:common] != want[:common] or any(existing[c] != wanted[c] for c in have[:common]):
+        raise MaterializeError(shape_difference(name, existing, source, schema, table, wanted) + cause)
+    added = {c: wanted[c] for c in want[common:]}
+    if added:
+        q = quote_identifier
+        spark.sql(
+            f"ALTER TABLE {name} ADD COLUMNS (" + ", ".join(f"{q(c)} {t}" for c, t in added.items()) + ")"
+        )
+    return {**existing, **added}
+
+
 def shape_difference(
     name: str, existing: dict[str, str], source: str, schema: str, table: str, wanted: dict[str, str]
 ) -> str:
     """Why a source's table cannot be merged into the shared table ``name``: its columns (names,
-    order and types) are not the table's, said column by column."""
-    problems = [f"{c} {t} is missing" for c, t in existing.items() if c not in wanted]
-    problems += [f"{c} {t} is not in the shared table" for c, t in wanted.items() if c not in existing]
-    problems += [
-        f"{c} is {wanted[c]}, not {t}" for c, t in existing.items() if c in wanted and wanted[c] != t
-    ]
-    if not problems:
-        problems = [f"its columns come in the order {list(wanted)}, not {list(existing)}"]
+    order and types) do not continue the table's, nor the table's them, said column by column."""
+    problems = [f"{c} is {wanted[c]}, not {t}" for c, t in existing.items() if c in wanted and wanted[c] != t]
+    common = min(len(existing), len(wanted))
+    if list(existing)[:common] != list(wanted)[:common]:
+        problems.append(f"its columns come in the order {list(wanted)}, not {list(existing)}")
     return (
         f"{name} is shared by the sources routed into it and {schema}.{table} of source "
         f"{source!r} does not have its shape: {'; '.join(problems)}. The tables routed into "
-        "one shared table must have the same columns: make this one match the others, or route it "
-        "into a table of its own (tables.routes)"
+        "one shared table must have the same columns, of the same types, in the same order (a "
+        "column added at the end of one is added to the shared table): make this one match the "
+        "others, or route it into a table of its own (tables.routes)"
     )
 
 
