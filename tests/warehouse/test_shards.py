@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.errors import LoadError, MaterializeError
+from loader.errors import ExtractError, LoadError, MaterializeError
 from loader.extract import run_extract
 from loader.ledger import Ledger
 from loader.warehouse.compare import compare_tables
@@ -173,4 +173,16 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_merges_a
     ]
     run_materialize(spark, a)
     assert len(rows()) == 5
+    assert_equal_to_source(spark, a)
+
+    # A shard that drops a column stops at its extraction, as any table does; its re-load copies
+    # its rows anew, NULL in the column the shared table keeps for the others.
+    mariadb.execute(
+        "ALTER TABLE shop_01.orders DROP COLUMN note", "UPDATE shop_01.orders SET v = 'a4x' WHERE id = 4"
+    )
+    with pytest.raises(ExtractError, match=r"ALTER TABLE drops column note, .*re-load the table: loader"):
+        run_extract(a, progress=quiet)
+    run_initial_load(spark, a, ["shop_01.orders"], progress=quiet)
+    delta(spark, a)
+    assert spark.sql(f"SELECT count(*) FROM {shared} WHERE note IS NOT NULL").collect()[0][0] == 0
     assert_equal_to_source(spark, a)
