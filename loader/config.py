@@ -103,7 +103,10 @@ class TablesConfig:
         """The shared table ``(schema, table)`` a source table is routed into; None if it is not."""
         name = f"{schema}.{table}"
         target = next((t for p, t in self.routes.items() if fnmatchcase(name, p)), None)
-        return None if target is None else (target.split(".", 1)[0], target.split(".", 1)[1])
+        if target is None:
+            return None
+        shared_schema, shared_table = target.split(".", 1)
+        return shared_schema, shared_table
 
     def warehouse_name(self, schema: str, table: str) -> str:
         """The source table's warehouse table name: its route's shared table's, else its own

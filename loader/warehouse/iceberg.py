@@ -291,8 +291,8 @@ def roll_back(spark: Any, name: str, target: RollbackTarget, source: str, interv
             rows = spark.sql(f"SELECT * FROM {name} VERSION AS OF {target.snapshot.id} WHERE {own}")
             overwrite_rows(spark, name, rows, own, {SOURCE: source, RESTORED: interval})
         elif target.empty:
-            every_row = spark._jvm.org.apache.iceberg.expressions.Expressions.equal(SOURCE_COLUMN, source)
-            delete = load_table(spark, name).newDelete().deleteFromRowFilter(every_row)
+            its_rows = spark._jvm.org.apache.iceberg.expressions.Expressions.equal(SOURCE_COLUMN, source)
+            delete = load_table(spark, name).newDelete().deleteFromRowFilter(its_rows)
             delete.set(SOURCE, source).set(ROLLBACK, interval).commit()
         return
     if target.snapshot is not None:

@@ -148,7 +148,7 @@ def materialize_table(
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     if cfg.warehouse.format == "iceberg":
         changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
-        own_rows = source_filter(cfg, schema, table)
+        own_rows = source_filter(cfg, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
             changes = changes.selectExpr(f"{types.spark_string(cfg.source.name)} AS {SOURCE_COLUMN}", "*")
             names = [SOURCE_COLUMN, *names]
@@ -161,7 +161,7 @@ def materialize_table(
             summary or {},
             # the key ranges the changes touch, as Hive's partitions
             cfg.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
-            source_filter(cfg, schema, table, alias="t"),
+            own_rows,
         )
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)

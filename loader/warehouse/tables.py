@@ -103,9 +103,10 @@ def iceberg_properties_sql(cfg: Config, new: bool = True, shared_key: list[str] 
     """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of the config's source (or of
     a shared one, whose rows name their sources, keyed by ``shared_key``); a ``new`` one gets
     the format version of the config (a table's version never goes down: a re-load keeps it)."""
-    properties = {**ICEBERG_PROPERTIES, OWNER_PROPERTY: cfg.source.name}
-    if shared_key is not None:
-        properties = {**ICEBERG_PROPERTIES, SHARED_PROPERTY: json.dumps(shared_key)}
+    whose = (
+        {OWNER_PROPERTY: cfg.source.name} if shared_key is None else {SHARED_PROPERTY: json.dumps(shared_key)}
+    )
+    properties = {**ICEBERG_PROPERTIES, **whose}
     if new:
         properties["format-version"] = str(cfg.warehouse.iceberg_format_version)
     return (
@@ -321,12 +322,18 @@ def ensure_table(
     elif result != existing or lacks_meta:
         _set_columns(spark, cfg, schema, table, result)
     added = {c: t for c, t in wanted.items() if c not in existing}
-    if added:
-        spark.sql(
-            f"ALTER TABLE {name} ADD COLUMNS (" + ", ".join(f"{q(c)} {t}" for c, t in added.items()) + ")"
-        )
-        result.update(added)
+    _add_columns(spark, name, added)
+    result.update(added)
     return result
+
+
+def _add_columns(spark: Any, name: str, columns: dict[str, str]) -> None:
+    """Add ``columns`` (name: Spark type) at the end of the table ``name``, if any."""
+    if columns:
+        q = quote_identifier
+        spark.sql(
+            f"ALTER TABLE {name} ADD COLUMNS (" + ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + ")"
+        )
 
 
 def _follow_shard(
@@ -349,17 +356,13 @@ def _follow_shard(
     have, want = list(existing), list(wanted)
     common = min(len(have), len(want))
     if have[:common] != want[:common] or any(existing[c] != wanted[c] for c in have[:common]):
-        raise MaterializeError(shape_difference(name, existing, source, schema, table, wanted) + cause)
+        raise MaterializeError(_shape_difference(name, existing, source, schema, table, wanted) + cause)
     added = {c: wanted[c] for c in want[common:]}
-    if added:
-        q = quote_identifier
-        spark.sql(
-            f"ALTER TABLE {name} ADD COLUMNS (" + ", ".join(f"{q(c)} {t}" for c, t in added.items()) + ")"
-        )
+    _add_columns(spark, name, added)
     return {**existing, **added}
 
 
-def shape_difference(
+def _shape_difference(
     name: str, existing: dict[str, str], source: str, schema: str, table: str, wanted: dict[str, str]
 ) -> str:
     """Why a source's table cannot be merged into the shared table ``name``: its columns (names,
