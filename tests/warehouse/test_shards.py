@@ -16,6 +16,7 @@ from loader.extract import run_extract
 from loader.ledger import Ledger
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.maintenance import run_maintenance
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.rollback import run_rollback
 from loader.warehouse.tables import table_name
@@ -186,3 +187,21 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_merges_a
     delta(spark, a)
     assert spark.sql(f"SELECT count(*) FROM {shared} WHERE note IS NOT NULL").collect()[0][0] == 0
     assert_equal_to_source(spark, a)
+
+    # One shard's maintenance compacts its own files only; both shards' rows stay.
+    def files(source: str) -> set[str]:
+        query = f"SELECT file_path FROM {shared}.files WHERE partition._source = '{source}'"
+        return {r.file_path for r in spark.sql(query).collect()}
+
+    mariadb.execute(
+        "UPDATE shop_01.orders SET v = 'a1w' WHERE id = 1", "UPDATE shop_02.orders SET v = 'b9z' WHERE id = 9"
+    )
+    delta(spark, a)  # a delete file and a data file more for each shard
+    delta(spark, b)
+    theirs, ours = files("shard_01"), files("shard_02")
+    compacting = dataclasses.replace(b, maintenance=dataclasses.replace(b.maintenance, min_input_files=1))
+    (maintained,) = run_maintenance(spark, compacting).tables
+    assert maintained.rewritten_files > 0 and files("shard_02") != ours
+    assert files("shard_01") == theirs
+    assert_equal_to_source(spark, a)
+    assert_equal_to_source(spark, b)
