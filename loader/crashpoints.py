@@ -9,7 +9,9 @@ done something to the world around it, lets it go on (SIGCONT). A point reached 
 ending in ``*`` stands for every point that starts with what comes before it (``*`` alone: any
 point, ``materialize: *``: any of that step's). ``LOADER_CRASH_LOG=file`` appends each point
 reached to ``file``, a line each; the run's processes share it, and with it the count of hits,
-so that a test knows which points a step passes and how often.
+so that a test knows which points a step passes and how often. ``LOADER_CRASH_SOURCE=name``
+keeps both to the steps working on that source of a deployment, whose other sources' runs share
+the environment (an Airflow deployment's workers).
 
 The points sit where a crash leaves something half done: before and after each write to the
 staging store and the ledger (``stores``), after each transaction extract writes, after each
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 AT_ENV = "LOADER_CRASH_AT"
 LOG_ENV = "LOADER_CRASH_LOG"
+SOURCE_ENV = "LOADER_CRASH_SOURCE"
 
 
 ACTIONS = ("kill", "group", "stop")
@@ -57,8 +60,10 @@ def parse_target(spec: str) -> Target | None:
 
 _TARGET = parse_target(os.environ.get(AT_ENV, ""))
 _LOG = os.environ.get(LOG_ENV) or None
+_SOURCE = os.environ.get(SOURCE_ENV) or None
 _hits = 0  # this process's hits of the target, when there is no log to count them in
 _step = ""
+_source: str | None = None  # the source the current step works on
 
 
 def enabled() -> bool:
@@ -67,20 +72,24 @@ def enabled() -> bool:
 
 
 @contextlib.contextmanager
-def step(name: str) -> Iterator[None]:
-    """Points reached in the block are the step's: ``extract: after put manifest``."""
-    global _step
-    outer, _step = _step, name
+def step(name: str, source: str | None = None) -> Iterator[None]:
+    """Points reached in the block are the step's: ``extract: after put manifest``; ``source``
+    is the source it works on (a step within another keeps the outer one's)."""
+    global _step, _source
+    outer = _step, _source
+    _step, _source = name, source or _source
     try:
         yield
     finally:
-        _step = outer
+        _step, _source = outer
 
 
 def reached(point: str) -> None:
     """Mark ``point``; the crash a test asked for happens here."""
     global _hits
     if _TARGET is None and _LOG is None:
+        return
+    if _SOURCE is not None and _source != _SOURCE:
         return
     point = f"{_step}: {point}" if _step else point
     if _LOG is not None:

@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check_catalog(spark, cfg)
             ready += f", catalog in {time.monotonic() - reached:.1f} s"
         _progress(ready)
-        with crashpoints.step(args.job):
+        with crashpoints.step(args.job, cfg.source.name):
             summary = RUNNERS[args.job](spark, cfg, args)
     except REPORTED as exc:
         _progress(f"{args.job}: error: {describe(exc)}")

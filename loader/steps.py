@@ -105,7 +105,7 @@ def leased(what: str) -> Callable[[F], F]:
     def wrap(step: F) -> F:
         @functools.wraps(step)
         def run(cfg: Config, *args: Any, **kwargs: Any) -> Any:
-            with crashpoints.step(step.__name__.replace("_", "-")), source_lease(cfg, what):
+            with crashpoints.step(step.__name__.replace("_", "-"), cfg.source.name), source_lease(cfg, what):
                 return step(cfg, *args, **kwargs)
 
         return cast(F, run)
@@ -149,7 +149,7 @@ def plan(
         end = end or now
         # A dry run records nothing, so it needs no lease (and runs beside a busy pipeline).
         held = contextlib.nullcontext() if dry_run else source_lease(cfg, "loader plan")
-        with crashpoints.step("plan"), held:
+        with crashpoints.step("plan", cfg.source.name), held:
             interval = ledger.plan(
                 end,
                 start=start,
@@ -302,7 +302,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
     """
     source = credentials(cfg.source) if name in SOURCE_JOBS else None
     held = source_lease(cfg, f"the {name} job") if name in LEASED_JOBS else contextlib.nullcontext()
-    with crashpoints.step(name), held, scratch.folder("job") as tmp:
+    with crashpoints.step(name, cfg.source.name), held, scratch.folder("job") as tmp:
         size = None
         if name == "materialize":
             ledger = Ledger.of(cfg)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loader.crashpoints import AT_ENV, LOG_ENV, Target, parse_target
+from loader.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV, Target, parse_target
 
 # Reaches "a" three times and "b" twice, printing each before it does, in a child of its own.
 RUN = (
@@ -81,3 +81,39 @@ def test_a_run_dies_at_the_nth_hit_and_logs_the_points_it_passed(tmp_path: Path)
     assert alone.returncode == 0 and "child done" not in alone.stdout and alone.stdout.endswith("b\ndone\n")
     group = _run(tmp_path, **{AT_ENV: "*:4:group", LOG_ENV: str(tmp_path / "group.log")})
     assert group.returncode == -signal.SIGKILL and group.stdout.split()[-2:] == ["child", "b"]
+
+
+# Steps of two sources in one process, as a deployment's workers run them, and a point outside
+# any step.
+RUN_SOURCES = (
+    "from loader import crashpoints\n"
+    "crashpoints.reached('outside')\n"
+    "for source in ('shop_01', 'shop_02'):\n"
+    "    with crashpoints.step('materialize', source):\n"
+    "        with crashpoints.step('inner'):\n"
+    "            crashpoints.reached('committed')\n"
+    "        print(source, 'done', flush=True)\n"
+)
+
+
+def test_a_source_scoped_target_counts_and_logs_only_that_sources_steps(tmp_path: Path) -> None:
+    script = tmp_path / "sources.py"
+    script.write_text(RUN_SOURCES)
+
+    def run(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=60,
+        )
+
+    log = tmp_path / "all.log"
+    unscoped = run(**{LOG_ENV: str(log)})
+    assert unscoped.returncode == 0 and log.read_text() == "outside\ninner: committed\ninner: committed\n"
+    scoped_log = tmp_path / "scoped.log"
+    # The first hit of the point within shop_02's steps, though shop_01's came before it.
+    killed = run(**{AT_ENV: "inner: committed:1", LOG_ENV: str(scoped_log), SOURCE_ENV: "shop_02"})
+    assert killed.returncode == -signal.SIGKILL and killed.stdout == "shop_01 done\n"
+    assert scoped_log.read_text() == "inner: committed\n"
