@@ -272,7 +272,8 @@ def disposable_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mar
 
 
 @contextlib.contextmanager
-def _server(tmp_path_factory: pytest.TempPathFactory, name: str, args: str = "") -> Iterator[MariaDB]:
+def mariadb_server(tmp_path_factory: pytest.TempPathFactory, name: str, args: str = "") -> Iterator[MariaDB]:
+    """One more private MariaDB (``args``: more server options), started; stopped on the way out."""
     if not (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()):
         pytest.fail("mariadbd is not installed: run `make test`, which installs it (infra/install-deps.sh)")
     db = MariaDB("127.0.0.1", free_port(), tmp_path_factory.mktemp(name), PASSWORD, args)
@@ -284,7 +285,7 @@ def _server(tmp_path_factory: pytest.TempPathFactory, name: str, args: str = "")
 
 
 def _private_mariadb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MariaDB]:
-    with _server(tmp_path_factory, name) as db:
+    with mariadb_server(tmp_path_factory, name) as db:
         yield db
 
 
@@ -294,8 +295,8 @@ def replicated_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
     own binlog from its third file on), both private and running; the replica's binlog holds
     only what it replicated."""
     with (
-        _server(tmp_path_factory, "primary") as primary,
-        _server(tmp_path_factory, "replica", "--server-id=2") as replica,
+        mariadb_server(tmp_path_factory, "primary") as primary,
+        mariadb_server(tmp_path_factory, "replica", "--server-id=2") as replica,
     ):
         replica.execute(
             "RESET MASTER",

@@ -18,7 +18,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,14 +40,11 @@ from tests.conftest import (
     run_loader,
     schema_config,
 )
+from tests.writer import TABLES, Writer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 LOADER = str(Path(sys.executable).with_name("loader"))
-TABLES = [
-    "k (id INT PRIMARY KEY, v INT NOT NULL, s VARCHAR(20))",
-    "c (a VARCHAR(8) NOT NULL, b INT NOT NULL, v BIGINT, PRIMARY KEY (a, b))",
-]
 # Kills per series. make test runs a sample: twelve of plan and extract (a run takes a second),
 # and five of the Spark jobs (a run takes half a minute: two of the initial load, three of
 # run-once) on one table format, which the seed picks. make test-long (LOADER_TEST_LONG=1) runs
@@ -57,64 +53,6 @@ TABLES = [
 LONG = os.environ.get("LOADER_TEST_LONG") == "1"
 EXTRACT_KILLS = int(os.environ.get("LOADER_TEST_CRASHES") or (100 if LONG else 12))
 SPARK_KILLS = int(os.environ.get("LOADER_TEST_SPARK_CRASHES") or 5)
-
-
-class Writer(threading.Thread):
-    """Random small transactions on both tables until stopped; ``paused`` holds it between two."""
-
-    def __init__(self, mariadb: MariaDB, schema: str, seed: int) -> None:
-        super().__init__(daemon=True)
-        self.conn = mariadb.connect(database=schema)
-        self.conn.autocommit(False)
-        self.random = random.Random(seed)
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.transactions = 0
-        self.failed: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                with self.lock:
-                    self._transaction()
-                time.sleep(self.random.uniform(0.002, 0.02))
-        except BaseException as exc:  # the test fails with it
-            self.failed = exc
-
-    def _transaction(self) -> None:
-        r = self.random
-        with self.conn.cursor() as cur:
-            for _ in range(r.randint(1, 4)):
-                key = r.randint(1, 60)
-                a, b = r.choice("xyzw"), r.randint(1, 15)
-                cur.execute(
-                    r.choice(
-                        [
-                            f"INSERT INTO k VALUES ({key}, {r.randint(0, 999)}, 's{key}') "
-                            "ON DUPLICATE KEY UPDATE v = v + 1, s = CONCAT(s, '+')",
-                            f"UPDATE k SET v = (v * 2) % 100000 WHERE id BETWEEN {key} AND {key + r.randint(0, 8)}",
-                            f"DELETE FROM k WHERE id = {key}",
-                            f"INSERT INTO c VALUES ('{a}', {b}, {r.randint(0, 10**12)}) "
-                            "ON DUPLICATE KEY UPDATE v = v - 1",
-                            f"DELETE FROM c WHERE a = '{a}' AND b = {b}",
-                        ]
-                    )
-                )
-        if r.random() < 0.05:
-            self.conn.rollback()
-        else:
-            self.conn.commit()
-            self.transactions += 1
-
-    def paused(self) -> Any:
-        return self.lock
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.join()
-        self.conn.close()
-        if self.failed is not None:
-            raise AssertionError(f"the writer failed: {self.failed!r}")
 
 
 class Crashes:

@@ -27,11 +27,11 @@ from loader.staging.stores import open_store
 from loader.warehouse.initial_load import run_initial_load
 from tests.conftest import (
     MariaDB,
-    _server,
     assert_equal_to_source,
     caught_up,
     delta,
     fresh_schema,
+    mariadb_server,
     quiet,
     run_loader,
     schema_config,
@@ -272,7 +272,7 @@ def test_a_new_history_that_reaches_the_recorded_gtid_state_again_is_refused(
 
     # Another server given the same id, which wrote the same statements: the same GTID states
     # at the same offsets, other transactions.
-    with _server(tmp_path_factory, "same-id") as twin:
+    with mariadb_server(tmp_path_factory, "same-id") as twin:
         twin.execute("RESET MASTER", *history, *changes)
         assert _server_identity(twin) == checkpoint.server
         moved = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, port=twin.port))
@@ -285,7 +285,7 @@ def test_a_new_history_that_reaches_the_recorded_gtid_state_again_is_refused(
 def test_a_server_restored_from_an_older_backup_is_refused_though_it_writes_the_same_again(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, spark_config: Config, spark: Any
 ) -> None:
-    with _server(tmp_path_factory, "restored") as db:
+    with mariadb_server(tmp_path_factory, "restored") as db:
         fresh_schema(db, "hist_restore", "t (id INT PRIMARY KEY, v VARCHAR(40))")
         db.execute("INSERT INTO hist_restore.t SELECT seq, 'loaded' FROM hist_restore.seq_1_to_30")
         cfg = schema_config(db, tmp_path, spark_config, "hist_restore")

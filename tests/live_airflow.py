@@ -1,0 +1,198 @@
+"""A live Airflow for the tests that need its scheduler: ``airflow standalone`` (the scheduler
+with its LocalExecutor, the API server, the DAG processor; SQLite) on a free loopback port,
+driven through its REST API as a user's scripts would, its runs read from its database."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import BIN, free_port
+
+FINISHED = ("success", "failed")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One DAG run as Airflow's database holds it."""
+
+    dag_id: str
+    run_id: str
+    state: str
+    start: dt.datetime | None
+    end: dt.datetime | None
+
+
+@dataclass
+class LiveAirflow:
+    url: str
+    home: Path
+    env: dict[str, str]
+    log: Path
+    _token: str = field(default="", repr=False)
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        """One REST API call (``/api/v2/...``) with a token of the all-admins auth manager."""
+        if not self._token:
+            with urllib.request.urlopen(f"{self.url}/auth/token", timeout=30) as response:
+                self._token = json.load(response)["access_token"]
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(
+                f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}"
+            ) from None
+
+    def wait_for_dags(self, *dag_ids: str, timeout: float = 300) -> None:
+        """Until the DAG processor has parsed them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            known = {d["dag_id"] for d in self.api("GET", "/api/v2/dags?limit=1000")["dags"]}
+            if known >= set(dag_ids):
+                return
+            assert time.monotonic() < deadline, (
+                f"Airflow did not parse {sorted(set(dag_ids) - known)}: {self.tail()}"
+            )
+            time.sleep(2)
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        """A run of ``dag_id`` now, as the UI's trigger button makes it; its run id."""
+        made = self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})
+        return str(made["dag_run_id"])
+
+    def clear(self, dag_id: str, run_id: str, task_id: str) -> None:
+        """Clear a task of a run and those after it, as "Clear" in the UI does: the scheduler
+        runs them again."""
+        self.api(
+            "POST",
+            f"/api/v2/dags/{dag_id}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "dag_run_id": run_id,
+                "task_ids": [task_id],
+                "only_failed": False,
+                "include_downstream": True,
+            },
+        )
+
+    def _query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        # Read-only, from the test: cheap enough to ask every second, where each ``airflow``
+        # command starts Airflow (~5 s of CPU).
+        database = self.home / "airflow.db"
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)) as db:
+            return list(db.execute(sql, args).fetchall())
+
+    def run(self, run_id: str) -> Run:
+        rows = self._query(
+            "SELECT dag_id, run_id, state, start_date, end_date FROM dag_run WHERE run_id = ?", run_id
+        )
+        assert rows, f"no run {run_id}"
+        dag_id, _, state, start, end = rows[0]
+        return Run(dag_id, run_id, state, _time(start), _time(end))
+
+    def task_state(self, run_id: str, task_id: str) -> str | None:
+        rows = self._query(
+            "SELECT state FROM task_instance WHERE run_id = ? AND task_id = ?", run_id, task_id
+        )
+        return rows[0][0] if rows else None
+
+    def wait(self, check: Any, what: str, timeout: float = 600) -> None:
+        """Until ``check()`` is true, asking every second; a scheduler that died fails it."""
+        deadline = time.monotonic() + timeout
+        asked = 0
+        while not check():
+            assert time.monotonic() < deadline, (
+                f"Airflow: {what} did not happen in {timeout:.0f} s: {self.tail()}"
+            )
+            asked += 1
+            if asked % 15 == 0:
+                assert _healthy(self.url), f"Airflow's scheduler stopped before {what}: {self.tail()}"
+            time.sleep(1)
+
+    def finished(self, *run_ids: str, timeout: float = 600) -> list[Run]:
+        """The runs, once every one of them has succeeded or failed."""
+        self.wait(
+            lambda: all(self.run(r).state in FINISHED for r in run_ids), f"runs {run_ids} ending", timeout
+        )
+        return [self.run(r) for r in run_ids]
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
+def _time(value: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value) if value else None
+
+
+def _healthy(url: str) -> bool:
+    """Whether the database and the scheduler are up (its heartbeat recent), as Airflow says."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=5) as response:
+            health = json.load(response)
+    except OSError:
+        return False
+    return all(health.get(part, {}).get("status") == "healthy" for part in ("metadatabase", "scheduler"))
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "airflow standalone exited"
+        if _healthy(url):
+            return
+        time.sleep(3)
+    raise AssertionError(f"Airflow did not come up at {url}")
+
+
+@contextlib.contextmanager
+def standalone(home: Path, env: dict[str, str]) -> Iterator[LiveAirflow]:
+    """``airflow standalone`` in ``home`` (``env`` from ``airflow_env``), every user an admin,
+    its output in ``home/standalone.log``; stopped with its process group on the way out."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **env,
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+    }
+    home.mkdir(exist_ok=True)
+    log_path = home / "standalone.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    airflow = subprocess.Popen(
+        [str(BIN / "airflow"), "standalone"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        _wait_healthy(url, airflow)
+        yield LiveAirflow(url, home, env, log_path)
+    finally:
+        os.killpg(airflow.pid, signal.SIGTERM)
+        try:
+            airflow.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(airflow.pid, signal.SIGKILL)
+        log.close()
