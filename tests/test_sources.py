@@ -1,6 +1,7 @@
 """A deployment of several sources (``[sources] dir``): each source is chosen by name and runs
 its own DAGs and Spark jobs on its own ledger and warehouse tables; a broken source file stops
-only itself."""
+only itself; a fleet of servers runs at once under a real scheduler, a kill of one source's
+merge stopping only that source."""
 
 from __future__ import annotations
 
@@ -10,16 +11,22 @@ from pathlib import Path
 import pytest
 
 from loader.config import load_config
+from loader.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV
 from loader.ledger import Checkpoint, Ledger
 from tests.conftest import (
     MariaDB,
+    airflow_env,
     dags_test,
     fresh_schema,
     iceberg_rows,
     loader_dag_env,
+    mariadb_server,
+    random_seed,
     run_loader,
     run_state,
 )
+from tests.live_airflow import standalone
+from tests.writer import TABLES, Writer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -122,3 +129,101 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     listed = run_loader(mariadb, toml, "tables").stdout
     assert "`fleet_a`.`r` -> fleet__r (shared by its routes, not loaded yet)" in listed
     assert "shared table fleet_wh.fleet__r: sources fleet_a" in listed
+
+
+def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_only_its_source(
+    mariadb: MariaDB, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Three servers with writers: two shards of one schema routed into shared tables, and a
+    source of its own. Airflow's scheduler (LocalExecutor) runs their delta DAGs at once; the
+    first shard's merge is killed after its first table's commit, its rerun finishes the
+    interval, and every source's tables end equal to its server, checksum for checksum (each
+    shard's own rows of the shared tables)."""
+    with (
+        mariadb_server(tmp_path_factory, "shop-01") as shop_01,
+        mariadb_server(tmp_path_factory, "shop-02") as shop_02,
+    ):
+        servers = {"shop_01": shop_01, "shop_02": shop_02, "billing": mariadb}
+        (tmp_path / "sources").mkdir()
+        for name, server in servers.items():
+            fresh_schema(server, name, *TABLES)
+            (tmp_path / "sources" / f"{name}.toml").write_text(
+                f'[source]\nhost = "{server.host}"\nport = {server.port}\nschedule = "none"\n'
+                f'[tables]\ninclude = ["{name}.*"]\n'
+            )
+        toml = tmp_path / "loader.toml"
+        toml.write_text(
+            """[sources]
+dir = "sources"
+[source]
+user = "loader"
+password_env = "LOADER_TEST_PASSWORD"
+[tables]
+routes = { "shop_*.k" = "shop.k", "shop_*.c" = "shop.c" }
+[staging]
+uri = "staging"
+[warehouse]
+database = "fleet_wh"
+dir = "warehouse"
+[spark]
+conf = { "spark.sql.shuffle.partitions" = "2" }
+"""
+        )
+        cfgs = {name: load_config(toml, source=name) for name in servers}
+        for name, server in servers.items():  # each source's changes from here on
+            Ledger.of(cfgs[name]).set_checkpoint(Checkpoint(str(server.execute()), "test"))
+        crash_log = tmp_path / "crash.log"
+        env = airflow_env(
+            tmp_path / "airflow",
+            {
+                "LOADER_CONFIG": str(toml),
+                "LOADER_TEST_PASSWORD": mariadb.password,
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+                # The first shard's merge dies (kill -9) after its first table's commit.
+                AT_ENV: "materialize: after snapshot committed:1",
+                SOURCE_ENV: "shop_01",
+                LOG_ENV: str(crash_log),
+            },
+        )
+        dags = {name: f"loader_continuous_delta__{name}" for name in servers}
+        with standalone(tmp_path / "airflow", env) as airflow:
+            airflow.wait_for_dags(*dags.values())
+            writers = [
+                Writer(server, name, seed=random_seed() + i)
+                for i, (name, server) in enumerate(servers.items())
+            ]
+            for writer in writers:
+                writer.start()
+            try:
+                for dag_id in dags.values():
+                    airflow.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+                # Each run ends with the checksum of its tables against its server (the
+                # warehouse brought to one snapshot of it while the writers go on).
+                runs = {name: airflow.trigger(dag_id, {"checksum": True}) for name, dag_id in dags.items()}
+                (failed,) = airflow.finished(runs["shop_01"])
+                assert (
+                    failed.state == "failed"
+                    and airflow.task_state(runs["shop_01"], "materialize") == "failed"
+                )
+                # Killed once, in its merge's job, after its first commit (the other sources'
+                # steps mark no points).
+                assert crash_log.read_text().count("materialize: after snapshot committed\n") == 1
+                # The operator clears the failed task: the scheduler runs it again at once.
+                airflow.clear(dags["shop_01"], runs["shop_01"], "materialize")
+                killed, *others = airflow.finished(*runs.values())
+            finally:
+                for writer in writers:
+                    writer.finish()
+            assert [r.state for r in (killed, *others)] == ["success"] * 3, airflow.tail()
+            assert [airflow.task_state(r, "checksum") for r in runs.values()] == ["success"] * 3
+        # The scheduler ran the sources' runs at once.
+        for a, b in [(killed, others[0]), (others[0], others[1])]:
+            assert a.start and a.end and b.start and b.end
+            assert a.start < b.end and b.start < a.end, f"{a} and {b} did not overlap"
+        assert all(w.transactions > 20 for w in writers), [w.transactions for w in writers]
+        for cfg in cfgs.values():
+            assert {i.state for i in Ledger.of(cfg).intervals()} == {"materialised"}
+        # The shards' rows share the routed tables, each under its source's name.
+        for table in ("k", "c"):
+            shared = iceberg_rows(cfgs["shop_01"], "shop_01", table, ["_source"])
+            assert {source for (source,) in shared} == {"shop_01", "shop_02"}
