@@ -31,6 +31,31 @@ from tests.writer import TABLES, Writer
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+def _deployment(tmp_path: Path, routes: str, source: str = "") -> Path:
+    """``tmp_path/loader.toml``: a deployment of the source files in ``tmp_path/sources``, with
+    ``routes`` and the ``[source]`` lines ``source`` for all of them, staging and warehouse
+    (database ``fleet_wh``) under ``tmp_path``."""
+    toml = tmp_path / "loader.toml"
+    toml.write_text(
+        f"""[sources]
+dir = "sources"
+[tables]
+routes = {{ {routes} }}
+[source]
+{source}user = "loader"
+password_env = "LOADER_TEST_PASSWORD"
+[staging]
+uri = "staging"
+[warehouse]
+database = "fleet_wh"
+dir = "warehouse"
+[spark]
+conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+"""
+    )
+    return toml
+
+
 def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_only_itself(
     mariadb: MariaDB, tmp_path: Path, airflow_home: Path
 ) -> None:
@@ -42,25 +67,8 @@ def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_on
         '[tables]\ninclude = ["fleet_b.*"]\n[warehouse]\ndatabase = "fleet_b_wh"\n'
     )
     (tmp_path / "sources" / "fleet_c.toml").write_text('[source]\nport = "3306"\n')  # a string
-    toml = tmp_path / "loader.toml"
-    toml.write_text(
-        f"""[sources]
-dir = "sources"
-[tables]
-routes = {{ "fleet_*.r" = "fleet.r" }}
-[source]
-host = "{mariadb.host}"
-port = {mariadb.port}
-user = "loader"
-password_env = "LOADER_TEST_PASSWORD"
-[staging]
-uri = "staging"
-[warehouse]
-database = "fleet_wh"
-dir = "warehouse"
-[spark]
-conf = {{ "spark.sql.shuffle.partitions" = "2" }}
-"""
+    toml = _deployment(
+        tmp_path, '"fleet_*.r" = "fleet.r"', f'host = "{mariadb.host}"\nport = {mariadb.port}\n'
     )
     a = load_config(toml, source="fleet_a")
     b = load_config(toml, source="fleet_b")
@@ -151,24 +159,7 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
                 f'[source]\nhost = "{server.host}"\nport = {server.port}\nschedule = "none"\n'
                 f'[tables]\ninclude = ["{name}.*"]\n'
             )
-        toml = tmp_path / "loader.toml"
-        toml.write_text(
-            """[sources]
-dir = "sources"
-[source]
-user = "loader"
-password_env = "LOADER_TEST_PASSWORD"
-[tables]
-routes = { "shop_*.k" = "shop.k", "shop_*.c" = "shop.c" }
-[staging]
-uri = "staging"
-[warehouse]
-database = "fleet_wh"
-dir = "warehouse"
-[spark]
-conf = { "spark.sql.shuffle.partitions" = "2" }
-"""
-        )
+        toml = _deployment(tmp_path, '"shop_*.k" = "shop.k", "shop_*.c" = "shop.c"')
         cfgs = {name: load_config(toml, source=name) for name in servers}
         for name, server in servers.items():  # each source's changes from here on
             Ledger.of(cfgs[name]).set_checkpoint(Checkpoint(str(server.execute()), "test"))
