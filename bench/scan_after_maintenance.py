@@ -180,7 +180,9 @@ def main() -> None:
                 seconds, answers[label] = scan(spark, table)
                 best[label] = min(best[label], seconds)
         t0 = time.perf_counter()
-        done = maintain_table(spark, cfg, name, iceberg.current_ancestry(spark, name))
+        done = maintain_table(
+            spark, cfg.source.name, cfg.maintenance, name, iceberg.current_ancestry(spark, name)
+        )
         print(
             f"maintenance in {time.perf_counter() - t0:.1f} s: {done.rewritten_files} files rewritten, "
             f"data files {done.data_files[0]} -> {done.data_files[1]}, delete files "

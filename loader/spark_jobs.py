@@ -99,7 +99,7 @@ def _maintain(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
     from loader.warehouse.maintenance import run_maintenance
 
     with steps.source_lease(cfg, "the maintenance job"):
-        return results.to_dict(run_maintenance(spark, cfg))
+        return results.to_dict(run_maintenance(spark, cfg.source.name, cfg.warehouse, cfg.maintenance))
 
 
 RUNNERS = {

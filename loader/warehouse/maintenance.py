@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loader.config import Config
+from loader.config import MaintenanceConfig, WarehouseConfig
 from loader.naming import SOURCE_COLUMN
 from loader.results import Maintenance, TableMaintenance
 from loader.warehouse import iceberg
@@ -32,26 +32,28 @@ def _snapshots(spark: Any, name: str) -> int:
     return int(spark.sql(f"SELECT count(*) FROM {name}.snapshots").collect()[0][0])
 
 
-def maintain_table(spark: Any, cfg: Config, name: str, ancestry: list[iceberg.Snapshot]) -> TableMaintenance:
-    """Compact one table (its current ``ancestry`` given) and expire its old snapshots."""
+def maintain_table(
+    spark: Any, source: str, mt: MaintenanceConfig, name: str, ancestry: list[iceberg.Snapshot]
+) -> TableMaintenance:
+    """Compact ``source``'s rows of one table (its current ``ancestry`` given) and expire its old
+    snapshots."""
     started = time.monotonic()
-    mt = cfg.maintenance
     data_before, deletes_before = _files(spark, name)
     snapshots_before = _snapshots(spark, name)
     jvm = spark._jvm
     actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
     rewrite = actions.rewriteDataFiles(iceberg.load_table(spark, name))
     if iceberg.is_shared(spark, name):  # only this source's files: its partitions
-        own = jvm.org.apache.iceberg.expressions.Expressions.equal(SOURCE_COLUMN, cfg.source.name)
+        own = jvm.org.apache.iceberg.expressions.Expressions.equal(SOURCE_COLUMN, source)
         rewrite = rewrite.filter(own)
-    compacts = iceberg.rows_of(ancestry, cfg.source.name)
+    compacts = iceberg.rows_of(ancestry, source)
     if compacts:
         rewrite = rewrite.snapshotProperty(iceberg.COMPACTS, compacts)
     rewrite = (
         rewrite.option("min-input-files", str(mt.min_input_files))
         .option("delete-file-threshold", "1")  # any file with a delete is rewritten without it
         .option("remove-dangling-deletes", "true")
-        .snapshotProperty(iceberg.SOURCE, cfg.source.name)
+        .snapshotProperty(iceberg.SOURCE, source)
         .snapshotProperty(iceberg.MAINTENANCE, "rewrite")
         .execute()
     )
@@ -69,11 +71,11 @@ def maintain_table(spark: Any, cfg: Config, name: str, ancestry: list[iceberg.Sn
     )
 
 
-def run_maintenance(spark: Any, cfg: Config) -> Maintenance:
-    """Maintain every Iceberg table this source committed to."""
+def run_maintenance(spark: Any, source: str, wh: WarehouseConfig, mt: MaintenanceConfig) -> Maintenance:
+    """Maintain every Iceberg table of ``wh`` that ``source`` committed to."""
     started = time.monotonic()
     tables = [
-        maintain_table(spark, cfg, name, ancestry)
-        for name, ancestry in iceberg.committed_tables(spark, database_name(cfg.warehouse), cfg.source.name)
+        maintain_table(spark, source, mt, name, ancestry)
+        for name, ancestry in iceberg.committed_tables(spark, database_name(wh), source)
     ]
-    return Maintenance(cfg.warehouse.format, tables, time.monotonic() - started)
+    return Maintenance(wh.format, tables, time.monotonic() - started)

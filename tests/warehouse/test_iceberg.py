@@ -287,7 +287,7 @@ def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
     deletes_before = spark.sql(f"SELECT count(*) FROM {t}.files WHERE content <> 0").collect()[0][0]
     assert deletes_before > 0
 
-    done = run_maintenance(spark, cfg)
+    done = run_maintenance(spark, cfg.source.name, cfg.warehouse, cfg.maintenance)
     (table,) = done.tables
     assert table.table == "iceberg.ice_mt_wh.ice_mt__t"
     assert table.delete_files == [deletes_before, 0] and table.data_files[1] < table.data_files[0]

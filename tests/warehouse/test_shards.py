@@ -199,8 +199,8 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_merges_a
     delta(spark, a)  # a delete file and a data file more for each shard
     delta(spark, b)
     theirs, ours = files("shard_01"), files("shard_02")
-    compacting = dataclasses.replace(b, maintenance=dataclasses.replace(b.maintenance, min_input_files=1))
-    (maintained,) = run_maintenance(spark, compacting).tables
+    compacting = dataclasses.replace(b.maintenance, min_input_files=1)
+    (maintained,) = run_maintenance(spark, b.source.name, b.warehouse, compacting).tables
     assert maintained.rewritten_files > 0 and files("shard_02") != ours
     assert files("shard_01") == theirs
     assert_equal_to_source(spark, a)
