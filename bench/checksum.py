@@ -131,7 +131,7 @@ def main() -> None:
         ranges: dict[str, int] = {}
 
         def loader() -> None:
-            sums = source_sums(cfg, range_rows=args.chunk_rows, progress=lambda _: None)
+            sums = source_sums(cfg.source, cfg.tables, range_rows=args.chunk_rows, progress=lambda _: None)
             assert sums.tables[0].rows == args.rows, sums.tables[0].rows
             ranges["loader"] = len(sums.tables[0].bounds) + 1
 

@@ -110,7 +110,7 @@ def build_table(bench: Bench, fmt: str, table: str, rows: int) -> str:
     cfg = bench.configs[fmt]
     spark = bench.spark
     name = table_name(cfg, "bench", table)
-    ensure_database(spark, cfg)
+    ensure_database(spark, cfg.warehouse)
     spark.sql(f"DROP TABLE IF EXISTS {name}" + (" PURGE" if fmt == "iceberg" else ""))
     cols = columns()
     ensure_table(spark, cfg, "bench", table, cols, key=["id"])

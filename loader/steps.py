@@ -325,7 +325,7 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
         )
         # The keys of the Airflow connections the job's S3 storage names: only the launcher
         # can look them up.
-        job.env.update(keys_env(conn_id for _, conn_id, _ in s3_connections(cfg)))
+        job.env.update(keys_env(conn_id for _, conn_id, _ in s3_connections(cfg.staging, cfg.warehouse)))
         token = lease.token_held(cfg.source.name)
         if token:  # the job joins this run's lease
             job.env[lease.LEASE_ENV] = token
@@ -433,7 +433,7 @@ def checksum(
     ledger = Ledger.of(cfg)
     if ledger.checkpoint() is None:
         raise LoadError("nothing has been loaded yet: run `loader initial-load` before a checksum")
-    sums = source_sums(cfg, tables, range_rows, progress)
+    sums = source_sums(cfg.source, cfg.tables, tables, range_rows, progress)
     at = Position.parse(sums.position)
     caught_up = None
     apply_first = False  # the job applies extracted intervals before it sums

@@ -724,7 +724,9 @@ def assert_equal_to_source(spark: Any, cfg: Config, range_rows: int = 4) -> None
     range (small ranges, so that several are compared) is the source's."""
     from loader.warehouse.checksum import compare_sums, source_sums
 
-    for checked in compare_sums(spark, cfg, source_sums(cfg, range_rows=range_rows, progress=quiet)):
+    for checked in compare_sums(
+        spark, cfg, source_sums(cfg.source, cfg.tables, range_rows=range_rows, progress=quiet)
+    ):
         assert checked.equal, (
             f"{checked.table}: {checked.problem or ''} source {checked.source_rows} rows, warehouse "
             f"{checked.warehouse_rows} rows, differing ranges {checked.differing}"

@@ -100,7 +100,7 @@ def test_staging_and_the_warehouse_on_cluster_storage_equal_the_source(
         )
         delta(spark, cfg)
         merged, merge_commits = files()
-        (checked,) = compare_sums(spark, cfg, source_sums(cfg, progress=quiet))
+        (checked,) = compare_sums(spark, cfg, source_sums(cfg.source, cfg.tables, progress=quiet))
 
     # The changes went through the cluster's storage, and the table lives there.
     store = open_store(cfg.staging)

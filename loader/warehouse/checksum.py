@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loader.config import Config
+from loader.config import Config, SourceConfig, TablesConfig
 from loader.errors import SourceError
 from loader.naming import INVALID_DATES_COLUMN
 from loader.positions import Position
@@ -117,17 +117,19 @@ def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int) -> TableSums:
 
 
 def source_sums(
-    cfg: Config,
+    source: SourceConfig,
+    tables: TablesConfig,
     only: list[str] | None = None,
     range_rows: int = DEFAULT_RANGE_ROWS,
     progress: Progress = print,
 ) -> SourceSums:
-    """The sums of every selected table (or the named ones) in one snapshot of the source.
+    """The sums of every table ``tables`` selects (or the named ones) in one snapshot of the
+    source.
 
     Raises:
         SourceError: the server cannot say which binlog position its snapshot is at.
     """
-    conn = connect(credentials(cfg.source))
+    conn = connect(credentials(source))
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")
@@ -142,19 +144,19 @@ def source_sums(
                 "at a common position; use `loader compare` on a quiet source instead"
             )
         position = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
-        tables = []
-        for info in selected_tables(conn, cfg.tables, only):
+        summed = []
+        for info in selected_tables(conn, tables, only):
             sums = _table_sums(conn, info, range_rows)
             ranges = len(sums.bounds) + 1
             progress(
                 f"{info.qualified}: {sums.rows:,} rows in {ranges} key range{'' if ranges == 1 else 's'} "
                 "summed at the source"
             )
-            tables.append(sums)
+            summed.append(sums)
         conn.commit()
     finally:
         conn.close()
-    return SourceSums(str(position), tables)
+    return SourceSums(str(position), summed)
 
 
 # --- the warehouse side ---------------------------------------------------------------------
@@ -196,7 +198,11 @@ def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableCheck
             continue
         invalid_dates = INVALID_DATES_COLUMN if INVALID_DATES_COLUMN in held else None
         theirs = _warehouse_ranges(
-            spark, name, sums, invalid_dates, source_filter(cfg, sums.schema, sums.table)
+            spark,
+            name,
+            sums,
+            invalid_dates,
+            source_filter(cfg.source.name, cfg.tables, sums.schema, sums.table),
         )
         result.warehouse_rows = sum(r.rows for r in theirs.values())
         ours = {r.index: r for r in sums.ranges}

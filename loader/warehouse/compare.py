@@ -99,7 +99,7 @@ def compare_tables(
             if spark.catalog.tableExists(name):
                 snapshot = None if as_of is None else snapshot_after(spark, name, cfg.source.name, as_of)
                 if as_of is None or snapshot is not None:  # None as of an interval: it was empty
-                    own_rows = source_filter(cfg, info.schema, info.table)
+                    own_rows = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
                     warehouse = _warehouse_rows(spark, name, info.columns, order, snapshot, own_rows)
             out.append(
                 TableComparison(

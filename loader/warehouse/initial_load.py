@@ -234,7 +234,7 @@ def copy_table(
     iceberg_table = cfg.warehouse.format == "iceberg"
     # The loader's own columns in the order a table made by materialise has them (META_DDL): a
     # table created by the copy (Iceberg's CREATE … AS SELECT) gets the frame's order.
-    own_rows = source_filter(cfg, info.schema, info.table)
+    own_rows = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
     typed = frame.selectExpr(
         *select, f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}"
     ).selectExpr(
@@ -264,7 +264,9 @@ def copy_table(
                 iceberg_partitioning(
                     info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table)
                 ),
-                iceberg_properties_sql(cfg, new=not spark.catalog.tableExists(name)),
+                iceberg_properties_sql(
+                    cfg.source.name, cfg.warehouse, new=not spark.catalog.tableExists(name)
+                ),
                 summary,
             )
         else:
@@ -390,7 +392,7 @@ def copy_tables(
     conn = connect(creds)
     try:
         tables = selected_tables(conn, cfg.tables, names)
-        ensure_database(spark, cfg)
+        ensure_database(spark, cfg.warehouse)
         results = []
         for info in tables:
             result = copy_table(spark, cfg, creds, conn, info, load, progress)

@@ -148,7 +148,7 @@ def materialize_table(
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     if cfg.warehouse.format == "iceberg":
         changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
-        own_rows = source_filter(cfg, schema, table, alias="t")
+        own_rows = source_filter(cfg.source.name, cfg.tables, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
             changes = changes.selectExpr(f"{types.spark_string(cfg.source.name)} AS {SOURCE_COLUMN}", "*")
             names = [SOURCE_COLUMN, *names]
@@ -225,7 +225,7 @@ def run_materialize(spark: Any, cfg: Config) -> list[TableResult]:
     manifests = [
         verified_manifest(store, i.id, i.manifest or "", i.manifest_sha256, i.changes) for i in intervals
     ]
-    ensure_database(spark, cfg)
+    ensure_database(spark, cfg.warehouse)
     pending = list(zip(intervals, manifests, strict=True))
     groups = [pending] if cfg.warehouse.format == "hive" else [[p] for p in pending]
     results: dict[str, TableResult] = {}

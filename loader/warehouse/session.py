@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from loader.aws import connection_keys
-from loader.config import DEFAULT_JARS, Config, SparkConfig, WarehouseConfig
+from loader.config import DEFAULT_JARS, Config, SparkConfig, StagingConfig, WarehouseConfig
 from loader.errors import ConfigError
 from loader.warehouse.tables import ICEBERG_CATALOG
 
@@ -300,19 +300,14 @@ def s3a_endpoint_conf(uri: str, endpoint_url: str) -> dict[str, str]:
     }
 
 
-def s3_connections(cfg: Config) -> list[tuple[str, str, str]]:
-    """``(location, Airflow AWS connection, configured endpoint)`` of each s3:// location that
-    names a connection."""
+def s3_connections(staging: StagingConfig, wh: WarehouseConfig) -> list[tuple[str, str, str]]:
+    """``(location, Airflow AWS connection, configured endpoint)`` of the staging root and the
+    warehouse folder, those in s3:// that name a connection."""
     return [
         (uri, conn_id, endpoint)
         for uri, scheme, conn_id, endpoint in (
-            (cfg.staging.uri, cfg.staging.scheme, cfg.staging.aws_conn_id, cfg.staging.s3_endpoint_url),
-            (
-                cfg.warehouse.dir,
-                cfg.warehouse.scheme,
-                cfg.warehouse.aws_conn_id,
-                cfg.warehouse.s3_endpoint_url,
-            ),
+            (staging.uri, staging.scheme, staging.aws_conn_id, staging.s3_endpoint_url),
+            (wh.dir, wh.scheme, wh.aws_conn_id, wh.s3_endpoint_url),
         )
         if scheme == "s3" and conn_id
     ]
@@ -324,7 +319,7 @@ def s3a_keys_conf(cfg: Config) -> dict[str, str]:
     leaves its bucket to the usual chain, and its ``endpoint_url`` serves where the config sets
     none (as for boto3)."""
     conf: dict[str, str] = {}
-    for uri, conn_id, endpoint in s3_connections(cfg):
+    for uri, conn_id, endpoint in s3_connections(cfg.staging, cfg.warehouse):
         keys = connection_keys(conn_id)
         prefix = f"spark.hadoop.fs.s3a.bucket.{urlsplit(uri).netloc}"
         if keys.access_key:
@@ -380,25 +375,25 @@ def spark_jars(cfg: Config, jdbc: bool = False) -> list[str]:
             "fetched once by make setup (infra/jars/fetch.sh); set [spark] jars to the folder "
             "they are in"
         )
-    _check_pinned(cfg, jars)
+    _check_pinned(cfg.spark, cfg.warehouse, jars)
     return jars
 
 
-def _check_pinned(cfg: Config, jars: list[str]) -> None:
+def _check_pinned(spark: SparkConfig, wh: WarehouseConfig, jars: list[str]) -> None:
     """Refuse a jar folder that lacks a jar this job needs (one fetched before the pin moved).
 
     Without it the job would stop deep inside Spark with "No suitable driver" or a class not found.
     """
-    if not jars or cfg.warehouse.format != "iceberg":
+    if not jars or wh.format != "iceberg":
         return
     wanted = {"iceberg-spark-runtime": "Iceberg tables"}
-    if cfg.warehouse.catalog == "derby" and not cfg.warehouse.iceberg_catalog:
+    if wh.catalog == "derby" and not wh.iceberg_catalog:
         wanted["sqlite-jdbc"] = "the embedded Iceberg catalog (a SQLite file)"
     names = [Path(j).name for j in jars]
     for stem, why in wanted.items():
         if not any(n.startswith(stem) for n in names):
             raise ConfigError(
-                f"{why} needs the {stem} jar, and the jars given ({cfg.spark.jars or DEFAULT_JARS}) "
+                f"{why} needs the {stem} jar, and the jars given ({spark.jars or DEFAULT_JARS}) "
                 "do not have it: they were fetched before it was pinned. Run make setup "
                 "(infra/jars/fetch.sh) again, or set [spark] jars to a folder that has it"
             )

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from loader import crashpoints
-from loader.config import Config, WarehouseConfig
+from loader.config import Config, TablesConfig, WarehouseConfig
 from loader.errors import MaterializeError
 from loader.naming import (
     INVALID_DATES_COLUMN,
@@ -99,16 +99,16 @@ OWNER_PROPERTY = "loader.source"
 SHARED_PROPERTY = "loader.shared_key"
 
 
-def iceberg_properties_sql(cfg: Config, new: bool = True, shared_key: list[str] | None = None) -> str:
-    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of the config's source (or of
-    a shared one, whose rows name their sources, keyed by ``shared_key``); a ``new`` one gets
-    the format version of the config (a table's version never goes down: a re-load keeps it)."""
-    whose = (
-        {OWNER_PROPERTY: cfg.source.name} if shared_key is None else {SHARED_PROPERTY: json.dumps(shared_key)}
-    )
+def iceberg_properties_sql(
+    source: str, wh: WarehouseConfig, new: bool = True, shared_key: list[str] | None = None
+) -> str:
+    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of ``source`` (or of a shared
+    one, whose rows name their sources, keyed by ``shared_key``); a ``new`` one gets the format
+    version of ``wh`` (a table's version never goes down: a re-load keeps it)."""
+    whose = {OWNER_PROPERTY: source} if shared_key is None else {SHARED_PROPERTY: json.dumps(shared_key)}
     properties = {**ICEBERG_PROPERTIES, **whose}
     if new:
-        properties["format-version"] = str(cfg.warehouse.iceberg_format_version)
+        properties["format-version"] = str(wh.iceberg_format_version)
     return (
         "TBLPROPERTIES (" + ", ".join(f"'{k}' = {types.spark_string(v)}" for k, v in properties.items()) + ")"
     )
@@ -172,9 +172,9 @@ def database_name(warehouse: WarehouseConfig) -> str:
     return f"{ICEBERG_CATALOG}.{database}" if warehouse.format == "iceberg" else database
 
 
-def ensure_database(spark: Any, cfg: Config) -> None:
+def ensure_database(spark: Any, wh: WarehouseConfig) -> None:
     """Create the warehouse database (an Iceberg namespace for Iceberg tables) if it is missing."""
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {database_name(cfg.warehouse)}")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {database_name(wh)}")
 
 
 def table_name(cfg: Config, schema: str, table: str) -> str:
@@ -184,12 +184,12 @@ def table_name(cfg: Config, schema: str, table: str) -> str:
     return f"{database_name(cfg.warehouse)}.{quote_identifier(cfg.tables.warehouse_name(schema, table))}"
 
 
-def source_filter(cfg: Config, schema: str, table: str, alias: str = "") -> str:
-    """The predicate that keeps the config's source's rows of its warehouse table: those with its
-    name in ``_source`` when the table is shared, every row otherwise (empty)."""
-    if cfg.tables.route(schema, table) is None:
+def source_filter(source: str, tables: TablesConfig, schema: str, table: str, alias: str = "") -> str:
+    """The predicate that keeps ``source``'s rows of its warehouse table: those with its name in
+    ``_source`` when ``tables`` routes the table into a shared one, every row otherwise (empty)."""
+    if tables.route(schema, table) is None:
         return ""
-    return rows_of_source(cfg.source.name, alias)
+    return rows_of_source(source, alias)
 
 
 def rows_of_source(source: str, alias: str = "") -> str:
@@ -280,7 +280,7 @@ def ensure_table(
             first = f"{SOURCE_COLUMN} STRING, " if shared else ""
             spark.sql(
                 f"CREATE TABLE {name} ({first}{cols}, {META_DDL}) USING iceberg "
-                f"{partitioned}{iceberg_properties_sql(cfg, shared_key=key if shared else None)}"
+                f"{partitioned}{iceberg_properties_sql(cfg.source.name, cfg.warehouse, shared_key=key if shared else None)}"
             )
             return wanted
         spark.sql(

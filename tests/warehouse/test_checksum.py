@@ -130,7 +130,7 @@ def test_every_type_checks_equal_and_each_changed_value_is_reported_as_its_key_r
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)  # every value of every type: both sides the same text
 
-    sums = source_sums(cfg, range_rows=3, progress=quiet)
+    sums = source_sums(cfg.source, cfg.tables, range_rows=3, progress=quiet)
     (table,) = sums.tables
     assert table.rows == 25 and len(table.bounds) >= 8
     # The range bounds are in byte order of the text ('B' < 'Z' < 'a' < 'é'), on both sides.
@@ -148,7 +148,7 @@ def test_every_type_checks_equal_and_each_changed_value_is_reported_as_its_key_r
         "DELETE FROM ck_types.t WHERE name = 'nulls'",
         "SET sql_log_bin = 1",
     )
-    (checked,) = compare_sums(spark, cfg, source_sums(cfg, range_rows=1, progress=quiet))
+    (checked,) = compare_sums(spark, cfg, source_sums(cfg.source, cfg.tables, range_rows=1, progress=quiet))
     assert not checked.equal and checked.problem is None
     assert (checked.source_rows, checked.warehouse_rows, checked.key) == (24, 25, ["name", "n"])
     differing = {(r.up_to[0], int(r.up_to[1])): r for r in checked.differing if r.up_to}
@@ -182,7 +182,10 @@ def test_what_the_warehouse_lacks_is_a_difference_not_a_match(
         "UPDATE ck_lost.t SET v = 'zz' WHERE id = 3",
         "SET sql_log_bin = 1",
     )
-    checked = {c.table: c for c in compare_sums(spark, cfg, source_sums(cfg, range_rows=1, progress=quiet))}
+    checked = {
+        c.table: c
+        for c in compare_sums(spark, cfg, source_sums(cfg.source, cfg.tables, range_rows=1, progress=quiet))
+    }
     assert checked["ck_lost.u"].equal
     lost = checked["ck_lost.t"]
     assert not lost.equal
@@ -193,7 +196,9 @@ def test_what_the_warehouse_lacks_is_a_difference_not_a_match(
     # A table the warehouse does not have, and a column it does not have, are named.
     spark.sql(f"DROP TABLE {table_name(cfg, 'ck_lost', 'u')}")
     mariadb.execute("SET sql_log_bin = 0", "ALTER TABLE ck_lost.t ADD COLUMN w INT", "SET sql_log_bin = 1")
-    checked = {c.table: c for c in compare_sums(spark, cfg, source_sums(cfg, progress=quiet))}
+    checked = {
+        c.table: c for c in compare_sums(spark, cfg, source_sums(cfg.source, cfg.tables, progress=quiet))
+    }
     assert checked["ck_lost.u"].problem == "the warehouse has no such table"
     assert checked["ck_lost.t"].problem == "the warehouse table has no column w"
 

@@ -41,7 +41,7 @@ def _load_change_and_check(spark: Any, mariadb: MariaDB, cfg: Config, schema: st
             f"INSERT INTO {schema}.b VALUES (100, 1.25)",
         )
         delta(spark, cfg)
-        checked = compare_sums(spark, cfg, source_sums(cfg, progress=quiet))
+        checked = compare_sums(spark, cfg, source_sums(cfg.source, cfg.tables, progress=quiet))
         assert [(c.table, c.warehouse_table, c.source_rows, c.equal) for c in checked] == [
             (f"{schema}.a", f"iceberg.{schema}_wh.{schema}__a", 35, True),
             (f"{schema}.b", f"iceberg.{schema}_wh.{schema}__b", 21, True),
