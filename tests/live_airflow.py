@@ -175,6 +175,9 @@ def standalone(home: Path, env: dict[str, str]) -> Iterator[LiveAirflow]:
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        # The DAG files are parsed once at the start: parsing them again every 30 s (the
+        # default) takes CPU from the runs under test, and nothing changes them meanwhile.
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
     }
     home.mkdir(exist_ok=True)
     log_path = home / "standalone.log"
