@@ -178,6 +178,10 @@ def standalone(home: Path, env: dict[str, str]) -> Iterator[LiveAirflow]:
         # The DAG files are parsed once at the start: parsing them again every 30 s (the
         # default) takes CPU from the runs under test, and nothing changes them meanwhile.
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+        # The log servers of the scheduler and the triggerer listen on fixed ports by default
+        # (8793, 8794): two live Airflows of two test workers at once would share them.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
     }
     home.mkdir(exist_ok=True)
     log_path = home / "standalone.log"
