@@ -285,17 +285,12 @@ def roll_back(spark: Any, name: str, target: RollbackTarget, source: str, interv
 
     In a shared table only the source's rows go back, in one snapshot: those the target snapshot
     held replace them (or none: they are deleted); the other sources' rows stay as they are."""
-    if is_shared(spark, name):
+    shared = is_shared(spark, name)
+    if target.snapshot is not None and shared:
         own = rows_of_source(source)
-        if target.snapshot is not None:
-            rows = spark.sql(f"SELECT * FROM {name} VERSION AS OF {target.snapshot.id} WHERE {own}")
-            overwrite_rows(spark, name, rows, own, {SOURCE: source, RESTORED: interval})
-        elif target.empty:
-            its_rows = spark._jvm.org.apache.iceberg.expressions.Expressions.equal(SOURCE_COLUMN, source)
-            delete = load_table(spark, name).newDelete().deleteFromRowFilter(its_rows)
-            delete.set(SOURCE, source).set(ROLLBACK, interval).commit()
-        return
-    if target.snapshot is not None:
+        rows = spark.sql(f"SELECT * FROM {name} VERSION AS OF {target.snapshot.id} WHERE {own}")
+        overwrite_rows(spark, name, rows, own, {SOURCE: source, RESTORED: interval})
+    elif target.snapshot is not None:
         catalog, table = name.split(".", 1)  # the procedure takes the name inside its catalog
         literal = table.replace("\\", "\\\\").replace("'", "\\'")
         spark.sql(
@@ -305,8 +300,9 @@ def roll_back(spark: Any, name: str, target: RollbackTarget, source: str, interv
     elif target.empty:
         # Through Iceberg's API: SQL's DELETE of every row is a metadata-only delete, which does
         # not take the session's snapshot properties, and the marker must be in the summary.
-        every_row = spark._jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue()
-        delete = load_table(spark, name).newDelete().deleteFromRowFilter(every_row)
+        expressions = spark._jvm.org.apache.iceberg.expressions.Expressions
+        rows = expressions.equal(SOURCE_COLUMN, source) if shared else expressions.alwaysTrue()
+        delete = load_table(spark, name).newDelete().deleteFromRowFilter(rows)
         delete.set(SOURCE, source).set(ROLLBACK, interval).commit()
 
 

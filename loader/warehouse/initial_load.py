@@ -35,7 +35,7 @@ from loader.config import Config, LoadConfig, TablesConfig
 from loader.errors import LoadError
 from loader.history import SourceHistory
 from loader.ledger import Ledger, Load, layout_record
-from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, reserved_column_problem, warehouse_tables
+from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import LoadSummary, TableLoadResult
 from loader.source import (
@@ -59,6 +59,7 @@ from loader.warehouse.tables import (
     partition_expr,
     publish_version,
     quote_identifier,
+    source_column_sql,
     source_filter,
     table_name,
 )
@@ -238,7 +239,7 @@ def copy_table(
     typed = frame.selectExpr(
         *select, f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}"
     ).selectExpr(
-        *([f"{types.spark_string(cfg.source.name)} AS {SOURCE_COLUMN}"] if own_rows else []),
+        *([source_column_sql(cfg.source.name)] if own_rows else []),
         *(quote_identifier(c.name) for c in info.columns),
         f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS _seqno",
         f"TIMESTAMP '{load.started_at}' AS _commit_ts",
@@ -251,12 +252,10 @@ def copy_table(
     try:
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"))
         summary = {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id}
+        name = table_name(cfg, info.schema, info.table)
         if own_rows:  # a shared table: the source's rows replaced, the other sources' kept
-            iceberg.overwrite_rows(
-                spark, table_name(cfg, info.schema, info.table), observed, own_rows, summary
-            )
+            iceberg.overwrite_rows(spark, name, observed, own_rows, summary)
         elif iceberg_table:
-            name = table_name(cfg, info.schema, info.table)
             iceberg.replace_table(
                 spark,
                 name,

@@ -46,6 +46,7 @@ from loader.warehouse.tables import (
     partition_expr,
     publish_version,
     quote_identifier,
+    source_column_sql,
     source_filter,
     table_name,
 )
@@ -150,7 +151,7 @@ def materialize_table(
         changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
         own_rows = source_filter(cfg.source.name, cfg.tables, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
-            changes = changes.selectExpr(f"{types.spark_string(cfg.source.name)} AS {SOURCE_COLUMN}", "*")
+            changes = changes.selectExpr(source_column_sql(cfg.source.name), "*")
             names = [SOURCE_COLUMN, *names]
         inserted, updated, deleted, partitions, rows = iceberg.merge_changes(
             spark,

@@ -195,7 +195,7 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
     else:
         conf["spark.hadoop.hive.metastore.uris"] = wh.metastore_uri
     if wh.format == "iceberg":
-        conf.update(iceberg_conf(cfg.warehouse))
+        conf.update(iceberg_conf(wh))
     jars = spark_jars(cfg, jdbc)
     pinned = [j for j in jars if Path(j).parent == DEFAULT_JARS]
     if pinned and CLASS_PATH not in cfg.spark.conf:

@@ -192,6 +192,11 @@ def source_filter(source: str, tables: TablesConfig, schema: str, table: str, al
     return rows_of_source(source, alias)
 
 
+def source_column_sql(source: str) -> str:
+    """The select item that names ``source`` on each row written into a shared table."""
+    return f"{types.spark_string(source)} AS {SOURCE_COLUMN}"
+
+
 def rows_of_source(source: str, alias: str = "") -> str:
     """The predicate that keeps ``source``'s rows of a shared table (alias ``alias``, if any)."""
     column = f"{alias}.{SOURCE_COLUMN}" if alias else SOURCE_COLUMN
