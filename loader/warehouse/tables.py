@@ -283,16 +283,23 @@ def ensure_table(
                 else ""
             )
             first = f"{SOURCE_COLUMN} STRING, " if shared else ""
+            # Two shards' first merges can both find no shared table: the table of the one that
+            # creates it first is kept, and the other's key and columns are checked against it
+            # below, as against a table that was there.
+            if_missing = "IF NOT EXISTS " if shared else ""
             spark.sql(
-                f"CREATE TABLE {name} ({first}{cols}, {META_DDL}) USING iceberg "
+                f"CREATE TABLE {if_missing}{name} ({first}{cols}, {META_DDL}) USING iceberg "
                 f"{partitioned}{iceberg_properties_sql(cfg.source.name, cfg.warehouse, shared_key=key if shared else None)}"
             )
+            if not shared:
+                return wanted
+            claim_table(spark, cfg.source.name, name, shared, key)
+        else:
+            spark.sql(
+                f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART}) "
+                f"TBLPROPERTIES ({_owner_sql(cfg.source.name)})"
+            )
             return wanted
-        spark.sql(
-            f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART}) "
-            f"TBLPROPERTIES ({_owner_sql(cfg.source.name)})"
-        )
-        return wanted
     fields = spark.table(name).schema.fields
     existing = {f.name: f.dataType.simpleString() for f in fields if f.name not in RESERVED_COLUMNS}
     # Tables made by a loader before INVALID_DATES_COLUMN get it (NULL in their older rows).
