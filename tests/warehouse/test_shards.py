@@ -27,14 +27,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ORDERS = "orders (id INT PRIMARY KEY, v VARCHAR(10))"
 
 
-def _shard(mariadb: MariaDB, tmp_path: Path, spark_config: Config, n: int) -> Config:
-    """Source ``shard_0<n>``: the schema ``shop_0<n>``, its orders routed into ``shop.orders``."""
+def _shard(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, n: int, database: str = "shards_wh"
+) -> Config:
+    """Source ``shard_0<n>``: the schema ``shop_0<n>``, its orders routed into ``shop.orders`` of
+    the warehouse ``database``."""
     base = schema_config(mariadb, tmp_path, spark_config, f"shop_0{n}")
     return dataclasses.replace(
         base,
         source=dataclasses.replace(base.source, name=f"shard_0{n}"),
         tables=dataclasses.replace(base.tables, routes={"shop_*.orders": "shop.orders"}),
-        warehouse=dataclasses.replace(base.warehouse, database="shards_wh"),
+        warehouse=dataclasses.replace(base.warehouse, database=database),
     )
 
 
@@ -203,5 +206,108 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_merges_a
     (maintained,) = run_maintenance(spark, b.source.name, b.warehouse, compacting).tables
     assert maintained.rewritten_files > 0 and files("shard_02") != ours
     assert files("shard_01") == theirs
+    assert_equal_to_source(spark, a)
+    assert_equal_to_source(spark, b)
+
+
+class _LateCatalog:
+    """Spark's catalog, except that ``name`` is not there until the session creates it: another
+    shard's create lands between this shard's looks and its own create (two first merges at
+    once)."""
+
+    def __init__(self, catalog: Any, name: str) -> None:
+        self._catalog, self._name, self.created = catalog, name, False
+
+    def tableExists(self, name: str) -> bool:
+        return (name != self._name or self.created) and bool(self._catalog.tableExists(name))
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._catalog, attribute)
+
+
+class _LateSession:
+    """The Spark session with a ``_LateCatalog``."""
+
+    def __init__(self, spark: Any, name: str) -> None:
+        self._spark, self.catalog = spark, _LateCatalog(spark.catalog, name)
+
+    def sql(self, statement: str, *args: Any) -> Any:
+        self.catalog.created |= statement.startswith("CREATE TABLE")
+        return self._spark.sql(statement, *args)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._spark, attribute)
+
+
+def test_a_shard_whose_first_merge_finds_the_shared_table_created_meanwhile_joins_it_or_is_refused(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(mariadb, "shop_06", ORDERS)
+    fresh_schema(mariadb, "shop_07", ORDERS)
+    fresh_schema(mariadb, "shop_08", "orders (id INT PRIMARY KEY, v INT)")
+    a, b, c = (_shard(mariadb, tmp_path, spark_config, n, "race_wh") for n in (6, 7, 8))
+    shared = table_name(a, "shop_06", "orders")
+    for cfg in (a, b, c):  # each shard's first rows arrive in its first interval
+        run_initial_load(spark, cfg, progress=quiet)
+        spark.sql(f"DROP TABLE IF EXISTS {shared}")  # the first merges make it
+    mariadb.execute(
+        "INSERT INTO shop_06.orders VALUES (1, 'a1')",
+        "INSERT INTO shop_07.orders VALUES (1, 'b1'), (2, 'b2')",
+        "INSERT INTO shop_08.orders VALUES (1, 8)",
+    )
+    for cfg in (a, b, c):
+        run_extract(cfg, progress=quiet)
+    run_materialize(spark, a)
+    # Shard 07's merge looked before shard 06 created the table: it joins the table 06 made.
+    run_materialize(_LateSession(spark, shared), b)
+    rows = spark.sql(f"SELECT _source, id, v FROM {shared} ORDER BY 1, 2").collect()
+    assert [tuple(r) for r in rows] == [("shard_06", 1, "a1"), ("shard_07", 1, "b1"), ("shard_07", 2, "b2")]
+    assert_equal_to_source(spark, a)
+    assert_equal_to_source(spark, b)
+    # Shard 08's table has another type: refused as when the table was there, the table untouched.
+    with pytest.raises(MaterializeError, match="does not have its shape: v is int, not string"):
+        run_materialize(_LateSession(spark, shared), c)
+    assert spark.sql(f"SELECT count(*) FROM {shared}").collect()[0][0] == 3
+
+
+def test_a_shard_rolled_back_to_before_its_first_rows_of_a_shared_table_deletes_only_its_own(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(mariadb, "shop_04", ORDERS)
+    fresh_schema(mariadb, "shop_05", "notes (id INT PRIMARY KEY)")
+    mariadb.execute("INSERT INTO shop_04.orders VALUES (1, 'a1')", "INSERT INTO shop_05.notes VALUES (1)")
+    a, b = (_shard(mariadb, tmp_path, spark_config, n, "late_wh") for n in (4, 5))
+    shared = table_name(a, "shop_04", "orders")
+    spark.sql(f"DROP TABLE IF EXISTS {shared}")
+
+    def rows() -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in spark.sql(f"SELECT _source, id, v FROM {shared} ORDER BY 1, 2").collect()]
+
+    run_initial_load(spark, a, progress=quiet)
+    run_initial_load(spark, b, progress=quiet)
+    mariadb.execute("INSERT INTO shop_05.notes VALUES (2)")
+    delta(spark, b)  # shard 05's first interval: no orders table yet
+    # Shard 05's orders table appears later; its rows join the shared table, as shard 04's do.
+    mariadb.execute(
+        f"CREATE TABLE shop_05.{ORDERS}",
+        "INSERT INTO shop_05.orders VALUES (1, 'b1'), (2, 'b2')",
+        "INSERT INTO shop_04.orders VALUES (2, 'a2')",
+    )
+    delta(spark, b)
+    delta(spark, a)
+    assert rows() == [
+        ("shard_04", 1, "a1"),
+        ("shard_04", 2, "a2"),
+        ("shard_05", 1, "b1"),
+        ("shard_05", 2, "b2"),
+    ]
+
+    first = Ledger.of(b).intervals()[0]
+    done = run_rollback(spark, b, first.id)
+    assert {t.table: t.now for t in done.tables}[shared] == "empty"
+    assert rows() == [("shard_04", 1, "a1"), ("shard_04", 2, "a2")]
+    assert [i.state for i in Ledger.of(b).intervals()] == ["materialised", "extracted"]
+    run_materialize(spark, b)
+    assert len(rows()) == 4
     assert_equal_to_source(spark, a)
     assert_equal_to_source(spark, b)
