@@ -144,8 +144,7 @@ def main() -> None:
         parser.error("need --changes >= 10 and --changes x --intervals <= --rows")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from loader.staging.stores import LocalStore
-    from loader.warehouse import iceberg
-    from loader.warehouse.maintenance import maintain_table
+    from loader.warehouse.maintenance import WarehouseTable, maintain_table
     from loader.warehouse.session import build_session
     from loader.warehouse.tables import ensure_table, table_name
 
@@ -180,9 +179,7 @@ def main() -> None:
                 seconds, answers[label] = scan(spark, table)
                 best[label] = min(best[label], seconds)
         t0 = time.perf_counter()
-        done = maintain_table(
-            spark, cfg.source.name, cfg.maintenance, name, iceberg.current_ancestry(spark, name)
-        )
+        done = maintain_table(spark, WarehouseTable(name, [cfg.source.name], shared=False), cfg.maintenance)
         print(
             f"maintenance in {time.perf_counter() - t0:.1f} s: {done.rewritten_files} files rewritten, "
             f"data files {done.data_files[0]} -> {done.data_files[1]}, delete files "

@@ -14,7 +14,7 @@ import datetime as dt
 import inspect
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,15 +96,36 @@ def dag_sources() -> list[DagSource]:
     return [DagSource(name, cfg) for name, cfg in sorted(deployment.sources.items())]
 
 
+def deployment_dag() -> DagSource:
+    """The settings of a DAG of the whole deployment (maintenance, per warehouse table): the
+    settings its sources share; the defaults when no source loads (its task says why)."""
+    try:
+        return DagSource(
+            None, load_deployment().shared_settings() if os.environ.get("LOADER_CONFIG") else None
+        )
+    except ConfigError:
+        return DagSource(None, None)
+
+
 def config(source: str | None = None) -> Config:
     """The config of ``source`` (a deployment's; None: the file's one source), as the workers
     see it (``$LOADER_CONFIG``)."""
+    return _configured(lambda: load_config(source=source))
+
+
+def shared_config() -> Config:
+    """The settings every source of the deployment shares, for a task of the whole deployment
+    (``Deployment.shared_settings``)."""
+    return _configured(lambda: load_deployment().shared_settings())
+
+
+def _configured(read: Callable[[], Config]) -> Config:
     if not os.environ.get("LOADER_CONFIG"):
         raise AirflowFailException(
             "set LOADER_CONFIG to the loader's config file in the workers' environment"
         )
     try:
-        return load_config(source=source)
+        return read()
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from None
 
@@ -347,14 +368,18 @@ class LoaderRollbackOperator(LoaderSparkJobOperator):
 
 
 class LoaderMaintenanceOperator(LoaderSparkJobOperator):
-    """The maintenance DAG's task: ``steps.maintain``, its summary in the task's log."""
+    """The maintenance DAG's task: ``steps.maintain`` over every source's tables, its summary in
+    the task's log. A table skipped because a source writing to it was busy fails the task
+    after the others are done, so that Airflow's retries come back for it."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(job="maintain", **kwargs)
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         with loader_errors():
-            done = steps.maintain(config(self.source), self.launcher(context))
+            done = steps.maintain(shared_config(), self.launcher(context), every_source=True)
         for line in done.text().splitlines():
             log.info("%s", line)
+        if done.skipped:
+            raise AirflowException(done.verdict())
         return to_dict(done)

@@ -23,7 +23,7 @@ from typing import Any
 
 from loader import __version__, steps
 from loader.config import ENV_SOURCE, Config, Deployment, load_config, load_deployment
-from loader.errors import EXIT_ERROR, EXIT_OK, REPORTED, ConfigError, describe, exit_code
+from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, ConfigError, describe, exit_code
 from loader.positions import Position
 from loader.results import ExtractSummary, IntervalRecord, TableMapping, TableResult, to_dict
 from loader.tables import table_list
@@ -416,10 +416,12 @@ def cmd_rollback(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
-    """Compact the Iceberg tables and expire their old snapshots (spark-submit)."""
-    result = steps.maintain(cfg, _launch)
+    """Compact the Iceberg tables and expire their old snapshots (spark-submit): the tables of
+    every source of the deployment, or with ``--source`` those that source writes to. Exits 3
+    (try again) when a table was skipped because a source writing to it was busy."""
+    result = steps.maintain(cfg, _launch, every_source=getattr(args, "every_source", False))
     _emit(args, to_dict(result), result.text())
-    return EXIT_OK
+    return EXIT_TRANSIENT if result.skipped else EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
@@ -556,7 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "maintain",
         cmd_maintain,
-        "compact the Iceberg tables and expire old snapshots ([maintenance] settings; spark-submit)",
+        "compact the Iceberg tables of every source (--source: those it writes to) and expire old "
+        "snapshots, each table while none of its sources merges ([maintenance] settings; spark-submit)",
     )
     p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
     p.add_argument(
@@ -617,6 +620,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             deployment = load_deployment(args.config)
             if deployment.many:
                 return overview(args, deployment)
+        if args.command == "maintain" and not (args.source or os.environ.get(ENV_SOURCE)):
+            args.every_source = True  # maintenance is per warehouse table, whichever sources write it
+            return int(args.func(args, load_deployment(args.config).shared_settings()))
         cfg = load_config(args.config, source=args.source)
         return int(args.func(args, cfg))
     except BrokenPipeError:

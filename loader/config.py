@@ -108,6 +108,10 @@ class TablesConfig:
         shared_schema, shared_table = target.split(".", 1)
         return shared_schema, shared_table
 
+    def shared_tables(self) -> frozenset[str]:
+        """The warehouse names of the shared tables the routes go into."""
+        return frozenset(naming.warehouse_table(*target.split(".", 1)) for target in self.routes.values())
+
     def warehouse_name(self, schema: str, table: str) -> str:
         """The source table's warehouse table name: its route's shared table's, else its own
         (``naming.warehouse_table``: ``<schema>__<table>`` for ordinary names)."""
@@ -328,6 +332,18 @@ class Deployment:
     sources: Mapping[str, Config]
     broken: Mapping[str, str]  # a broken source's file -> its error
     many: bool = True  # a deployment (``[sources]``), not a single-source file
+
+    def shared_settings(self) -> Config:
+        """The settings every source shares (staging, warehouse, Spark, maintenance), as the first
+        source that loads holds them.
+
+        Raises:
+            ConfigError: no source loads (each broken one's error).
+        """
+        if not self.sources:
+            errors = "; ".join(self.broken.values()) or "its sources folder has no source file"
+            raise ConfigError(f"{self.path}: no source of the deployment loads: {errors}")
+        return next(iter(self.sources.values()))
 
 
 def load_deployment(

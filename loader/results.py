@@ -192,7 +192,7 @@ class Rollback:
 
 @dataclass
 class TableMaintenance:
-    """What maintenance did to one Iceberg table: counts before and after."""
+    """What maintenance did to one Iceberg table: counts before and after, or why it was skipped."""
 
     table: str
     rewritten_files: int
@@ -200,15 +200,34 @@ class TableMaintenance:
     delete_files: list[int]
     snapshots: list[int]
     seconds: float
+    sources: list[str] = field(default_factory=list)  # whose rows it holds (whose leases were held)
+    skipped: str = ""  # why it was not maintained (one of its sources was busy)
+
+    @classmethod
+    def skipped_for(cls, table: str, sources: list[str], why: str) -> TableMaintenance:
+        return cls(table, 0, [0, 0], [0, 0], [0, 0], 0.0, sources, why)
+
+    def text(self) -> str:
+        if self.skipped:
+            return f"  {self.table:<40} skipped: {self.skipped}"
+        return (
+            f"  {self.table:<40} rewrote {self.rewritten_files} files; data files {self.data_files[0]} → "
+            f"{self.data_files[1]}, delete files {self.delete_files[0]} → {self.delete_files[1]}, "
+            f"snapshots {self.snapshots[0]} → {self.snapshots[1]}"
+        )
 
 
 @dataclass
 class Maintenance:
-    """One maintenance run over a source's warehouse tables."""
+    """One maintenance run over the warehouse tables of a deployment's sources (or of one)."""
 
     format: str
     tables: list[TableMaintenance]
     seconds: float
+
+    @property
+    def skipped(self) -> list[TableMaintenance]:
+        return [t for t in self.tables if t.skipped]
 
     def text(self) -> str:
         if self.format != "iceberg":
@@ -216,14 +235,23 @@ class Maintenance:
                 f"maintain: the warehouse is in {self.format} format: nothing to do (superseded "
                 "partition versions are deleted after warehouse.retention_hours)"
             )
-        lines = [f"maintain: {len(self.tables)} Iceberg tables in {self.seconds:.1f} s"]
-        lines += [
-            f"  {t.table:<40} rewrote {t.rewritten_files} files; data files {t.data_files[0]} → "
-            f"{t.data_files[1]}, delete files {t.delete_files[0]} → {t.delete_files[1]}, "
-            f"snapshots {t.snapshots[0]} → {t.snapshots[1]}"
-            for t in self.tables
-        ]
+        done = len(self.tables) - len(self.skipped)
+        lines = [f"maintain: {done} Iceberg tables in {self.seconds:.1f} s"]
+        lines += [t.text() for t in self.tables]
+        if self.skipped:
+            lines.append(self.verdict())
         return "\n".join(lines)
+
+    def verdict(self) -> str:
+        """What to do about the tables skipped ("" when none was)."""
+        if not self.skipped:
+            return ""
+        names = ", ".join(t.table for t in self.skipped)
+        return (
+            f"maintain: {len(self.skipped)} tables skipped while a source writing to them was busy "
+            f"({names}): a table is maintained only while none of its sources merges; run "
+            "maintenance again when they are done (the maintenance DAG's retries do)"
+        )
 
 
 @dataclass

@@ -5,7 +5,7 @@
     spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N] [--as-of ID]
     spark-submit loader/spark_jobs.py checksum --config loader.toml [--materialize] --sums source-sums.json
     spark-submit loader/spark_jobs.py rollback --config loader.toml --to-interval ID
-    spark-submit loader/spark_jobs.py maintain --config loader.toml
+    spark-submit loader/spark_jobs.py maintain --config loader.toml [--every-source]
 
 Each takes ``--source NAME`` too when the config is a deployment of several sources.
 Progress goes to stderr after ``PROGRESS_PREFIX``. The outcome (the step's summary, or the
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loader import crashpoints, results, steps
-from loader.config import Config, load_config
+from loader.config import Config, load_config, load_deployment
 from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, CatalogError, describe, exit_code
 from loader.tables import table_list
 from loader.warehouse.submit import (
@@ -96,10 +96,20 @@ def _rollback(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
 
 
 def _maintain(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
-    from loader.warehouse.maintenance import run_maintenance
+    from loader.warehouse.maintenance import Writer, run_maintenance
 
-    with steps.source_lease(cfg, "the maintenance job"):
-        return results.to_dict(run_maintenance(spark, cfg.source.name, cfg.warehouse, cfg.maintenance))
+    # Every source of the deployment: the other sources routed into a shared table write to it too.
+    sources = (
+        {**load_deployment(cfg.path).sources, cfg.source.name: cfg} if cfg.path else {cfg.source.name: cfg}
+    )
+    writers = [Writer.of(c) for c in sources.values()]
+
+    def hold(names: list[str]) -> Any:
+        return steps.source_leases((sources[n] for n in names), "the maintenance job")
+
+    only = None if args.every_source else cfg.source.name
+    done = run_maintenance(spark, writers, cfg.warehouse.format, cfg.maintenance, hold, only)
+    return results.to_dict(done)
 
 
 RUNNERS = {
@@ -147,6 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps.MATERIALIZE_FIRST,
         action="store_true",
         help="checksum: apply the extracted intervals first (its launcher holds the source's lease)",
+    )
+    parser.add_argument(
+        steps.EVERY_SOURCE,
+        action="store_true",
+        help="maintain: the tables of every source of the deployment, not only the chosen one's",
     )
     parser.add_argument("--as-of", help="compare: the warehouse as it was after this interval")
     parser.add_argument("--to-interval", help="rollback: the interval whose state the warehouse returns to")

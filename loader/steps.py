@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from typing import Any, TypeVar, cast
 
@@ -82,10 +82,13 @@ Progress = Callable[[str], None]
 Launcher = Callable[[SparkJob], str | None]
 MAX_DECODE_WORKERS = 8
 # Jobs that change the warehouse and the ledger: the launcher holds the source's lease while
-# they run (the job joins it), so a job that dies does not leave it held.
-LEASED_JOBS = frozenset({"materialize", "rollback", "maintain"})
+# they run (the job joins it), so a job that dies does not leave it held. The maintenance job
+# takes the leases of each table's sources itself, table by table.
+LEASED_JOBS = frozenset({"materialize", "rollback"})
 # The checksum job's option to apply the extracted intervals first (its launcher holds the lease).
 MATERIALIZE_FIRST = "--materialize"
+# The maintenance job's option to maintain the tables of every source of the deployment.
+EVERY_SOURCE = "--every-source"
 
 
 # --- delta run ------------------------------------------------------------------------------
@@ -97,6 +100,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 def source_lease(cfg: Config, what: str) -> contextlib.AbstractContextManager[object]:
     """The source's lease for a step that changes the ledger or the warehouse (``loader.lease``)."""
     return lease.hold(open_store(cfg.staging), cfg.source.name, what, cfg.source.lease_seconds)
+
+
+@contextlib.contextmanager
+def source_leases(cfgs: Iterable[Config], what: str) -> Iterator[None]:
+    """The leases of several sources (the sources writing to one warehouse table), all or none:
+    taken in name order, those taken released when one is busy.
+
+    Raises:
+        LeaseError: one of them is held by another run (it names the source and the holder).
+    """
+    with contextlib.ExitStack() as held:
+        for cfg in sorted(cfgs, key=lambda c: c.source.name):
+            held.enter_context(source_lease(cfg, what))
+        yield
 
 
 def leased(what: str) -> Callable[[F], F]:
@@ -219,12 +236,15 @@ def rollback(cfg: Config, launch: Launcher, interval_id: str) -> Rollback:
     return from_dict(Rollback, run_spark_job(cfg, "rollback", ["--to-interval", interval_id], launch))
 
 
-def maintain(cfg: Config, launch: Launcher) -> Maintenance:
-    """Compact the Iceberg tables and expire their old snapshots (the Spark job
-    ``warehouse.maintenance``); Hive-format tables have nothing to do, and no job starts."""
+def maintain(cfg: Config, launch: Launcher, every_source: bool = False) -> Maintenance:
+    """Compact the Iceberg tables the source writes to (``every_source``: every source of its
+    deployment) and expire their old snapshots (the Spark job ``warehouse.maintenance``), each
+    table while none of the sources writing to it runs a step; Hive-format tables have nothing to
+    do, and no job starts. A table a busy source writes to is skipped (``Maintenance.skipped``)."""
     if cfg.warehouse.format != "iceberg":
         return Maintenance(cfg.warehouse.format, [], 0.0)
-    return from_dict(Maintenance, run_spark_job(cfg, "maintain", [], launch))
+    extra = [EVERY_SOURCE] if every_source else []
+    return from_dict(Maintenance, run_spark_job(cfg, "maintain", extra, launch))
 
 
 @leased("loader run-once")

@@ -29,8 +29,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from loader.config import Config, WarehouseConfig, load_config
+from loader.config import Config, MaintenanceConfig, WarehouseConfig, load_config
 from loader.positions import Position
+from loader.results import Maintenance
 from loader.source import current_position
 from tests import airflow_runner
 
@@ -811,3 +812,23 @@ def run_state(output: str) -> str:
     """The state ``dags_test``'s run finished in."""
     line = next((x for x in output.splitlines() if "DagRun Finished" in x), "")
     return line.split("state=", 1)[1].split(",", 1)[0] if "state=" in line else "unknown"
+
+
+def maintain(
+    spark: Any, *cfgs: Config, maintenance: MaintenanceConfig | None = None, only: str | None = None
+) -> Maintenance:
+    """Maintenance in process over the tables of these sources (the first one's settings), each
+    table under the leases of the sources writing to it, as the maintenance job runs it."""
+    from loader import steps
+    from loader.warehouse.maintenance import Writer, run_maintenance
+
+    by_name = {c.source.name: c for c in cfgs}
+
+    def hold(names: list[str]) -> Any:
+        return steps.source_leases((by_name[n] for n in names), "the maintenance job")
+
+    first = cfgs[0]
+    writers = [Writer.of(c) for c in cfgs]
+    return run_maintenance(
+        spark, writers, first.warehouse.format, maintenance or first.maintenance, hold, only
+    )

@@ -160,26 +160,31 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     fleet = json.loads(line[len("RESULT ") :])
     # The broken source is an import error naming its file and field; the others' DAGs load.
     assert fleet["errors"] == {str(broken): f"{broken}: source.port must be an integer, got '3306'"}
-    assert sorted(fleet["dags"]) == [
-        f"loader_{dag}__{name}"
-        for dag in ("continuous_delta", "initial_load", "maintenance", "rollback")
-        for name in ("crm", "shop_01")
-    ]
+    # Maintenance is one DAG of the whole deployment (per warehouse table, whoever writes to it).
+    assert sorted(fleet["dags"]) == sorted(
+        [
+            f"loader_{dag}__{name}"
+            for dag in ("continuous_delta", "initial_load", "rollback")
+            for name in ("crm", "shop_01")
+        ]
+        + ["loader_maintenance"]
+    )
     for name in ("crm", "shop_01"):
         shop_delta = fleet["dags"][f"loader_continuous_delta__{name}"]
         assert shop_delta["tasks"] == delta["tasks"] and shop_delta["params"] == delta["params"]
         assert shop_delta["tags"] == ["loader", f"source:{name}"]
-        for dag in ("continuous_delta", "initial_load", "maintenance", "rollback"):
+        for dag in ("continuous_delta", "initial_load", "rollback"):
             tasks = fleet["dags"][f"loader_{dag}__{name}"]["sources"]
             # Every task that reads the config reads its own source's (plan_copies reads none).
             assert {t for t, source in tasks.items() if source != name} <= {"plan_copies"}, tasks
-        assert fleet["dags"][f"loader_maintenance__{name}"]["schedule"] == "@weekly"
     # The Spark jobs of every source take slots of the one pool the deployment names.
     spark_tasks = {"materialize", "checksum", "copy_table", "rollback", "maintain"}
     for dag in fleet["dags"].values():
         assert {t: p for t, p in dag["pools"].items() if p != "default_pool"} == {
             t: "loader_spark" for t in dag["pools"] if t in spark_tasks
         }
+    assert fleet["dags"]["loader_maintenance"]["schedule"] == "@weekly"
+    assert fleet["dags"]["loader_maintenance"]["tags"] == ["loader"]
     assert fleet["dags"]["loader_continuous_delta__shop_01"]["schedule"] == "0:05:00"
     assert fleet["dags"]["loader_continuous_delta__crm"]["schedule"] == "0:15:00"
 

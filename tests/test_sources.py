@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from loader import lease
 from loader.config import load_config
 from loader.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV
 from loader.ledger import Checkpoint, Ledger
+from loader.staging.stores import open_store
 from tests.conftest import (
     MariaDB,
     airflow_env,
@@ -137,6 +139,31 @@ def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_on
     listed = run_loader(mariadb, toml, "tables").stdout
     assert "`fleet_a`.`r` -> fleet__r (shared by its routes, not loaded yet)" in listed
     assert "shared table fleet_wh.fleet__r: sources fleet_a" in listed
+
+    # Maintenance is one run over the deployment's warehouse tables, each table while none of the
+    # sources writing to it runs a step: with fleet_a busy (another run holds its lease), both of
+    # its tables wait, saying why, and the run asks to be run again (exit 3).
+    busy = lease.Lease(open_store(a.staging), "fleet_a", "a merge of fleet_a", 600)
+    busy.acquire()
+    try:
+        waited = run_loader(mariadb, toml, "maintain")
+    finally:
+        busy.release()
+    assert waited.returncode == 3, waited.stderr[-3000:]
+    lines = waited.stdout.strip().splitlines()
+    assert lines[0].startswith("maintain: 0 Iceberg tables"), waited.stdout
+    assert [line.split()[0] for line in lines[1:3]] == [
+        "iceberg.fleet_wh.fleet__r",
+        "iceberg.fleet_wh.fleet_a__t",
+    ]
+    assert all("skipped: source fleet_a is busy: a merge of fleet_a (pid" in line for line in lines[1:3])
+    assert lines[-1].startswith("maintain: 2 tables skipped while a source writing to them was busy")
+    # The deployment's one maintenance DAG does them once fleet_a is free.
+    maintained = dags_test(env, "loader_maintenance", "2026-03-01")
+    assert run_state(maintained) == "success", maintained[-3000:]
+    assert "maintain: 2 Iceberg tables" in maintained, maintained[-3000:]
+    assert "iceberg.fleet_wh.fleet__r" in maintained and "skipped" not in maintained
+    assert iceberg_rows(a, "fleet_a", "t", ["id", "v"]) == [[1, "one"], [2, "two"]]
 
 
 def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_only_its_source(

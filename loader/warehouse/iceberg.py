@@ -23,7 +23,7 @@ snapshots after it leave the ancestry, so their intervals are merged again.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -236,9 +236,9 @@ def rows_of(ancestry: list[Snapshot], source: str) -> str | None:
     return None
 
 
-def committed_tables(spark: Any, database: str, source: str) -> list[tuple[str, list[Snapshot]]]:
+def committed_tables(spark: Any, database: str, sources: Collection[str]) -> list[tuple[str, list[Snapshot]]]:
     """The tables of ``database`` (as Spark SQL names it) whose current ancestry holds a snapshot
-    ``source`` committed, as Spark SQL names them, with that ancestry."""
+    one of ``sources`` committed, as Spark SQL names them, with that ancestry."""
     if not spark.catalog.databaseExists(database):
         return []
     out = []
@@ -247,7 +247,7 @@ def committed_tables(spark: Any, database: str, source: str) -> list[tuple[str, 
             continue
         name = f"{database}.{quote_identifier(row.tableName)}"
         ancestry = current_ancestry(spark, name)
-        if any(s.summary.get(SOURCE) == source for s in ancestry):
+        if any(s.summary.get(SOURCE) in sources for s in ancestry):
             out.append((name, ancestry))
     return sorted(out, key=lambda t: t[0])
 

@@ -67,7 +67,7 @@ def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:
         )
     source = cfg.source.name
     targets = []
-    for name, ancestry in iceberg.committed_tables(spark, database_name(cfg.warehouse), source):
+    for name, ancestry in iceberg.committed_tables(spark, database_name(cfg.warehouse), {source}):
         where = iceberg.target_after(name, ancestry, source, interval_id)
         if where is not None:
             targets.append((name, where))

@@ -28,6 +28,7 @@ from tests.conftest import (
     iceberg_rows,
     iceberg_snapshot_summaries,
     loader_dag_env,
+    maintain,
     quiet,
     run_state,
     schema_config,
@@ -262,7 +263,6 @@ def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
 ) -> None:
     from loader.errors import SnapshotError
     from loader.warehouse.compare import compare_tables
-    from loader.warehouse.maintenance import run_maintenance
     from loader.warehouse.rollback import run_rollback
 
     fresh_schema(mariadb, "ice_mt", "t (id INT PRIMARY KEY, v INT)")
@@ -287,7 +287,7 @@ def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
     deletes_before = spark.sql(f"SELECT count(*) FROM {t}.files WHERE content <> 0").collect()[0][0]
     assert deletes_before > 0
 
-    done = run_maintenance(spark, cfg.source.name, cfg.warehouse, cfg.maintenance)
+    done = maintain(spark, cfg)
     (table,) = done.tables
     assert table.table == "iceberg.ice_mt_wh.ice_mt__t"
     assert table.delete_files == [deletes_before, 0] and table.data_files[1] < table.data_files[0]

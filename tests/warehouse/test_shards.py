@@ -10,17 +10,27 @@ from typing import Any
 
 import pytest
 
+from loader import lease
 from loader.config import Config
 from loader.errors import ExtractError, LoadError, MaterializeError
 from loader.extract import run_extract
 from loader.ledger import Ledger
+from loader.staging.stores import open_store
+from loader.warehouse import iceberg
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
-from loader.warehouse.maintenance import run_maintenance
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.rollback import run_rollback
 from loader.warehouse.tables import table_name
-from tests.conftest import MariaDB, assert_equal_to_source, delta, fresh_schema, quiet, schema_config
+from tests.conftest import (
+    MariaDB,
+    assert_equal_to_source,
+    delta,
+    fresh_schema,
+    maintain,
+    quiet,
+    schema_config,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -191,7 +201,9 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_merges_a
     assert spark.sql(f"SELECT count(*) FROM {shared} WHERE note IS NOT NULL").collect()[0][0] == 0
     assert_equal_to_source(spark, a)
 
-    # One shard's maintenance compacts its own files only; both shards' rows stay.
+    # Maintenance is per warehouse table: the shared table is compacted while neither shard
+    # merges (under both shards' leases), each shard's files in a snapshot of its own (marked with
+    # the source, for that source's rollbacks); the rows stay.
     def files(source: str) -> set[str]:
         query = f"SELECT file_path FROM {shared}.files WHERE partition._source = '{source}'"
         return {r.file_path for r in spark.sql(query).collect()}
@@ -203,9 +215,27 @@ def test_shards_routed_into_one_table_keep_their_own_rows_through_loads_merges_a
     delta(spark, b)
     theirs, ours = files("shard_01"), files("shard_02")
     compacting = dataclasses.replace(b.maintenance, min_input_files=1)
-    (maintained,) = run_maintenance(spark, b.source.name, b.warehouse, compacting).tables
-    assert maintained.rewritten_files > 0 and files("shard_02") != ours
-    assert files("shard_01") == theirs
+    # While shard 01 runs a step (another run holds its lease), the table waits: skipped, saying why.
+    busy = lease.Lease(open_store(a.staging), "shard_01", "a merge of shard_01", 600)
+    busy.acquire()
+    try:
+        waited = maintain(spark, a, b, maintenance=compacting, only="shard_02")
+    finally:
+        busy.release()
+    (skipped,) = waited.skipped
+    assert skipped.table == shared.replace("`", "") and skipped.sources == ["shard_01", "shard_02"]
+    assert "source shard_01 is busy: a merge of shard_01 (pid" in skipped.skipped
+    assert "run maintenance again when they are done" in waited.text().splitlines()[-1]
+    assert (files("shard_01"), files("shard_02")) == (theirs, ours)
+    (maintained,) = maintain(spark, a, b, maintenance=compacting, only="shard_02").tables
+    assert maintained.sources == ["shard_01", "shard_02"] and not maintained.skipped
+    assert maintained.rewritten_files > 0 and files("shard_01") != theirs and files("shard_02") != ours
+    compactions = [
+        s.summary[iceberg.SOURCE]
+        for s in iceberg.current_ancestry(spark, shared)
+        if iceberg.MAINTENANCE in s.summary
+    ]
+    assert sorted(compactions) == ["shard_01", "shard_02"]
     assert_equal_to_source(spark, a)
     assert_equal_to_source(spark, b)
 
