@@ -30,7 +30,7 @@ from loader.binlog.reader import open_transport, read_transactions, source_schem
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
 from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
-from loader.config import Config, SourceConfig, TablesConfig
+from loader.config import Config, SourceConfig, StagingConfig, TablesConfig
 from loader.errors import ExtractError, HistoryError, TableKeyError
 from loader.gtids import GtidSet
 from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record, moved_from
@@ -378,12 +378,28 @@ def publish_table(
 Progress = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class ExtractSettings:
+    """What extraction reads of the configuration: the source and which of its tables (their
+    keys, what to do on a schema change), how staged files are written, and for which warehouse
+    format their values are written."""
+
+    source: SourceConfig
+    tables: TablesConfig
+    staging: StagingConfig
+    warehouse_format: str
+
+    @classmethod
+    def of(cls, cfg: Config) -> ExtractSettings:
+        return cls(cfg.source, cfg.tables, cfg.staging, cfg.warehouse.format)
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
 def _extract_range(
-    cfg: Config,
+    settings: ExtractSettings,
     start: str,
     end: str,
     workdir: str,
@@ -403,16 +419,16 @@ def _extract_range(
     ``spool``: the range's events as the parent read them from the server (else the source's
     transport is read); removed once decoded.
     """
-    selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
+    selector = TableSelector(settings.tables.include, settings.tables.exclude)
     writers: dict[tuple[str, str], TableWriter] = {}
     # ALTER statements on tables without rows yet in this range, for the manifest of the first.
     pending: dict[tuple[str, str], list[dict[str, str]]] = {}
     result = RangeResult({})
     end_pos = Position.parse(end)
     last_report = time.monotonic()
-    with source_schema(credentials(cfg.source)) as schema:
+    with source_schema(credentials(settings.source)) as schema:
         txs = read_transactions(
-            SpooledEvents(spool) if spool else open_transport(cfg.source),
+            SpooledEvents(spool) if spool else open_transport(settings.source),
             Position.parse(start),
             end_pos,
             selector,
@@ -430,7 +446,7 @@ def _extract_range(
                     for writer in writers.values():
                         writer.forget()
                 _write_batches(
-                    tx.batches, 0, "", cfg, writers, Path(workdir), pending, previous or {}, held=True
+                    tx.batches, 0, "", settings, writers, Path(workdir), pending, previous or {}, held=True
                 )
                 holding = not tx.rolled_back
                 continue
@@ -438,9 +454,15 @@ def _extract_range(
             if tx.fingerprint is not None:
                 result.last_txn = tx.fingerprint
             _check_statements(
-                tx, selector, writers, loaded_at or {}, pending, result.created, cfg.tables.schema_changes
+                tx,
+                selector,
+                writers,
+                loaded_at or {},
+                pending,
+                result.created,
+                settings.tables.schema_changes,
             )
-            n = _write_transaction(tx, cfg, writers, Path(workdir), pending, previous or {}, holding)
+            n = _write_transaction(tx, settings, writers, Path(workdir), pending, previous or {}, holding)
             holding = False
             if n:
                 result.changes += n
@@ -525,7 +547,7 @@ def _server_ranges(
 
 
 def _decode(
-    cfg: Config,
+    settings: ExtractSettings,
     interval: Interval,
     tmp: str,
     progress: Progress,
@@ -538,19 +560,19 @@ def _decode(
     start, end = Position.parse(interval.start), Position.parse(interval.end)
     label = f"interval {interval.id}"
     ranges: Iterable[_Range] = [_Range(interval.start, interval.end)]
-    total = _interval_bytes(cfg.source, start, end) if workers > 1 and not interval.max_changes else 0
+    total = _interval_bytes(settings.source, start, end) if workers > 1 and not interval.max_changes else 0
     if total >= max(1, PARALLEL_FROM_BYTES):
-        if cfg.source.transport == "files":
-            ranges = _file_ranges(cfg.source, start, end, workers)
+        if settings.source.transport == "files":
+            ranges = _file_ranges(settings.source, start, end, workers)
             if len(ranges) > 1:
                 progress(f"extract: {label}: {len(ranges)} ranges in {len(ranges)} processes")
         else:
-            ranges = _server_ranges(cfg.source, start, end, total, workers, tmp, progress, label)
+            ranges = _server_ranges(settings.source, start, end, total, workers, tmp, progress, label)
     if isinstance(ranges, list) and len(ranges) == 1:
         one = ranges[0]
         return [
             _extract_range(
-                cfg,
+                settings,
                 one.start,
                 one.end,
                 tmp,
@@ -570,7 +592,7 @@ def _decode(
                 futures.append(
                     pool.submit(
                         _extract_range,
-                        cfg,
+                        settings,
                         r.start,
                         r.end,
                         f"{tmp}/w{i:03d}",
@@ -593,7 +615,7 @@ def _decode(
 
 
 def extract_interval(
-    cfg: Config,
+    settings: ExtractSettings,
     store: Store,
     ledger: Ledger,
     interval: Interval,
@@ -612,7 +634,7 @@ def extract_interval(
     loaded_at = ledger.loaded_at(interval.epoch)  # loads of an earlier history are all before it
     previous = ledger.layouts_before(interval.id)
     with scratch.folder("extract") as tmp:
-        results = _decode(cfg, interval, tmp, progress, workers, loaded_at, previous)
+        results = _decode(settings, interval, tmp, progress, workers, loaded_at, previous)
         stopped_at = results[-1].stopped_at
         interval_end = Position.parse(stopped_at) if stopped_at else end
         reached = _gtid_reached(interval, results, stopped_at is not None)
@@ -624,12 +646,12 @@ def extract_interval(
         tables = [
             publish_table(
                 store,
-                layout.table_dir(cfg.source.name, schema_name, table, interval.id),
+                layout.table_dir(settings.source.name, schema_name, table, interval.id),
                 schema_name,
                 table,
                 [r.tables[(schema_name, table)] for r in results if (schema_name, table) in r.tables],
-                cfg.staging.gzip,
-                cfg.warehouse.format,
+                settings.staging.gzip,
+                settings.warehouse_format,
             )
             for schema_name, table in keys
         ]
@@ -638,7 +660,7 @@ def extract_interval(
     changes = sum(r.changes for r in results)
     manifest = Manifest(
         interval_id=interval.id,
-        source={"name": cfg.source.name, **(source_info or {})},
+        source={"name": settings.source.name, **(source_info or {})},
         start=str(start),
         end=str(interval_end),
         seqno_min=min(seqnos) if seqnos else None,
@@ -646,7 +668,7 @@ def extract_interval(
         transactions=sum(r.transactions for r in results),
         tables=tables,
     )
-    key = layout.manifest_key(cfg.source.name, interval.id)
+    key = layout.manifest_key(settings.source.name, interval.id)
     manifest_bytes = manifest.to_json()
     store.put(key, manifest_bytes)
     if interval.state != MATERIALISED:  # extracting a materialised interval again changes nothing there
@@ -843,7 +865,7 @@ def _stop_reason(change: statements.Change, hit: list[tuple[str, str]]) -> tuple
 
 def _write_transaction(
     tx: Transaction,
-    cfg: Config,
+    settings: ExtractSettings,
     writers: dict[tuple[str, str], TableWriter],
     workdir: Path,
     pending: dict[tuple[str, str], list[dict[str, str]]],
@@ -854,7 +876,7 @@ def _write_transaction(
     writers hold when ``holding``); how many."""
     commit = commit_ts_text(tx.commit_ts)
     written = sum(writer.release(tx.seqno, commit) for writer in writers.values()) if holding else 0
-    written += _write_batches(tx.batches, tx.seqno, commit, cfg, writers, workdir, pending, previous)
+    written += _write_batches(tx.batches, tx.seqno, commit, settings, writers, workdir, pending, previous)
     crashpoints.reached("after transaction written")
     return written
 
@@ -863,7 +885,7 @@ def _write_batches(
     batches: list[RowsBatch],
     seqno: int,
     commit: str,
-    cfg: Config,
+    settings: ExtractSettings,
     writers: dict[tuple[str, str], TableWriter],
     workdir: Path,
     pending: dict[tuple[str, str], list[dict[str, str]]],
@@ -880,12 +902,12 @@ def _write_batches(
             folder = workdir / layout.safe_component(plan.schema) / layout.safe_component(plan.table)
             folder.mkdir(parents=True, exist_ok=True)
             writer = TableWriter(
-                TableEntry(plan.schema, plan.table, _primary_key(plan, cfg.tables, where)),
+                TableEntry(plan.schema, plan.table, _primary_key(plan, settings.tables, where)),
                 folder,
-                cfg.staging.part_bytes,
-                cfg.staging.gzip,
+                settings.staging.part_bytes,
+                settings.staging.gzip,
                 previous.get(key),
-                cfg.warehouse.format,
+                settings.warehouse_format,
             )
             writers[key] = writer
             writer.entry.statements.extend(pending.pop(key, []))
@@ -922,7 +944,7 @@ def run_extract(
     creds = credentials(cfg.source)
     conn = connect(creds)
     try:
-        settings = check_binlog_settings(conn)
+        server = check_binlog_settings(conn)
         source = history.SourceHistory.of(conn, cfg.source, creds)
         # A recorded interval keeps its own end; a new one ends at the server's position.
         if interval_id is None:
@@ -953,5 +975,7 @@ def run_extract(
         conn.close()
     if interval is None:
         return None
-    info: dict[str, str] = {k: settings[k] for k in ("server_id", "server_uuid", "version") if k in settings}
-    return extract_interval(cfg, store, ledger, interval, progress or _stderr, info, workers)
+    info: dict[str, str] = {k: server[k] for k in ("server_id", "server_uuid", "version") if k in server}
+    return extract_interval(
+        ExtractSettings.of(cfg), store, ledger, interval, progress or _stderr, info, workers
+    )

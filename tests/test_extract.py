@@ -332,7 +332,14 @@ def test_a_range_spooled_from_the_server_is_removed_once_decoded(mariadb: MariaD
     for i, piece in enumerate(pieces):
         assert Path(piece.path).exists()
         result = extract._extract_range(
-            cfg, str(piece.start), str(piece.end), str(tmp_path / f"w{i}"), None, None, "", spool=piece.path
+            extract.ExtractSettings.of(cfg),
+            str(piece.start),
+            str(piece.end),
+            str(tmp_path / f"w{i}"),
+            None,
+            None,
+            "",
+            spool=piece.path,
         )
         changes += result.changes
         assert not Path(piece.path).exists()
