@@ -105,7 +105,14 @@ def bench_config(tmp: Path, fmt: str, partition_rows: int = 1_000_000, java_opti
 
 def build_table(bench: Bench, fmt: str, table: str, rows: int) -> str:
     """Create the table as the loader does and fill it with ``rows`` keys; returns its name."""
-    from loader.warehouse.tables import PART, ensure_database, ensure_table, partition_expr, table_name
+    from loader.warehouse.tables import (
+        PART,
+        Target,
+        ensure_database,
+        ensure_table,
+        partition_expr,
+        table_name,
+    )
 
     cfg = bench.configs[fmt]
     spark = bench.spark
@@ -113,7 +120,7 @@ def build_table(bench: Bench, fmt: str, table: str, rows: int) -> str:
     ensure_database(spark, cfg.warehouse)
     spark.sql(f"DROP TABLE IF EXISTS {name}" + (" PURGE" if fmt == "iceberg" else ""))
     cols = columns()
-    ensure_table(spark, cfg, "bench", table, cols, key=["id"])
+    ensure_table(spark, Target.of(cfg), "bench", table, cols, key=["id"])
     select = (
         "id, CAST(id % 1000 AS INT), concat('row ', id), CAST(id % 100000 / 100 AS DECIMAL(12,2)), "
         "TIMESTAMP_NTZ'2025-01-01 00:00:00', CAST(1 AS BIGINT), TIMESTAMP'2025-01-01 00:00:00', "
@@ -136,6 +143,7 @@ def merge(
     from loader.staging.manifest import FileEntry, TableEntry
     from loader.warehouse import iceberg
     from loader.warehouse.materialize import materialize_table
+    from loader.warehouse.tables import Target
 
     cfg = bench.configs[fmt]
     n = bench.changes if table != "warmup" else 200
@@ -157,7 +165,9 @@ def merge(
     # of one interval (Iceberg), new for every run.
     summary = {iceberg.SOURCE: "bench", iceberg.INTERVAL: f"bench-{run}", iceberg.END: f"bench:{run}"}
     t0 = time.perf_counter()
-    result = materialize_table(bench.spark, cfg, bench.store, [entry], f"v{run}-bench", summary=summary)
+    result = materialize_table(
+        bench.spark, Target.of(cfg), bench.store, [entry], f"v{run}-bench", summary=summary
+    )
     return result, time.perf_counter() - t0, seqno
 
 

@@ -88,7 +88,7 @@ def main() -> None:
     from loader.staging.stores import LocalStore
     from loader.warehouse.materialize import materialize_table
     from loader.warehouse.session import build_session
-    from loader.warehouse.tables import PART
+    from loader.warehouse.tables import PART, Target
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-materialize-"))
     try:
@@ -137,7 +137,9 @@ def main() -> None:
             runs, results = [], []
             for attempt in range(args.repeat + (kind == "warm-up")):
                 t0 = time.perf_counter()
-                results.append(materialize_table(spark, cfg, store, [entry], f"run-{kind}-{attempt}"))
+                results.append(
+                    materialize_table(spark, Target.of(cfg), store, [entry], f"run-{kind}-{attempt}")
+                )
                 runs.append(time.perf_counter() - t0)
             result = results[0]  # later attempts re-apply the same changes: updates of their own rows
             if kind == "warm-up":

@@ -81,6 +81,7 @@ def apply_intervals(bench: Bench, rows: int, intervals: int) -> int:
     from loader.staging.manifest import FileEntry, TableEntry
     from loader.warehouse import iceberg
     from loader.warehouse.materialize import materialize_table
+    from loader.warehouse.tables import Target
 
     cfg = bench.configs["iceberg"]
     rnd = random.Random(17)
@@ -104,7 +105,9 @@ def apply_intervals(bench: Bench, rows: int, intervals: int) -> int:
             iceberg.INTERVAL: f"bench-{i:04d}",
             iceberg.END: f"bench:{i}",
         }
-        materialize_table(bench.spark, cfg, bench.store, [entry], f"v{i:04d}-bench", summary=summary)
+        materialize_table(
+            bench.spark, Target.of(cfg), bench.store, [entry], f"v{i:04d}-bench", summary=summary
+        )
         if i % 10 == 0 or i == intervals:
             print(
                 f"  {i:4d}/{intervals} intervals merged, {len(live):,} rows, "
@@ -146,7 +149,7 @@ def main() -> None:
     from loader.staging.stores import LocalStore
     from loader.warehouse.maintenance import WarehouseTable, maintain_table
     from loader.warehouse.session import build_session
-    from loader.warehouse.tables import ensure_table, table_name
+    from loader.warehouse.tables import Target, ensure_table, table_name
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-scan-after-maintenance-"))
     spark = None
@@ -166,7 +169,7 @@ def main() -> None:
         )
         live = apply_intervals(bench, args.rows, args.intervals)
         fresh = table_name(cfg, "bench", "fresh")
-        ensure_table(spark, cfg, "bench", "fresh", columns(), key=["id"])
+        ensure_table(spark, Target.of(cfg), "bench", "fresh", columns(), key=["id"])
         spark.sql(f"INSERT INTO {fresh} SELECT * FROM {name} ORDER BY id")
         print(f"merged:  {files(spark, name)}", flush=True)
         print(f"fresh:   {files(spark, fresh)}", flush=True)

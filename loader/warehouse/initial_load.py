@@ -50,6 +50,7 @@ from loader.tables import TableSelector, key_columns
 from loader.warehouse import iceberg, types
 from loader.warehouse.tables import (
     PART,
+    Target,
     ensure_database,
     ensure_table,
     has_integer_key,
@@ -212,7 +213,7 @@ def copy_table(
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    ensure_table(spark, cfg, info.schema, info.table, info.columns, key=info.key, replace=True)
+    ensure_table(spark, Target.of(cfg), info.schema, info.table, info.columns, key=info.key, replace=True)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
     frame = spark.read.jdbc(
         jdbc_url(cfg.load, creds),
@@ -269,7 +270,7 @@ def copy_table(
                 summary,
             )
         else:
-            publish_version(spark, cfg, info.schema, info.table, observed, load.id, None)
+            publish_version(spark, Target.of(cfg), info.schema, info.table, observed, load.id, None)
     finally:
         watcher.stop()
     rows = int(observation.get["rows"])

@@ -38,6 +38,7 @@ from loader.warehouse.catalog import PartitionCatalog
 from loader.warehouse.merge import apply_merge
 from loader.warehouse.tables import (
     PART,
+    Target,
     empty_rows,
     ensure_database,
     ensure_table,
@@ -125,7 +126,7 @@ def _changes(
 
 def materialize_table(
     spark: Any,
-    cfg: Config,
+    target: Target,
     store: Store,
     entries: list[TableEntry],
     run_id: str,
@@ -145,28 +146,28 @@ def materialize_table(
     cause = (
         f" (statement at {statements[-1]['position']}: {statements[-1]['query'][:300]})" if statements else ""
     )
-    warehouse_types = ensure_table(spark, cfg, schema, table, columns, key=key, cause=cause)
+    warehouse_types = ensure_table(spark, target, schema, table, columns, key=key, cause=cause)
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
-    if cfg.warehouse.format == "iceberg":
+    if target.warehouse.format == "iceberg":
         changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
-        own_rows = source_filter(cfg.source.name, cfg.tables, schema, table, alias="t")
+        own_rows = source_filter(target.source, target.tables, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
-            changes = changes.selectExpr(source_column_sql(cfg.source.name), "*")
+            changes = changes.selectExpr(source_column_sql(target.source), "*")
             names = [SOURCE_COLUMN, *names]
         inserted, updated, deleted, partitions, rows = iceberg.merge_changes(
             spark,
-            table_name(cfg, schema, table),
+            table_name(target, schema, table),
             changes,
             names,
             key,
             summary or {},
             # the key ranges the changes touch, as Hive's partitions
-            cfg.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
+            target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
             own_rows,
         )
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)
-    part = partition_expr(columns, key, *cfg.warehouse.partitioning(schema, table))
+    part = partition_expr(columns, key, *target.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
     try:
@@ -177,13 +178,13 @@ def materialize_table(
         changes.createOrReplaceTempView("changes")
         # One reading of the table's partitions for the merge and the swap.
         catalog = PartitionCatalog(
-            spark, cfg.warehouse.database, cfg.tables.warehouse_name(schema, table), PART
+            spark, target.warehouse.database, target.tables.warehouse_name(schema, table), PART
         )
         _touched_rows(spark, catalog, touched).createOrReplaceTempView("base")
         effect = apply_merge(spark, names, key, sum(per_partition.values()))
         try:
             merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
-            publish_version(spark, cfg, schema, table, merged, run_id, touched, catalog)
+            publish_version(spark, target, schema, table, merged, run_id, touched, catalog)
         finally:
             effect.release()
     finally:
@@ -282,7 +283,7 @@ def _materialize_intervals(
                 continue
         try:
             result = materialize_table(
-                spark, cfg, store, entries, run_id, loaded.get((schema, table)), summary=summary
+                spark, Target.of(cfg), store, entries, run_id, loaded.get((schema, table)), summary=summary
             )
         except MaterializeError as exc:
             raise MaterializeError(f"interval {span}: {exc}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from loader import crashpoints
@@ -177,11 +178,26 @@ def ensure_database(spark: Any, wh: WarehouseConfig) -> None:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {database_name(wh)}")
 
 
-def table_name(cfg: Config, schema: str, table: str) -> str:
+@dataclass(frozen=True)
+class Target:
+    """What a merge or a copy reads of the configuration: the source's name (on the tables it owns
+    and on its rows in shared ones), its tables' routes, and the warehouse."""
+
+    source: str
+    tables: TablesConfig
+    warehouse: WarehouseConfig
+
+    @classmethod
+    def of(cls, cfg: Config) -> Target:
+        return cls(cfg.source.name, cfg.tables, cfg.warehouse)
+
+
+def table_name(settings: Config | Target, schema: str, table: str) -> str:
     """The source table's warehouse table as Spark SQL names it: ```<database>`.`<name>```
     (``iceberg.`<database>`.`<name>``` for Iceberg tables), the name from
     ``TablesConfig.warehouse_name``."""
-    return f"{database_name(cfg.warehouse)}.{quote_identifier(cfg.tables.warehouse_name(schema, table))}"
+    name = settings.tables.warehouse_name(schema, table)
+    return f"{database_name(settings.warehouse)}.{quote_identifier(name)}"
 
 
 def source_filter(source: str, tables: TablesConfig, schema: str, table: str, alias: str = "") -> str:
@@ -237,7 +253,7 @@ META_DDL = f"_seqno BIGINT, _commit_ts TIMESTAMP, {INVALID_DATES_COLUMN} MAP<STR
 
 def ensure_table(
     spark: Any,
-    cfg: Config,
+    target: Target,
     schema: str,
     table: str,
     columns: list[ColumnSpec],
@@ -261,22 +277,22 @@ def ensure_table(
             the table holds another source's rows (``claim_table``).
     """
     q = quote_identifier
-    name = table_name(cfg, schema, table)
-    iceberg = cfg.warehouse.format == "iceberg"
+    name = table_name(target, schema, table)
+    iceberg = target.warehouse.format == "iceberg"
     reserved = reserved_column_problem(schema, table, (c.name for c in columns))
     if reserved:
         raise MaterializeError(reserved)
     wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
-    shared = cfg.tables.route(schema, table) is not None
+    shared = target.tables.route(schema, table) is not None
     exists = spark.catalog.tableExists(name)
     if exists:
-        claim_table(spark, cfg.source.name, name, shared, key)
+        claim_table(spark, target.source, name, shared, key)
     if iceberg and replace and not shared:
         return wanted  # the copy replaces the table, its columns with it (``replace_iceberg_table``)
     if not exists:
         cols = ", ".join(f"{q(c)} {t}" for c, t in wanted.items())
         if iceberg:
-            partitioning = cfg.warehouse.partitioning(schema, table)
+            partitioning = target.warehouse.partitioning(schema, table)
             partitioned = (
                 f"PARTITIONED BY ({iceberg_partitioning(columns, key, *partitioning, shared=shared)}) "
                 if key
@@ -289,15 +305,15 @@ def ensure_table(
             if_missing = "IF NOT EXISTS " if shared else ""
             spark.sql(
                 f"CREATE TABLE {if_missing}{name} ({first}{cols}, {META_DDL}) USING iceberg "
-                f"{partitioned}{iceberg_properties_sql(cfg.source.name, cfg.warehouse, shared_key=key if shared else None)}"
+                f"{partitioned}{iceberg_properties_sql(target.source, target.warehouse, shared_key=key if shared else None)}"
             )
             if not shared:
                 return wanted
-            claim_table(spark, cfg.source.name, name, shared, key)
+            claim_table(spark, target.source, name, shared, key)
         else:
             spark.sql(
                 f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART}) "
-                f"TBLPROPERTIES ({_owner_sql(cfg.source.name)})"
+                f"TBLPROPERTIES ({_owner_sql(target.source)})"
             )
             return wanted
     fields = spark.table(name).schema.fields
@@ -305,10 +321,10 @@ def ensure_table(
     # Tables made by a loader before INVALID_DATES_COLUMN get it (NULL in their older rows).
     lacks_meta = INVALID_DATES_COLUMN not in {f.name for f in fields}
     if shared:
-        return _follow_shard(spark, name, existing, cfg.source.name, schema, table, wanted, cause)
+        return _follow_shard(spark, name, existing, target.source, schema, table, wanted, cause)
     if replace:
         if existing != wanted or lacks_meta:
-            _set_columns(spark, cfg, schema, table, wanted)
+            _set_columns(spark, target, schema, table, wanted)
         return wanted
     if list(wanted)[: len(existing)] != list(existing):
         raise MaterializeError(
@@ -332,7 +348,7 @@ def ensure_table(
             if want != existing[column]:  # Iceberg widens a column in its metadata only
                 spark.sql(f"ALTER TABLE {name} ALTER COLUMN {q(column)} TYPE {want}")
     elif result != existing or lacks_meta:
-        _set_columns(spark, cfg, schema, table, result)
+        _set_columns(spark, target, schema, table, result)
     added = {c: t for c, t in wanted.items() if c not in existing}
     _add_columns(spark, name, added)
     result.update(added)
@@ -392,7 +408,7 @@ def _shape_difference(
     )
 
 
-def _set_columns(spark: Any, cfg: Config, schema: str, table: str, columns: dict[str, str]) -> None:
+def _set_columns(spark: Any, target: Target, schema: str, table: str, columns: dict[str, str]) -> None:
     """Give the table these data columns in the catalog. Spark's SQL cannot change a Parquet
     table's column types or drop its columns, its external catalog can; files already written
     are read as the new types by column name (only widenings reach here without a re-load,
@@ -402,14 +418,14 @@ def _set_columns(spark: Any, cfg: Config, schema: str, table: str, columns: dict
     ddl = ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + f", {META_DDL}"
     data_schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
     spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
-        cfg.warehouse.database, warehouse_table(schema, table), data_schema
+        target.warehouse.database, warehouse_table(schema, table), data_schema
     )
-    spark.catalog.refreshTable(table_name(cfg, schema, table))
+    spark.catalog.refreshTable(table_name(target, schema, table))
 
 
 def publish_version(
     spark: Any,
-    cfg: Config,
+    target: Target,
     schema: str,
     table: str,
     rows: Any,
@@ -423,16 +439,16 @@ def publish_version(
     ``partitions``: the ones to swap; None replaces the whole table (every partition it has or
     the write made). ``catalog``: the table's partitions as the caller read them (else read here).
     """
-    name = table_name(cfg, schema, table)
+    name = table_name(target, schema, table)
     if catalog is None:
-        catalog = PartitionCatalog(spark, cfg.warehouse.database, warehouse_table(schema, table), PART)
+        catalog = PartitionCatalog(spark, target.warehouse.database, warehouse_table(schema, table), PART)
     location = catalog.table_location()
     version_root = f"{location}/_versions/{version}"
     rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
     crashpoints.reached("after version written")
-    swap_in(spark, catalog, version_root, partitions, rows.drop(PART).schema, cfg.warehouse.swap_batch)
+    swap_in(spark, catalog, version_root, partitions, rows.drop(PART).schema, target.warehouse.swap_batch)
     spark.catalog.refreshTable(name)
-    delete_old_versions(spark, catalog, location, cfg.warehouse.retention_hours)
+    delete_old_versions(spark, catalog, location, target.warehouse.retention_hours)
 
 
 def swap_in(
