@@ -142,7 +142,7 @@ def merge(
     """
     from loader.staging.manifest import FileEntry, TableEntry
     from loader.warehouse import iceberg
-    from loader.warehouse.materialize import materialize_table
+    from loader.warehouse.materialize import Staged, materialize_table
     from loader.warehouse.tables import Target
 
     cfg = bench.configs[fmt]
@@ -166,7 +166,12 @@ def merge(
     summary = {iceberg.SOURCE: "bench", iceberg.INTERVAL: f"bench-{run}", iceberg.END: f"bench:{run}"}
     t0 = time.perf_counter()
     result = materialize_table(
-        bench.spark, Target.of(cfg), bench.store, [entry], f"v{run}-bench", summary=summary
+        bench.spark,
+        Target.of(cfg),
+        bench.store,
+        [Staged(f"bench-{run}", entry)],
+        f"v{run}-bench",
+        summary=summary,
     )
     return result, time.perf_counter() - t0, seqno
 

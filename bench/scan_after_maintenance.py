@@ -80,7 +80,7 @@ def apply_intervals(bench: Bench, rows: int, intervals: int) -> int:
     """Merge ``intervals`` change sets, one snapshot each; returns the rows the table holds."""
     from loader.staging.manifest import FileEntry, TableEntry
     from loader.warehouse import iceberg
-    from loader.warehouse.materialize import materialize_table
+    from loader.warehouse.materialize import Staged, materialize_table
     from loader.warehouse.tables import Target
 
     cfg = bench.configs["iceberg"]
@@ -106,7 +106,12 @@ def apply_intervals(bench: Bench, rows: int, intervals: int) -> int:
             iceberg.END: f"bench:{i}",
         }
         materialize_table(
-            bench.spark, Target.of(cfg), bench.store, [entry], f"v{i:04d}-bench", summary=summary
+            bench.spark,
+            Target.of(cfg),
+            bench.store,
+            [Staged(f"bench-{i:04d}", entry)],
+            f"v{i:04d}-bench",
+            summary=summary,
         )
         if i % 10 == 0 or i == intervals:
             print(

@@ -5,7 +5,7 @@ same rows, whatever the cut into intervals and however often an interval is appl
 
 - ``mirror``: the source table as it is: a deleted key is gone, an updated one has its newest row.
 - ``soft_delete``: as ``mirror``, but a deleted key keeps a row, as the delete saw it, with
-  ``_deleted`` true and ``_deleted_at``; a later insert of the key revives it.
+  ``_is_deleted`` true and ``_deleted_at``; a later insert of the key revives it.
 - ``history`` (slowly changing dimension, type 2): every committed version of every row, valid
   from the commit that wrote it (``_valid_from``, ``_valid_from_seqno``) to the one that changed or
   deleted it (``_valid_to``, ``_valid_to_seqno``; NULL while ``_is_current``). A transaction is one
@@ -14,7 +14,7 @@ same rows, whatever the cut into intervals and however often an interval is appl
 
 Every row of every mode carries the change that wrote it (in ``history``: that opened its
 version): ``_op`` (``c`` insert, ``u`` update: the key had a row before that transaction, ``d``
-delete: ``soft_delete``'s deleted rows, ``r`` copied by a load), ``_seqno`` and ``_row_id`` (NULL for
+delete: ``soft_delete``'s deleted rows, ``r`` copied by a load), ``_seqno`` and ``_rowno`` (NULL for
 copied rows), ``_commit_ts`` (the source's commit time; a load's start for copied rows),
 ``_interval`` (the interval that first brought the change, or the load's id) and ``_loaded_at``
 (when the warehouse got the row: a clock reading, which this reference leaves out).
@@ -34,16 +34,17 @@ from typing import Any
 MIRROR, SOFT_DELETE, HISTORY = "mirror", "soft_delete", "history"
 MODES = (MIRROR, SOFT_DELETE, HISTORY)
 
-# The change that wrote the row: every mode.
+# The change that wrote the row: every mode. (Iceberg reserves _row_id and _deleted for its own
+# metadata columns: hence _rowno, the change row's number in its transaction, and _is_deleted.)
 OP = "_op"
 SEQNO = "_seqno"
-ROW_ID = "_row_id"
+ROWNO = "_rowno"
 COMMIT_TS = "_commit_ts"
 INTERVAL = "_interval"
 LOADED_AT = "_loaded_at"
-CHANGE_COLUMNS = (OP, SEQNO, ROW_ID, COMMIT_TS, INTERVAL, LOADED_AT)
+CHANGE_COLUMNS = (OP, SEQNO, ROWNO, COMMIT_TS, INTERVAL, LOADED_AT)
 # soft_delete
-DELETED = "_deleted"
+IS_DELETED = "_is_deleted"
 DELETED_AT = "_deleted_at"
 # history
 VALID_FROM = "_valid_from"
@@ -53,7 +54,7 @@ VALID_TO_SEQNO = "_valid_to_seqno"
 IS_CURRENT = "_is_current"
 MODE_COLUMNS: Mapping[str, tuple[str, ...]] = {
     MIRROR: (),
-    SOFT_DELETE: (DELETED, DELETED_AT),
+    SOFT_DELETE: (IS_DELETED, DELETED_AT),
     HISTORY: (VALID_FROM, VALID_TO, VALID_FROM_SEQNO, VALID_TO_SEQNO, IS_CURRENT),
 }
 
@@ -137,15 +138,15 @@ class _Table:
 
     def _live(self, k: tuple[Any, ...]) -> bool:
         row = self.current.get(k)
-        return row is not None and not row.get(DELETED, False)
+        return row is not None and not row.get(IS_DELETED, False)
 
     def _row(
         self, values: Mapping[str, Any], op: str, seqno: int, row_id: int | None, ts: Any, interval: str
     ) -> dict[str, Any]:
         row = dict(values)
-        row.update({OP: op, SEQNO: seqno, ROW_ID: row_id, COMMIT_TS: ts, INTERVAL: interval})
+        row.update({OP: op, SEQNO: seqno, ROWNO: row_id, COMMIT_TS: ts, INTERVAL: interval})
         if self.mode == SOFT_DELETE:
-            row.update({DELETED: op == DELETED_OP, DELETED_AT: ts if op == DELETED_OP else None})
+            row.update({IS_DELETED: op == DELETED_OP, DELETED_AT: ts if op == DELETED_OP else None})
         if self.mode == HISTORY:
             row.update(
                 {
@@ -195,7 +196,7 @@ class _Table:
             return
         if self.mode == SOFT_DELETE:
             for k, row in list(self.current.items()):
-                if k not in copied and not row[DELETED]:
+                if k not in copied and not row[IS_DELETED]:
                     data = {c: v for c, v in row.items() if not c.startswith("_")}
                     self.current[k] = self._row(data, DELETED_OP, seqno, None, at, load)
             self.current.update({k: self._row(r, COPIED, seqno, None, at, load) for k, r in copied.items()})

@@ -29,6 +29,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 
+from loader import modes
 from loader.errors import ConfigError
 
 MAX_NAME = 128
@@ -45,7 +46,13 @@ PARTITION_COLUMN = "loader_partition"
 INVALID_DATES_COLUMN = "_loader_invalid_dates"
 # The source's name in a table several sources are routed into (``tables.routes``).
 SOURCE_COLUMN = "_source"
-RESERVED_COLUMNS = ("_seqno", "_commit_ts", INVALID_DATES_COLUMN, PARTITION_COLUMN, SOURCE_COLUMN)
+RESERVED_COLUMNS = (
+    *modes.CHANGE_COLUMNS,
+    *(column for columns in modes.MODE_COLUMNS.values() for column in columns),
+    INVALID_DATES_COLUMN,
+    PARTITION_COLUMN,
+    SOURCE_COLUMN,
+)
 WORKING_PREFIX = "_loader_"
 
 

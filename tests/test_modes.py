@@ -30,17 +30,17 @@ ONE_KEY = [
 
 
 def _meta(op: str, seqno: int, row_id: int | None, interval: str) -> dict[str, Any]:
-    return {"_op": op, "_seqno": seqno, "_row_id": row_id, "_commit_ts": f"t{seqno}", "_interval": interval}
+    return {"_op": op, "_seqno": seqno, "_rowno": row_id, "_commit_ts": f"t{seqno}", "_interval": interval}
 
 
 def test_one_key_through_insert_two_updates_delete_and_reinsert_in_each_mode() -> None:
     assert modes.apply("mirror", ["id"], ONE_KEY) == [{"id": 1, "v": "d", **_meta("c", 50, 0, "i3")}]
     # Deleted at 40, then revived: the row is live again, as the insert wrote it.
     assert modes.apply("soft_delete", ["id"], ONE_KEY[:6]) == [
-        {"id": 1, "v": "c", **_meta("d", 40, 0, "i2"), "_deleted": True, "_deleted_at": "t40"}
+        {"id": 1, "v": "c", **_meta("d", 40, 0, "i2"), "_is_deleted": True, "_deleted_at": "t40"}
     ]
     assert modes.apply("soft_delete", ["id"], ONE_KEY) == [
-        {"id": 1, "v": "d", **_meta("c", 50, 0, "i3"), "_deleted": False, "_deleted_at": None}
+        {"id": 1, "v": "d", **_meta("c", 50, 0, "i3"), "_is_deleted": False, "_deleted_at": None}
     ]
 
     def version(v: str, op: str, start: int, row_id: int, interval: str, end: int | None) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def test_a_transaction_is_one_step_and_a_key_change_moves_the_row() -> None:
     assert [(r["id"], r["v"], r["_op"]) for r in modes.apply("mirror", ["id"], events)] == [(2, "b", "c")]
     # soft_delete keeps the old key, deleted, and the key a transaction inserted and deleted.
     soft = modes.apply("soft_delete", ["id"], events)
-    assert [(r["id"], r["v"], r["_deleted"]) for r in soft] == [
+    assert [(r["id"], r["v"], r["_is_deleted"]) for r in soft] == [
         (1, "b", True),
         (2, "b", False),
         (3, "gone", True),
@@ -116,7 +116,7 @@ def test_a_copy_resyncs_each_mode_at_its_position() -> None:
         (4, "z", "u", "i2"),
     ]
     soft = modes.apply("soft_delete", ["id"], events)
-    assert [(r["id"], r["_op"], r["_deleted"], r["_deleted_at"]) for r in soft] == [
+    assert [(r["id"], r["_op"], r["_is_deleted"], r["_deleted_at"]) for r in soft] == [
         (1, "r", False, None),
         (2, "r", False, None),
         (3, "d", True, "l20"),
@@ -192,8 +192,8 @@ def test_each_mode_explains_a_random_workload_replays_and_a_copy_included(seed: 
     mirror = modes.apply("mirror", ["id"], events)
     assert [_data(r) for r in mirror] == [final[k] for k in sorted(final)]
     soft = modes.apply("soft_delete", ["id"], events)
-    assert [_data(r) for r in soft if not r["_deleted"]] == [final[k] for k in sorted(final)]
-    assert all(r["_deleted_at"] == r["_commit_ts"] and r["_op"] == "d" for r in soft if r["_deleted"])
+    assert [_data(r) for r in soft if not r["_is_deleted"]] == [final[k] for k in sorted(final)]
+    assert all(r["_deleted_at"] == r["_commit_ts"] and r["_op"] == "d" for r in soft if r["_is_deleted"])
     history = modes.apply("history", ["id"], events)
     for seqno, state in states.items():  # the versions valid at each commit are the source then
         valid = [

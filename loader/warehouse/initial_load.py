@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loader import modes
 from loader.binlog.schema import InformationSchema
 from loader.config import Config, LoadConfig, TablesConfig
 from loader.errors import LoadError
@@ -242,8 +243,12 @@ def copy_table(
     ).selectExpr(
         *([source_column_sql(cfg.source.name)] if own_rows else []),
         *(quote_identifier(c.name) for c in info.columns),
-        f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS _seqno",
-        f"TIMESTAMP '{load.started_at}' AS _commit_ts",
+        f"'{modes.COPIED}' AS {modes.OP}",
+        f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS {modes.SEQNO}",
+        f"CAST(NULL AS INT) AS {modes.ROWNO}",
+        f"TIMESTAMP '{load.started_at}' AS {modes.COMMIT_TS}",
+        f"{types.spark_string(load.id)} AS {modes.INTERVAL}",
+        f"current_timestamp() AS {modes.LOADED_AT}",
         INVALID_DATES_COLUMN,
         *([] if iceberg_table else [f"{part} AS {PART}"]),
     )

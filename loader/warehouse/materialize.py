@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from loader.config import Config
@@ -55,6 +56,15 @@ from loader.warehouse.tables import (
 # The staged meta columns as read (``csvformat.META_READ_AS``) and their types.
 OP, SEQNO, ROW_ID, COMMIT_TS = (csvformat.META_READ_AS[m] for m in csvformat.META_COLUMNS)
 META_TYPES = {SEQNO: "bigint", ROW_ID: "int"}
+INTERVAL = "_loader_interval"  # the interval whose files a change row came from
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One table's staged files of one interval."""
+
+    interval: str
+    entry: TableEntry
 
 
 def pending_intervals(ledger: Ledger, intervals: list[Interval] | None = None) -> list[Interval]:
@@ -81,7 +91,7 @@ def pending_intervals(ledger: Ledger, intervals: list[Interval] | None = None) -
 def _changes(
     spark: Any,
     store: Store,
-    entries: list[TableEntry],
+    staged: list[Staged],
     columns: list[ColumnSpec],
     warehouse_types: dict[str, str],
     min_seqno: int | None,
@@ -90,7 +100,8 @@ def _changes(
     columns, in the table's latest column layout."""
     q = quote_identifier
     frames = []
-    for entry in entries:
+    for part in staged:
+        entry = part.entry
         for index, layout_columns in enumerate(entry.layouts):
             paths = [store.spark_uri(f.path) for f in entry.files if f.layout == index]
             if not paths:
@@ -105,7 +116,7 @@ def _changes(
                 if m in META_TYPES
                 else f"try_to_timestamp({q(m)}) AS {q(m)}"
                 for m, t in (*META_TYPES.items(), (COMMIT_TS, "timestamp"))
-            ] + [OP]
+            ] + [OP, f"{types.spark_string(part.interval)} AS {INTERVAL}"]
             for c in columns:
                 target = warehouse_types[c.name]
                 if c.name not in have:
@@ -128,7 +139,7 @@ def materialize_table(
     spark: Any,
     target: Target,
     store: Store,
-    entries: list[TableEntry],
+    staged: list[Staged],
     run_id: str,
     min_seqno: int | None = None,
     summary: dict[str, str] | None = None,
@@ -139,6 +150,7 @@ def materialize_table(
     An Iceberg table gets them in one snapshot whose summary carries ``summary``.
     """
     started = time.monotonic()
+    entries = [part.entry for part in staged]
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
     key = entries[-1].primary_key
@@ -149,7 +161,7 @@ def materialize_table(
     warehouse_types = ensure_table(spark, target, schema, table, columns, key=key, cause=cause)
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     if target.warehouse.format == "iceberg":
-        changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
+        changes = _changes(spark, store, staged, columns, warehouse_types, min_seqno)
         own_rows = source_filter(target.source, target.tables, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
             changes = changes.selectExpr(source_column_sql(target.source), "*")
@@ -168,7 +180,7 @@ def materialize_table(
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)
     part = partition_expr(columns, key, *target.warehouse.partitioning(schema, table))
-    changes = _changes(spark, store, entries, columns, warehouse_types, min_seqno)
+    changes = _changes(spark, store, staged, columns, warehouse_types, min_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
     try:
         per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
@@ -244,7 +256,7 @@ def _materialize_intervals(
     """Apply these intervals in one pass, mark them materialised and move the checkpoint."""
     intervals = [i for i, _ in pending]
     loaded = ledger.loaded_seqnos()
-    by_table: dict[tuple[str, str], list[TableEntry]] = {}
+    by_table: dict[tuple[str, str], list[Staged]] = {}
     for interval, m in pending:
         ends_at = Position.parse(m.end)
         for t in m.tables:
@@ -252,7 +264,7 @@ def _materialize_intervals(
             if (
                 since is None or seqno_of(ends_at.file, ends_at.pos, interval.epoch) > since
             ):  # else all in the re-load
-                by_table.setdefault((t.schema, t.table), []).append(t)
+                by_table.setdefault((t.schema, t.table), []).append(Staged(interval.id, t))
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
     span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
     warehouse_tables(by_table, cfg.tables.route)  # two source tables never share a warehouse table
@@ -272,7 +284,7 @@ def _materialize_intervals(
     }
     results = []
     counted = []  # [schema, table, rows] of the tables whose rows the merge reports
-    for (schema, table), entries in sorted(by_table.items()):
+    for (schema, table), staged in sorted(by_table.items()):
         name = table_name(cfg, schema, table)
         if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
             summaries = iceberg.current_summaries(spark, name)
@@ -283,7 +295,7 @@ def _materialize_intervals(
                 continue
         try:
             result = materialize_table(
-                spark, Target.of(cfg), store, entries, run_id, loaded.get((schema, table)), summary=summary
+                spark, Target.of(cfg), store, staged, run_id, loaded.get((schema, table)), summary=summary
             )
         except MaterializeError as exc:
             raise MaterializeError(f"interval {span}: {exc}") from None

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from loader import crashpoints
+from loader import crashpoints, modes
 from loader.config import Config, TablesConfig, WarehouseConfig
 from loader.errors import MaterializeError
 from loader.naming import (
@@ -248,7 +248,17 @@ def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) 
 
 
 # The warehouse table's own data columns, after the source's (the partition column comes last).
-META_DDL = f"_seqno BIGINT, _commit_ts TIMESTAMP, {INVALID_DATES_COLUMN} MAP<STRING, STRING>"
+# The change that wrote each row (``loader.modes``' contract) and the dates its types cannot hold.
+META_COLUMNS = {
+    modes.OP: "STRING",
+    modes.SEQNO: "BIGINT",
+    modes.ROWNO: "INT",
+    modes.COMMIT_TS: "TIMESTAMP",
+    modes.INTERVAL: "STRING",
+    modes.LOADED_AT: "TIMESTAMP",
+    INVALID_DATES_COLUMN: "MAP<STRING, STRING>",
+}
+META_DDL = ", ".join(f"{column} {kind}" for column, kind in META_COLUMNS.items())
 
 
 def ensure_table(
@@ -318,8 +328,11 @@ def ensure_table(
             return wanted
     fields = spark.table(name).schema.fields
     existing = {f.name: f.dataType.simpleString() for f in fields if f.name not in RESERVED_COLUMNS}
-    # Tables made by a loader before INVALID_DATES_COLUMN get it (NULL in their older rows).
-    lacks_meta = INVALID_DATES_COLUMN not in {f.name for f in fields}
+    # Tables made by an older loader get the columns it did not write (NULL in their older rows).
+    present = {f.name for f in fields}
+    lacks_meta = any(column not in present for column in META_COLUMNS)
+    if iceberg:
+        _add_columns(spark, name, {c: kind for c, kind in META_COLUMNS.items() if c not in present})
     if shared:
         return _follow_shard(spark, name, existing, target.source, schema, table, wanted, cause)
     if replace:

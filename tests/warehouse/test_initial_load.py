@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from loader import modes
 from loader.config import Config
 from loader.errors import LoaderError, LoadError
 from loader.extract import run_extract
@@ -81,8 +82,16 @@ def test_loaded_values_equal_what_materialisation_writes(
     summary = run_initial_load(spark, load, progress=_quiet)
     assert [(t.table, t.rows) for t in summary.tables] == [("il.types", 3)]
     loaded_table, merged_table = table_name(load, "il", "types"), table_name(delta, "il", "types")
-    loaded = spark.sql(f"SELECT * FROM {loaded_table} ORDER BY id").drop("_seqno", "_commit_ts").collect()
-    merged = spark.sql(f"SELECT * FROM {merged_table} ORDER BY id").drop("_seqno", "_commit_ts").collect()
+    # Each row names the change that wrote it: the copy (op r, the load's id), or its insert.
+    changes = ", ".join(modes.CHANGE_COLUMNS)
+    copied = spark.sql(f"SELECT {changes} FROM {loaded_table} ORDER BY id").collect()
+    assert {(r._op, r._rowno, r._interval) for r in copied} == {("r", None, summary.load_id)}
+    (interval,) = Ledger(open_store(delta.staging), delta.source.name).intervals()
+    inserted = spark.sql(f"SELECT {changes} FROM {merged_table} ORDER BY id").collect()
+    assert [(r._op, r._rowno, r._interval) for r in inserted] == [("c", 0, interval.id)] * 3
+    assert all(r._commit_ts and r._loaded_at for r in [*copied, *inserted])
+    loaded = spark.sql(f"SELECT * FROM {loaded_table} ORDER BY id").drop(*modes.CHANGE_COLUMNS).collect()
+    merged = spark.sql(f"SELECT * FROM {merged_table} ORDER BY id").drop(*modes.CHANGE_COLUMNS).collect()
     assert spark.table(loaded_table).dtypes == spark.table(merged_table).dtypes
     for a, b in zip(loaded, merged, strict=True):
         assert a.asDict() == b.asDict()

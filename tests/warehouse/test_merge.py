@@ -16,25 +16,32 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 COLUMNS = ["id", "v", "n", "d", "b"]
 KEY = ["id"]
 TS = dt.datetime(2024, 1, 1)
-CHANGES_SCHEMA = "_loader_op string, _loader_seqno bigint, _loader_row_id int, _loader_commit_ts timestamp, id int, v string, n decimal(10,2), d date, b binary"
-BASE_SCHEMA = "id int, v string, n decimal(10,2), d date, b binary, _seqno bigint, _commit_ts timestamp"
+CHANGES_SCHEMA = (
+    "_loader_op string, _loader_seqno bigint, _loader_row_id int, _loader_commit_ts timestamp, "
+    "_loader_interval string, id int, v string, n decimal(10,2), d date, b binary"
+)
+BASE_SCHEMA = (
+    "id int, v string, n decimal(10,2), d date, b binary, _op string, _seqno bigint, _rowno int, "
+    "_commit_ts timestamp, _interval string, _loaded_at timestamp"
+)
 
 
 def merge(spark: Any, base: list[tuple[Any, ...]], changes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The merged rows: (id, v, _seqno, _op)."""
     spark.createDataFrame(base, BASE_SCHEMA).createOrReplaceTempView("base")
     spark.createDataFrame(
-        [(op, s, r, TS, *vals) for op, s, r, vals in changes], CHANGES_SCHEMA
+        [(op, s, r, TS, "i2", *vals) for op, s, r, vals in changes], CHANGES_SCHEMA
     ).createOrReplaceTempView("changes")
     rows = apply_merge(spark, COLUMNS, KEY, len(changes)).rows.collect()
-    return sorted((r.id, r.v, r._seqno) for r in rows)
+    return sorted((r.id, r.v, r._seqno, r._op) for r in rows)
 
 
 def row(i: int, v: str | None) -> tuple[Any, ...]:
     return (i, v, None, None, None)
 
 
-def based(i: int, v: str | None, seqno: int) -> tuple[Any, ...]:
-    return (*row(i, v), seqno, TS)
+def based(i: int, v: str | None, seqno: int, op: str = "c") -> tuple[Any, ...]:
+    return (*row(i, v), op, seqno, 0, TS, "i1", TS)
 
 
 def test_insert_update_delete(spark: Any) -> None:
@@ -45,7 +52,7 @@ def test_insert_update_delete(spark: Any) -> None:
         ("I", 21, 1, row(2, "B")),
         ("D", 22, 0, row(3, "c")),
     ]
-    assert merge(spark, base, changes) == [(1, "a", 10), (2, "B", 21), (4, "new", 20)]
+    assert merge(spark, base, changes) == [(1, "a", 10, "c"), (2, "B", 21, "u"), (4, "new", 20, "c")]
 
 
 @pytest.mark.parametrize("broadcast_keys", [10, 10**9], ids=["broadcast", "shuffle"])
@@ -62,7 +69,7 @@ def test_counts_say_what_the_merge_did(spark: Any, broadcast_keys: int) -> None:
         ("I", 30, 0, row(3, "stale")),
     ]
     spark.createDataFrame(
-        [(op, s, r, TS, *vals) for op, s, r, vals in changes], CHANGES_SCHEMA
+        [(op, s, r, TS, "i2", *vals) for op, s, r, vals in changes], CHANGES_SCHEMA
     ).createOrReplaceTempView("changes")
     result = apply_merge(spark, COLUMNS, KEY, broadcast_keys)
     assert sorted((r.id, r.v) for r in result.rows.collect()) == [(1, "A"), (3, "c"), (4, "new")]
@@ -78,7 +85,8 @@ def test_primary_key_change_and_delete_then_reinsert(spark: Any) -> None:
         ("D", 21, 0, row(2, "b")),
         ("I", 22, 0, row(2, "again")),
     ]
-    assert merge(spark, base, changes) == [(2, "again", 22), (100, "a", 20)]
+    # The key deleted in one transaction and inserted in a later one had no row before it: c.
+    assert merge(spark, base, changes) == [(2, "again", 22, "c"), (100, "a", 20, "c")]
 
 
 def test_the_latest_change_of_a_key_wins_by_seqno_then_row_id(spark: Any) -> None:
@@ -91,13 +99,23 @@ def test_the_latest_change_of_a_key_wins_by_seqno_then_row_id(spark: Any) -> Non
         ("I", 25, 0, row(2, "x")),
         ("D", 26, 0, row(2, "x")),
     ]
-    assert merge(spark, [], changes) == [(1, "third", 30)]
+    # Inserted in an earlier transaction of the same changes: an update of that row.
+    assert merge(spark, [], changes) == [(1, "third", 30, "u")]
 
 
 def test_stale_changes_leave_newer_base_rows(spark: Any) -> None:
     base = [based(1, "newer", 100), based(2, "newer", 100)]
     changes = [("D", 50, 0, row(1, "old")), ("I", 60, 0, row(2, "old")), ("I", 100, 0, row(3, "same seqno"))]
-    assert merge(spark, base, changes) == [(1, "newer", 100), (2, "newer", 100), (3, "same seqno", 100)]
+    assert merge(spark, base, changes) == [
+        (1, "newer", 100, "c"),
+        (2, "newer", 100, "c"),
+        (3, "same seqno", 100, "c"),
+    ]
+    # A change the row already holds (its seqno) is not applied again: the row stays as the
+    # interval that first brought it wrote it (its _interval, its _loaded_at).
+    again = [("D", 100, 0, row(1, "newer")), ("I", 100, 1, row(1, "newer"))]
+    assert merge(spark, [based(1, "newer", 100, "u")], again) == [(1, "newer", 100, "u")]
+    assert [r[0] for r in spark.sql("SELECT _loader_action FROM decided").collect()] == ["stale"]
 
 
 def test_applying_the_same_changes_twice_gives_the_same_rows(spark: Any) -> None:
@@ -109,24 +127,26 @@ def test_applying_the_same_changes_twice_gives_the_same_rows(spark: Any) -> None
         ("I", 22, 0, row(3, "c")),
     ]
     once = merge(spark, base, changes)
-    twice = merge(spark, [based(i, v, s) for i, v, s in once], changes)
-    assert once == twice == [(1, "A", 20), (3, "c", 22)]
+    twice = merge(spark, [based(i, v, s, op) for i, v, s, op in once], changes)
+    assert once == twice == [(1, "A", 20, "u"), (3, "c", 22, "c")]
 
 
 def test_changes_across_intervals(spark: Any) -> None:
     first = merge(spark, [], [("I", 10, 0, row(1, "a")), ("I", 10, 1, row(2, "b"))])
     second = merge(
-        spark, [based(i, v, s) for i, v, s in first], [("D", 20, 0, row(1, "a")), ("I", 20, 1, row(1, "a2"))]
+        spark,
+        [based(i, v, s, op) for i, v, s, op in first],
+        [("D", 20, 0, row(1, "a")), ("I", 20, 1, row(1, "a2"))],
     )
-    assert second == [(1, "a2", 20), (2, "b", 10)]
+    assert second == [(1, "a2", 20, "u"), (2, "b", 10, "c")]
 
 
 def test_nulls_are_carried_in_every_column(spark: Any) -> None:
     spark.createDataFrame([], BASE_SCHEMA).createOrReplaceTempView("base")
     spark.createDataFrame(
         [
-            ("I", 5, 0, TS, 1, None, None, None, None),
-            ("I", 5, 1, TS, 2, "", Decimal("1.50"), dt.date(2024, 2, 29), b"\x00"),
+            ("I", 5, 0, TS, "i1", 1, None, None, None, None),
+            ("I", 5, 1, TS, "i1", 2, "", Decimal("1.50"), dt.date(2024, 2, 29), b"\x00"),
         ],
         CHANGES_SCHEMA,
     ).createOrReplaceTempView("changes")

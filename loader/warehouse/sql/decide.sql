@@ -1,10 +1,10 @@
 -- Step 2: what the merge does with each changed key, decided against the key's base row.
 --
 --   latest : one row per changed key (latest_changes.sql)
---   base   : the current rows of the partitions the changes touch: <columns>, _seqno, _commit_ts
+--   base   : the current rows of the partitions the changes touch: <columns>, the change metadata
 --
 -- _loader_action is
---   stale  : the base row is newer than the change (a replay); the base row stays
+--   stale  : the base row is as new as the change or newer (a replay); the base row stays
 --   insert : an insert of a key the table does not have
 --   update : an insert of a key the table has; its base row goes
 --   delete : a delete of a key the table has; its base row goes
@@ -21,7 +21,7 @@ WITH matched AS (
 )
 SELECT ${broadcast_matched}l.*,
        CASE
-           WHEN b._seqno > l._loader_seqno THEN 'stale'
+           WHEN b._seqno >= l._loader_seqno THEN 'stale'
            WHEN l._loader_op = 'I' AND b._seqno IS NULL THEN 'insert'
            WHEN l._loader_op = 'I' THEN 'update'
            WHEN b._seqno IS NULL THEN 'none'
