@@ -157,7 +157,9 @@ class TableWriter:
         self.encode = csvformat.row_encoder([csv_kind(c) for c in plan.columns])
         if self.entry.layouts and self.entry.layouts[-1] == columns:
             return
-        reserved = reserved_column_problem(self.entry.schema, self.entry.table, (c.name for c in columns))
+        reserved = reserved_column_problem(
+            self.entry.schema, self.entry.table, (c.name for c in columns), self.table_format
+        )
         if reserved:
             raise ExtractError(f"{where}: {reserved}")
         before = self.entry.layouts[-1] if self.entry.layouts else self.previous

@@ -54,6 +54,20 @@ RESERVED_COLUMNS = (
     SOURCE_COLUMN,
 )
 WORKING_PREFIX = "_loader_"
+# Iceberg's own metadata columns (its MetadataColumns): an Iceberg table's column named like one
+# breaks Iceberg's reads and writes of the table.
+ICEBERG_METADATA_COLUMNS = (
+    "_file",
+    "_pos",
+    "_deleted",
+    "_spec_id",
+    "_partition",
+    "_row_id",
+    "_last_updated_sequence_number",
+    "_change_type",
+    "_change_ordinal",
+    "_commit_snapshot_id",
+)
 
 
 def is_ordinary(schema: str, table: str) -> bool:
@@ -153,8 +167,11 @@ def _shown(pair: tuple[str, str]) -> str:
     return ".".join("`" + name.replace("`", "``") + "`" for name in pair)
 
 
-def reserved_column_problem(schema: str, table: str, columns: Iterable[str]) -> str | None:
-    """Why a table cannot be a warehouse table because of a column's name, or None."""
+def reserved_column_problem(
+    schema: str, table: str, columns: Iterable[str], table_format: str = ""
+) -> str | None:
+    """Why a table cannot be a warehouse table (of ``table_format``, when known) because of a
+    column's name, or None."""
     for column in columns:
         low = column.lower()
         if low in RESERVED_COLUMNS or low.startswith(WORKING_PREFIX):
@@ -162,5 +179,12 @@ def reserved_column_problem(schema: str, table: str, columns: Iterable[str]) -> 
                 f"{schema}.{table}: column {column} is named like the warehouse table's own columns "
                 f"({', '.join(RESERVED_COLUMNS)}, {WORKING_PREFIX}...; case does not tell them apart), "
                 "so the table cannot be loaded: rename the column, or leave the table out with tables.exclude"
+            )
+        if table_format == "iceberg" and low in ICEBERG_METADATA_COLUMNS:
+            return (
+                f"{schema}.{table}: column {column} is named like one of Iceberg's metadata columns "
+                f"({', '.join(ICEBERG_METADATA_COLUMNS)}; case does not tell them apart), which an "
+                "Iceberg table cannot have, so the table cannot be loaded: rename the column, leave "
+                'the table out with tables.exclude, or keep the warehouse in Hive-format tables ([warehouse] format = "hive")'
             )
     return None

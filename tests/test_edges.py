@@ -540,7 +540,7 @@ def test_a_table_that_starts_matching_after_the_load_is_loaded_before_its_change
 
 @both_formats
 def test_columns_named_like_the_loaders_own_are_carried_or_refused_by_name(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, loaded: Loaded, table_format: str
 ) -> None:
     # Named like the staging files' and the merge's own columns: carried.
     cfg = loaded(
@@ -568,6 +568,21 @@ def test_columns_named_like_the_loaders_own_are_carried_or_refused_by_name(
         run_initial_load(spark, cfg, only=["edge_meta.bad"], progress=quiet)
     mariadb.execute("INSERT INTO edge_meta.bad VALUES (1, 1)")
     _stopped(cfg, "edge_meta.bad: column _SeqNo is named like the warehouse", "tables.exclude")
+
+    # Named like one of Iceberg's metadata columns: refused on Iceberg tables, carried on Hive's.
+    pos = loaded("edge_pos", ["keep (id INT PRIMARY KEY)"], [])
+    mariadb.execute("CREATE TABLE edge_pos.t (id INT PRIMARY KEY, _Pos INT, _row_id INT)")
+    refusal = "edge_pos.t: column _Pos is named like one of Iceberg's metadata columns"
+    if table_format == "iceberg":
+        with pytest.raises(LoaderError, match=refusal):
+            run_initial_load(spark, pos, only=["edge_pos.t"], progress=quiet)
+        mariadb.execute("INSERT INTO edge_pos.t VALUES (1, 1, 1)")
+        _stopped(pos, refusal, '[warehouse] format = "hive"')
+    else:
+        run_initial_load(spark, pos, only=["edge_pos.t"], progress=quiet)
+        mariadb.execute("INSERT INTO edge_pos.t VALUES (1, 1, 1)", "UPDATE edge_pos.t SET _Pos = 2")
+        delta(spark, pos)
+        assert_equal_to_source(spark, pos)
 
 
 @both_formats

@@ -93,8 +93,11 @@ def _sql_literal(conn: Any, value: Any) -> str:
     return str(conn.escape(value))
 
 
-def selected_tables(conn: Any, tables: TablesConfig, only: list[str] | None) -> list[SourceTableInfo]:
-    """The base tables the config selects (or the named subset of them), with columns and keys."""
+def selected_tables(
+    conn: Any, tables: TablesConfig, only: list[str] | None, table_format: str = ""
+) -> list[SourceTableInfo]:
+    """The base tables the config selects (or the named subset of them), with columns and keys;
+    a table with a column the warehouse's tables (of ``table_format``) cannot have is refused."""
     selector = TableSelector(tables.include, tables.exclude)
     found = [(s, t, n) for s, t, n in base_tables(conn) if selector(s, t)]
     # Two source tables never share a warehouse table.
@@ -117,7 +120,7 @@ def selected_tables(conn: Any, tables: TablesConfig, only: list[str] | None) -> 
         columns = [ColumnSpec(c.name, types.normalize(c.column_type, c.charset)) for c in source.columns]
         for c in columns:
             types.spark_type(c.mysql_type)  # an unknown type stops the load before any copy
-        reserved = reserved_column_problem(schema, table, (c.name for c in columns))
+        reserved = reserved_column_problem(schema, table, (c.name for c in columns), table_format)
         if reserved:
             raise LoadError(reserved)
         key = key_columns(
@@ -345,7 +348,7 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
                 f"source {cfg.source.name} has not been loaded yet: the first initial load copies every "
                 "selected table (run it without a table list)"
             )
-        tables = selected_tables(conn, cfg.tables, only)
+        tables = selected_tables(conn, cfg.tables, only, cfg.warehouse.format)
         if not tables:
             raise LoadError(
                 f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
@@ -396,7 +399,7 @@ def copy_tables(
     creds = credentials(cfg.source)
     conn = connect(creds)
     try:
-        tables = selected_tables(conn, cfg.tables, names)
+        tables = selected_tables(conn, cfg.tables, names, cfg.warehouse.format)
         ensure_database(spark, cfg.warehouse)
         results = []
         for info in tables:

@@ -289,7 +289,7 @@ def ensure_table(
     q = quote_identifier
     name = table_name(target, schema, table)
     iceberg = target.warehouse.format == "iceberg"
-    reserved = reserved_column_problem(schema, table, (c.name for c in columns))
+    reserved = reserved_column_problem(schema, table, (c.name for c in columns), target.warehouse.format)
     if reserved:
         raise MaterializeError(reserved)
     wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
