@@ -123,18 +123,30 @@ RUNNERS = {
 assert set(RUNNERS) == set(JOBS)
 
 
+# Jobs that start at once on a new embedded (SQLite) catalog each bring its tables to Iceberg's
+# current layout: all but the first then fail to add a column the first one added (seen with
+# three sources' first merges at once). The catalog is ready by then: its check is tried again.
+MIGRATED_MEANWHILE = "duplicate column name"
+CATALOG_TRIES = 3
+
+
 def _check_catalog(spark: Any, cfg: Config) -> None:
     """Reach the Iceberg catalog before any step: a wrong password or a server that is down is
     then one line naming the catalog and what to check, not a driver's exception mid-step."""
     from loader.warehouse.session import iceberg_catalog_advice
     from loader.warehouse.tables import ICEBERG_CATALOG
 
-    try:
-        spark.sql(f"SHOW NAMESPACES IN {ICEBERG_CATALOG}").collect()
-    except Exception as exc:
-        _, cause, transient = error_outcome(exc)
-        what, check = iceberg_catalog_advice(cfg.warehouse)
-        raise CatalogError(f"cannot use {what} ({cause}): {check}", transient=transient) from exc
+    for attempt in range(CATALOG_TRIES):
+        try:
+            spark.sql(f"SHOW NAMESPACES IN {ICEBERG_CATALOG}").collect()
+            return
+        except Exception as exc:
+            _, cause, transient = error_outcome(exc)
+            if MIGRATED_MEANWHILE in cause and attempt + 1 < CATALOG_TRIES:
+                time.sleep(1)
+                continue
+            what, check = iceberg_catalog_advice(cfg.warehouse)
+            raise CatalogError(f"cannot use {what} ({cause}): {check}", transient=transient) from exc
 
 
 def _leave_outcome(summary: Any = None, error: BaseException | None = None) -> None:
