@@ -419,7 +419,7 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
     """Compact the Iceberg tables and expire their old snapshots (spark-submit): the tables of
     every source of the deployment, or with ``--source`` those that source writes to. Exits 3
     (try again) when a table was skipped because a source writing to it was busy."""
-    result = steps.maintain(cfg, _launch, every_source=getattr(args, "every_source", False))
+    result = steps.maintain(cfg, _launch, every_source=args.every_source)
     _emit(args, to_dict(result), result.text())
     return EXIT_TRANSIENT if result.skipped else EXIT_OK
 
@@ -555,12 +555,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a materialised interval (loader intervals lists them): the later ones are applied again "
         "by the next materialise",
     )
-    add(
+    p = add(
         "maintain",
         cmd_maintain,
         "compact the Iceberg tables of every source (--source: those it writes to) and expire old "
         "snapshots, each table while none of its sources merges ([maintenance] settings; spark-submit)",
     )
+    p.set_defaults(every_source=False)  # main sets it when no source is chosen
     p = add("run-once", cmd_run_once, "one delta run without Airflow: plan, extract, materialise")
     p.add_argument(
         "--from", dest="start", metavar="FILE:POS", help="backfill: replay from here to the present end"

@@ -29,7 +29,7 @@ import dataclasses
 import os
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loader import crashpoints, results, steps
@@ -96,20 +96,24 @@ def _rollback(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
 
 
 def _maintain(spark: Any, cfg: Config, args: argparse.Namespace) -> Any:
-    from loader.warehouse.maintenance import Writer, run_maintenance
-
     # Every source of the deployment: the other sources routed into a shared table write to it too.
-    sources = (
-        {**load_deployment(cfg.path).sources, cfg.source.name: cfg} if cfg.path else {cfg.source.name: cfg}
-    )
-    writers = [Writer.of(c) for c in sources.values()]
+    sources = {**load_deployment(cfg.path).sources, cfg.source.name: cfg}
+    only = None if args.every_source else cfg.source.name
+    return results.to_dict(maintain_sources(spark, cfg, sources, only))
+
+
+def maintain_sources(
+    spark: Any, cfg: Config, sources: Mapping[str, Config], only: str | None = None
+) -> results.Maintenance:
+    """Maintain the warehouse tables ``sources`` (by name) write to (``only``: those this source
+    writes to) with ``cfg``'s maintenance settings, each table under its sources' leases."""
+    from loader.warehouse.maintenance import Writer, run_maintenance
 
     def hold(names: list[str]) -> Any:
         return steps.source_leases((sources[n] for n in names), "the maintenance job")
 
-    only = None if args.every_source else cfg.source.name
-    done = run_maintenance(spark, writers, cfg.warehouse.format, cfg.maintenance, hold, only)
-    return results.to_dict(done)
+    writers = [Writer.of(c) for c in sources.values()]
+    return run_maintenance(spark, writers, cfg.warehouse.format, cfg.maintenance, hold, only)
 
 
 RUNNERS = {

@@ -819,16 +819,18 @@ def maintain(
 ) -> Maintenance:
     """Maintenance in process over the tables of these sources (the first one's settings), each
     table under the leases of the sources writing to it, as the maintenance job runs it."""
-    from loader import steps
-    from loader.warehouse.maintenance import Writer, run_maintenance
-
-    by_name = {c.source.name: c for c in cfgs}
-
-    def hold(names: list[str]) -> Any:
-        return steps.source_leases((by_name[n] for n in names), "the maintenance job")
+    from loader.spark_jobs import maintain_sources
 
     first = cfgs[0]
-    writers = [Writer.of(c) for c in cfgs]
-    return run_maintenance(
-        spark, writers, first.warehouse.format, maintenance or first.maintenance, hold, only
+    settings = dataclasses.replace(first, maintenance=maintenance or first.maintenance)
+    return maintain_sources(spark, settings, {c.source.name: c for c in cfgs}, only)
+
+
+def as_an_older_loader_left_it(spark: Any, database: str, table: str, columns_ddl: str) -> None:
+    """Give the Hive-format table ``database.table`` the data columns ``columns_ddl`` in the
+    catalog, as a loader before today's columns made it."""
+    jvm = spark.sparkContext._jvm
+    spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
+        database, table, jvm.org.apache.spark.sql.types.StructType.fromDDL(columns_ddl)
     )
+    spark.catalog.refreshTable(f"{database}.{table}")

@@ -31,6 +31,7 @@ from tests.conftest import (
     TABLE_FORMATS,
     Loaded,
     MariaDB,
+    as_an_older_loader_left_it,
     assert_equal_to_source,
     delta,
     fresh_schema,
@@ -676,15 +677,12 @@ def test_a_table_made_before_the_invalid_dates_column_gets_it(
         ["INSERT INTO edge_olddates.t VALUES (1, '2024-01-01'), (2, '0000-00-00')"],
     )
     # As an earlier loader left it in the catalog: no _loader_invalid_dates.
-    jvm = spark.sparkContext._jvm
-    spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
+    as_an_older_loader_left_it(
+        spark,
         cfg.warehouse.database,
         "edge_olddates__t",
-        jvm.org.apache.spark.sql.types.StructType.fromDDL(
-            "id INT, d DATE, _seqno BIGINT, _commit_ts TIMESTAMP"
-        ),
+        "id INT, d DATE, _seqno BIGINT, _commit_ts TIMESTAMP",
     )
-    spark.catalog.refreshTable(f"{cfg.warehouse.database}.edge_olddates__t")
     mariadb.execute("INSERT INTO edge_olddates.t VALUES (3, '0000-00-00')")
     delta(spark, cfg)
     rows = {

@@ -17,7 +17,7 @@ from loader.ledger import Checkpoint, Ledger
 from loader.positions import Position
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.tables import table_name
-from tests.conftest import TABLE_FORMATS, MariaDB, derby_table_rows, quiet
+from tests.conftest import TABLE_FORMATS, MariaDB, as_an_older_loader_left_it, derby_table_rows, quiet
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # The merge rule on both table formats; partitions, versions and their swaps are Hive's.
@@ -179,15 +179,12 @@ def test_every_row_carries_the_change_that_wrote_it_and_older_tables_get_those_c
     # A table an older loader made has none of these columns but _seqno and _commit_ts: they
     # are added, NULL in its older rows.
     if table_format == "hive":
-        jvm = spark.sparkContext._jvm
-        spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
+        as_an_older_loader_left_it(
+            spark,
             cfg.warehouse.database,
             "mat__m",
-            jvm.org.apache.spark.sql.types.StructType.fromDDL(
-                "id INT, v STRING, _seqno BIGINT, _commit_ts TIMESTAMP, _loader_invalid_dates MAP<STRING, STRING>"
-            ),
+            "id INT, v STRING, _seqno BIGINT, _commit_ts TIMESTAMP, _loader_invalid_dates MAP<STRING, STRING>",
         )
-        spark.catalog.refreshTable(name)
     else:
         spark.sql(f"ALTER TABLE {name} DROP COLUMNS (_op, _rowno, _interval, _loaded_at)")
     mariadb.execute("INSERT INTO mat.m VALUES (5, 'five')")
