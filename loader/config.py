@@ -29,6 +29,7 @@ from typing import Any
 
 from loader import naming
 from loader.errors import ConfigError
+from loader.modes import MIRROR, MODES
 
 ENV_FILE = "LOADER_CONFIG"
 ENV_SOURCE = "LOADER_SOURCE"
@@ -98,6 +99,16 @@ class TablesConfig:
     # into one warehouse table ("schema.table") that other sources route into too, each source's
     # rows told apart by the column _source (the source's name), the first of the table's key.
     routes: Mapping[str, str] = field(default_factory=dict)
+    # What a warehouse table keeps of its source table's changes (``loader.modes``): "mirror"
+    # (the rows as they are), "soft_delete" (deleted rows kept, marked) or "history" (every
+    # version); ``modes`` overrides it per table ("schema.table", * and ?; the first match wins).
+    mode: str = MIRROR
+    modes: Mapping[str, str] = field(default_factory=dict)
+
+    def mode_of(self, schema: str, table: str) -> str:
+        """The warehouse mode of the source table ``schema.table``."""
+        name = f"{schema}.{table}"
+        return next((m for p, m in self.modes.items() if fnmatchcase(name, p)), self.mode)
 
     def route(self, schema: str, table: str) -> tuple[str, str] | None:
         """The shared table ``(schema, table)`` a source table is routed into; None if it is not."""
@@ -587,6 +598,9 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     _one_of(src.transport, TRANSPORTS, "source.transport", origin)
     _one_of(src.failover, FAILOVER, "source.failover", origin)
     _one_of(cfg.tables.schema_changes, SCHEMA_CHANGES, "tables.schema_changes", origin)
+    _one_of(cfg.tables.mode, MODES, "tables.mode", origin)
+    for pattern, mode in cfg.tables.modes.items():
+        _one_of(mode, MODES, f"tables.modes[{pattern!r}]", origin)
     if src.transport == "files" and not src.binlog_dir:
         raise ConfigError(f"{origin}: source.binlog_dir is required when source.transport = 'files'")
     if not 1 <= src.port <= 65535:
@@ -670,6 +684,7 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         *cfg.tables.include,
         *cfg.tables.exclude,
         *cfg.tables.keys,
+        *cfg.tables.modes,
         *wh.partition_rows_by_table,
         *wh.buckets_by_table,
     ):

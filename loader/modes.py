@@ -19,7 +19,8 @@ copied rows), ``_commit_ts`` (the source's commit time; a load's start for copie
 ``_interval`` (the interval that first brought the change, or the load's id) and ``_loaded_at``
 (when the warehouse got the row: a clock reading, which this reference leaves out).
 
-A load's copy is one step at its position (P0's seqno): ``mirror`` takes the copy's rows;
+A load's copy is one step at its position (P0's seqno), and holds every change up to there that
+the table had not taken before it: ``mirror`` takes the copy's rows;
 ``soft_delete`` takes them and marks deleted the keys the copy does not have; ``history`` closes
 the versions of keys the copy does not have or has otherwise, and opens versions for the copy's
 rows that differ from the current ones (an unchanged row keeps its version).
@@ -108,13 +109,17 @@ def apply(mode: str, key: Sequence[str], events: Iterable[Event]) -> list[dict[s
 def _steps(events: Iterable[Event]) -> list[Copy | list[Change]]:
     """The distinct changes (the first time each was applied: its interval is the one that
     brought it) grouped into transactions, and the copies, in log order (a copy after the
-    changes it holds)."""
+    changes it holds). A change first applied after a copy at or past its position is the
+    copy's: the copy holds its effect, and the table learns of it only through the copy (a
+    re-load's table takes no change older than its copy)."""
     changes: dict[tuple[int, int], Change] = {}
     copies: dict[str, Copy] = {}
+    copied_through = -1
     for event in events:
         if isinstance(event, Copy):
             copies.setdefault(event.load_id, event)
-        else:
+            copied_through = max(copied_through, event.seqno)
+        elif event.seqno > copied_through or (event.seqno, event.row_id) in changes:
             changes.setdefault((event.seqno, event.row_id), event)
     transactions: dict[int, list[Change]] = {}
     for (seqno, _), change in sorted(changes.items()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,33 @@ def test_partitioning_can_be_set_per_table() -> None:
     assert cfg.warehouse.partitioning("demo", "events_2026") == (1000, 16)
     assert cfg.warehouse.partitioning("demo", "lines") == (5000, 64)
     assert cfg.warehouse.partitioning("other", "t") == (1_000_000, 16)
+
+
+def test_the_warehouse_mode_is_set_for_all_tables_and_per_table_pattern() -> None:
+    cfg = load_config(
+        EXAMPLE,
+        env={
+            "LOADER__TABLES__MODE": "soft_delete",
+            "LOADER__TABLES__MODES": '{ "demo.customers" = "history", "demo.*" = "mirror" }',
+        },
+    )
+    assert cfg.tables.mode_of("demo", "customers") == "history"  # the first match wins
+    assert cfg.tables.mode_of("demo", "orders") == "mirror"
+    assert cfg.tables.mode_of("crm", "orders") == "soft_delete"
+    assert load_config(EXAMPLE).tables.mode_of("demo", "orders") == "mirror"
+    for env, message in [
+        (
+            {"LOADER__TABLES__MODE": "scd2"},
+            "tables.mode = 'scd2' is not accepted; accepted values: mirror, soft_delete, history",
+        ),
+        (
+            {"LOADER__TABLES__MODES": '{ "demo.t" = "audit" }'},
+            "tables.modes['demo.t'] = 'audit' is not accepted",
+        ),
+        ({"LOADER__TABLES__MODES": '{ "t" = "history" }'}, "table pattern 't' must look like schema.table"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(EXAMPLE, env=env)
 
 
 def test_unknown_section_and_bad_toml_are_reported(tmp_path: Path) -> None:

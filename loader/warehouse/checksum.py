@@ -24,7 +24,7 @@ from loader.source import connect, credentials
 from loader.warehouse import checksum_sql as sql
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
 from loader.warehouse.initial_load import SourceTableInfo, selected_tables
-from loader.warehouse.tables import key_comparison, quote_identifier, source_filter, table_name
+from loader.warehouse.tables import key_comparison, quote_identifier, rows_to_compare, table_name
 
 MAX_RANGES = 1000
 Progress = Callable[[str], None]
@@ -163,12 +163,12 @@ def source_sums(
 
 
 def _warehouse_ranges(
-    spark: Any, name: str, sums: TableSums, invalid_dates: str | None, own_rows: str = ""
+    spark: Any, name: str, sums: TableSums, invalid_dates: str | None, kept: str = ""
 ) -> dict[int, RangeSums]:
     columns = [(c, t) for c, t in sums.columns]
     types = dict(columns)
     order = sql.KeyOrder([sql.spark_order_value(quote_identifier(k), types[k]) for k in sums.key])
-    where = f" WHERE {own_rows}" if own_rows else ""  # a shared table: the source's rows
+    where = f" WHERE {kept}" if kept else ""  # tables.rows_to_compare
     rows = spark.sql(
         f"SELECT r, count(*), bit_xor(x) FROM "
         f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_checksum(columns, invalid_dates)} AS x FROM {name}{where}) "
@@ -202,7 +202,7 @@ def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableCheck
             name,
             sums,
             invalid_dates,
-            source_filter(cfg.source.name, cfg.tables, sums.schema, sums.table),
+            rows_to_compare(spark, name, cfg.source.name, cfg.tables, sums.schema, sums.table),
         )
         result.warehouse_rows = sum(r.rows for r in theirs.values())
         ours = {r.index: r for r in sums.ranges}

@@ -18,7 +18,7 @@ from loader.staging.manifest import ColumnSpec
 from loader.warehouse.iceberg import snapshot_after
 from loader.warehouse.initial_load import selected_tables
 from loader.warehouse.rollback import check_interval
-from loader.warehouse.tables import quote_identifier, source_filter, table_name
+from loader.warehouse.tables import quote_identifier, rows_to_compare, table_name
 from loader.warehouse.types import DATE_KINDS, spark_string, type_parts
 
 
@@ -45,11 +45,11 @@ def _warehouse_rows(
     columns: list[ColumnSpec],
     order: str,
     snapshot: int | None = None,
-    own_rows: str = "",
+    kept: str = "",
 ) -> list[tuple[Any, ...]]:
-    """The table's rows (in an Iceberg ``snapshot`` of it, else now; of a shared table, those
-    ``own_rows`` keeps) in key order; a date the warehouse holds as NULL with its text kept
-    aside (MySQL's zero dates) comes back as that text, as the source gives it."""
+    """The table's rows (in an Iceberg ``snapshot`` of it, else now) that ``kept`` keeps
+    (``tables.rows_to_compare``), in key order; a date the warehouse holds as NULL with its text
+    kept aside (MySQL's zero dates) comes back as that text, as the source gives it."""
     has_invalid = INVALID_DATES_COLUMN in spark.table(name).columns
     invalid = [i for i, c in enumerate(columns) if has_invalid and type_parts(c.mysql_type)[0] in DATE_KINDS]
     select = [quote_identifier(c.name) for c in columns] + [
@@ -57,7 +57,7 @@ def _warehouse_rows(
     ]
     out = []
     version = f" VERSION AS OF {snapshot}" if snapshot is not None else ""
-    where = f" WHERE {own_rows}" if own_rows else ""
+    where = f" WHERE {kept}" if kept else ""
     for row in spark.sql(
         f"SELECT {', '.join(select)} FROM {name}{version}{where} ORDER BY {order}"
     ).collect():
@@ -99,8 +99,8 @@ def compare_tables(
             if spark.catalog.tableExists(name):
                 snapshot = None if as_of is None else snapshot_after(spark, name, cfg.source.name, as_of)
                 if as_of is None or snapshot is not None:  # None as of an interval: it was empty
-                    own_rows = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
-                    warehouse = _warehouse_rows(spark, name, info.columns, order, snapshot, own_rows)
+                    rows = rows_to_compare(spark, name, cfg.source.name, cfg.tables, info.schema, info.table)
+                    warehouse = _warehouse_rows(spark, name, info.columns, order, snapshot, rows)
             out.append(
                 TableComparison(
                     table=info.qualified,

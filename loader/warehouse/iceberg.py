@@ -28,10 +28,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from loader import crashpoints
+from loader import crashpoints, modes
 from loader.errors import SnapshotError
 from loader.naming import SOURCE_COLUMN
-from loader.warehouse.merge import key_range_sql, key_ranges_sql, merge_into_sql, ranked_sql
+from loader.warehouse.merge import (
+    history_changes_sql,
+    history_merge_into_sql,
+    key_range_sql,
+    key_ranges_sql,
+    merge_into_sql,
+    ranked_sql,
+)
 from loader.warehouse.tables import SHARED_PROPERTY, quote_identifier, rows_of_source
 
 # A session setting per summary property: Iceberg adds them to every snapshot the session commits.
@@ -315,9 +322,10 @@ def merge_changes(
     summary: Mapping[str, str],
     range_width: int | None = None,
     own_rows: str = "",
+    mode: str = modes.MIRROR,
 ) -> tuple[int, int, int, int, int | None]:
     """Merge the change rows ``changes`` into the Iceberg table ``name`` in one snapshot whose
-    summary carries ``summary``.
+    summary carries ``summary``, as the table's ``mode`` keeps them.
 
     With ``range_width`` (a table keyed by one integer column), the merge reads only the key
     ranges of that width its changes touch (``merge_into_sql``'s ``target_filter``). ``own_rows``
@@ -330,24 +338,10 @@ def merge_changes(
         ``total_records`` after it.
     """
     changes.createOrReplaceTempView("changes")
-    # Ranked once and kept, the latest changes are a filter over a relation of known size: what
-    # Spark's runtime bloom filter needs to drop, while the table is read, the rows of keys
-    # that did not change, before they are shuffled for the join.
-    ranked = spark.sql(ranked_sql(columns, key)).cache()
-    try:
-        ranges = ""
-        if range_width is None:
-            ranked.count()
-        else:
-            column = quote_identifier(key[0])
-            touched = ranked.selectExpr(key_range_sql(column, range_width)).distinct().collect()
-            ranges = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
-        ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
-        merge = merge_into_sql(name, columns, key, " AND ".join(p for p in (own_rows, ranges) if p))
-        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
-            spark.sql(merge)
-    finally:
-        ranked.unpersist()
+    if mode == modes.HISTORY:
+        _merge_history(spark, name, changes, columns, key, summary, range_width, own_rows)
+    else:
+        _merge_latest(spark, name, columns, key, summary, range_width, own_rows, mode)
     crashpoints.reached("after snapshot committed")
     # This merge's snapshot: another source of a shared table may have committed after it.
     summaries = current_summaries(spark, name)
@@ -363,6 +357,69 @@ def merge_changes(
         count("changed-partition-count"),
         total_records(now),
     )
+
+
+def _merge_latest(
+    spark: Any,
+    name: str,
+    columns: list[str],
+    key: list[str],
+    summary: Mapping[str, str],
+    range_width: int | None,
+    own_rows: str,
+    mode: str,
+) -> None:
+    """``merge_changes`` of the view ``changes`` by each key's latest change (mirror, soft_delete)."""
+    # Ranked once and kept, the latest changes are a filter over a relation of known size: what
+    # Spark's runtime bloom filter needs to drop, while the table is read, the rows of keys
+    # that did not change, before they are shuffled for the join.
+    ranked = spark.sql(ranked_sql(columns, key)).cache()
+    try:
+        ranges = ""
+        if range_width is None:
+            ranked.count()
+        else:
+            column = quote_identifier(key[0])
+            touched = ranked.selectExpr(key_range_sql(column, range_width)).distinct().collect()
+            ranges = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
+        ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
+        merge = merge_into_sql(name, columns, key, " AND ".join(p for p in (own_rows, ranges) if p), mode)
+        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
+            spark.sql(merge)
+    finally:
+        ranked.unpersist()
+
+
+def _merge_history(
+    spark: Any,
+    name: str,
+    changes: Any,
+    columns: list[str],
+    key: list[str],
+    summary: Mapping[str, str],
+    range_width: int | None,
+    own_rows: str,
+) -> None:
+    """``merge_changes`` of ``changes`` (the view ``changes``) into a table of versions."""
+    staged = changes.cache()
+    history = None
+    try:
+        ranges = ""
+        if range_width is not None:
+            column = quote_identifier(key[0])
+            touched = staged.selectExpr(key_range_sql(column, range_width)).distinct().collect()
+            ranges = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
+        target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
+        # Kept, so that the table is read once for the versions' state, before the merge writes.
+        history = spark.sql(history_changes_sql(key, name, target_filter)).cache()
+        history.createOrReplaceTempView("history")
+        history.count()
+        with session_conf(spark, snapshot_summary(summary)):
+            spark.sql(history_merge_into_sql(name, columns, key, target_filter))
+    finally:
+        if history is not None:
+            history.unpersist()
+        staged.unpersist()
 
 
 def replace_table(

@@ -48,7 +48,7 @@ from loader.source import (
 )
 from loader.staging.manifest import ColumnSpec
 from loader.tables import TableSelector, key_columns
-from loader.warehouse import iceberg, types
+from loader.warehouse import iceberg, resync, types
 from loader.warehouse.tables import (
     PART,
     Target,
@@ -63,7 +63,9 @@ from loader.warehouse.tables import (
     quote_identifier,
     source_column_sql,
     source_filter,
+    table_mode,
     table_name,
+    table_properties,
 )
 
 Progress = Callable[[str], None]
@@ -217,6 +219,18 @@ def copy_table(
     from pyspark.sql import functions as F
 
     started = time.monotonic()
+    name = table_name(cfg, info.schema, info.table)
+    own_rows = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
+    mode = cfg.tables.mode_of(info.schema, info.table)
+    # A soft_delete or history table loaded again keeps what it knew (resync); read as it was,
+    # before the load changes its columns.
+    old = None
+    if (
+        mode != modes.MIRROR
+        and spark.catalog.tableExists(name)
+        and table_mode(table_properties(spark, name)) == mode
+    ):
+        old = spark.table(name).where(own_rows) if own_rows else spark.table(name)
     ensure_table(spark, Target.of(cfg), info.schema, info.table, info.columns, key=info.key, replace=True)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
     frame = spark.read.jdbc(
@@ -231,6 +245,7 @@ def copy_table(
         },
     )
     p0 = Position.parse(load.p0)
+    p0_seqno = seqno_of(p0.file, p0.pos, load.epoch)
     select = [
         f"{types.load_cast_sql(f'c{i}', c.mysql_type)} AS {quote_identifier(c.name)}"
         for i, c in enumerate(info.columns)
@@ -238,21 +253,21 @@ def copy_table(
     part = partition_expr(info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table))
     dates = [(f"c{i}", c.name, c.mysql_type) for i, c in enumerate(info.columns)]
     iceberg_table = cfg.warehouse.format == "iceberg"
-    # The loader's own columns in the order a table made by materialise has them (META_DDL): a
-    # table created by the copy (Iceberg's CREATE … AS SELECT) gets the frame's order.
-    own_rows = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
+    # The loader's own columns in the order a table made by materialise has them (META_DDL, the
+    # mode's): a table created by the copy (Iceberg's CREATE … AS SELECT) gets the frame's order.
     typed = frame.selectExpr(
         *select, f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}"
     ).selectExpr(
         *([source_column_sql(cfg.source.name)] if own_rows else []),
         *(quote_identifier(c.name) for c in info.columns),
         f"'{modes.COPIED}' AS {modes.OP}",
-        f"CAST({seqno_of(p0.file, p0.pos, load.epoch)} AS BIGINT) AS {modes.SEQNO}",
+        f"CAST({p0_seqno} AS BIGINT) AS {modes.SEQNO}",
         f"CAST(NULL AS INT) AS {modes.ROWNO}",
         f"TIMESTAMP '{load.started_at}' AS {modes.COMMIT_TS}",
         f"{types.spark_string(load.id)} AS {modes.INTERVAL}",
         f"current_timestamp() AS {modes.LOADED_AT}",
         INVALID_DATES_COLUMN,
+        *resync.copied_mode_columns(mode, p0_seqno, load.started_at),
         *([] if iceberg_table else [f"{part} AS {PART}"]),
     )
     observation = Observation(f"copy {info.qualified}")
@@ -260,8 +275,11 @@ def copy_table(
     watcher.start()
     try:
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"))
+        if old is not None:
+            observed = resync.resynced(
+                spark, observed, old, mode, info.key, p0_seqno, load.id, load.started_at, part
+            )
         summary = {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id}
-        name = table_name(cfg, info.schema, info.table)
         if own_rows:  # a shared table: the source's rows replaced, the other sources' kept
             iceberg.overwrite_rows(spark, name, observed, own_rows, summary)
         elif iceberg_table:
@@ -273,7 +291,7 @@ def copy_table(
                     info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table)
                 ),
                 iceberg_properties_sql(
-                    cfg.source.name, cfg.warehouse, new=not spark.catalog.tableExists(name)
+                    cfg.source.name, cfg.warehouse, new=not spark.catalog.tableExists(name), mode=mode
                 ),
                 summary,
             )

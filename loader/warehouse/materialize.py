@@ -160,6 +160,7 @@ def materialize_table(
     )
     warehouse_types = ensure_table(spark, target, schema, table, columns, key=key, cause=cause)
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
+    mode = target.tables.mode_of(schema, table)  # the table's: ensure_table refuses another
     if target.warehouse.format == "iceberg":
         changes = _changes(spark, store, staged, columns, warehouse_types, min_seqno)
         own_rows = source_filter(target.source, target.tables, schema, table, alias="t")
@@ -176,6 +177,7 @@ def materialize_table(
             # the key ranges the changes touch, as Hive's partitions
             target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
             own_rows,
+            mode,
         )
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)
@@ -193,7 +195,7 @@ def materialize_table(
             spark, target.warehouse.database, target.tables.warehouse_name(schema, table), PART
         )
         _touched_rows(spark, catalog, touched).createOrReplaceTempView("base")
-        effect = apply_merge(spark, names, key, sum(per_partition.values()))
+        effect = apply_merge(spark, names, key, sum(per_partition.values()), mode)
         try:
             merged = effect.rows.selectExpr("*", f"{part} AS {PART}")
             publish_version(spark, target, schema, table, merged, run_id, touched, catalog)

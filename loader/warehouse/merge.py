@@ -18,8 +18,9 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from loader import modes
 from loader.errors import MergeError
-from loader.warehouse.tables import quote_identifier
+from loader.warehouse.tables import live_rows, quote_identifier
 
 # Package data, so that an installed loader (a wheel on Airflow workers or a cluster) has it.
 SQL_DIR = resources.files("loader.warehouse") / "sql"
@@ -63,8 +64,42 @@ def latest_sql(columns: list[str], key: list[str]) -> str:
     return _render("latest_changes.sql", ranked=ranked_sql(columns, key))
 
 
-def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> MergeSql:
-    """The merge of the views ``changes`` and ``base`` for a table with these columns and key.
+def op_sql(had_row: str) -> str:
+    """The ``_op`` (``loader.modes``) of the row a key's latest change (alias ``l``) writes:
+    ``d`` for a delete (a row ``soft_delete`` keeps), ``u`` when the key had a row before the
+    change's transaction (an earlier change of the merge says so, ``_loader_prev_op``; else
+    ``had_row``, SQL telling whether the table has a live row of the key), ``c`` otherwise."""
+    told = {"true": " OR l._loader_prev_op IS NULL", "false": ""}.get(
+        had_row, f" OR (l._loader_prev_op IS NULL AND {had_row})"
+    )
+    return (
+        f"CASE WHEN l._loader_op = 'D' THEN '{modes.DELETED_OP}' "
+        f"WHEN l._loader_prev_op = 'I'{told} THEN '{modes.UPDATED}' ELSE '{modes.INSERTED}' END"
+    )
+
+
+def mode_values(mode: str) -> dict[str, str]:
+    """The mode's own columns of the row a key's latest change (alias ``l``) writes, as SQL."""
+    if mode == modes.SOFT_DELETE:
+        return {
+            modes.IS_DELETED: "l._loader_op = 'D'",
+            modes.DELETED_AT: "CASE WHEN l._loader_op = 'D' THEN l._loader_commit_ts END",
+        }
+    if mode == modes.MIRROR:
+        return {}
+    raise MergeError(f"no merge of the latest changes for mode {mode!r}")
+
+
+def _listed(items: list[str]) -> str:
+    """``items`` after the columns before them in a select or column list."""
+    return "".join(f", {item}" for item in items)
+
+
+def merge_sql(
+    columns: list[str], key: list[str], broadcast: bool = True, mode: str = modes.MIRROR
+) -> MergeSql:
+    """The merge of the views ``changes`` and ``base`` for a table in ``mode`` with these
+    columns and key.
 
     Raises:
         MergeError: naming the key columns the table does not have.
@@ -76,6 +111,8 @@ def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> Mer
         return f"/*+ BROADCAST({alias}) */ " if broadcast else ""
 
     key_join = " AND ".join(f"b.{q(k)} <=> l.{q(k)}" for k in key)
+    values = mode_values(mode)
+    written = ["'insert'", "'update'"] + (["'delete'", "'none'"] if mode == modes.SOFT_DELETE else [])
     return MergeSql(
         latest=latest,
         decide=_render(
@@ -83,13 +120,18 @@ def merge_sql(columns: list[str], key: list[str], broadcast: bool = True) -> Mer
             broadcast_latest=hint("l"),
             broadcast_matched=hint("b"),
             base_key_columns=", ".join(f"b.{q(k)}" for k in key),
+            base_live=live_rows(mode, "b") or "true",
             key_join=key_join,
         ),
         merge=_render(
             "merge.sql",
             broadcast_decided=hint("l"),
             base_columns=", ".join(f"b.{q(c)}" for c in columns),
+            base_mode_columns=_listed([f"b.{c}" for c in values]),
             latest_columns=", ".join(f"l.{q(c)}" for c in columns),
+            op=op_sql("l._loader_had_row"),
+            mode_values=_listed([f"{v} AS {c}" for c, v in values.items()]),
+            written_actions=", ".join(written),
             key_join=key_join,
         ),
         counts=_render("merge_counts.sql"),
@@ -125,9 +167,11 @@ def key_ranges_sql(column: str, ranges: list[int], width: int) -> str:
     return "(" + " OR ".join(terms) + ")" if terms else ""
 
 
-def merge_into_sql(target: str, columns: list[str], key: list[str], target_filter: str = "") -> str:
+def merge_into_sql(
+    target: str, columns: list[str], key: list[str], target_filter: str = "", mode: str = modes.MIRROR
+) -> str:
     """The ``MERGE INTO`` that applies the latest change of each key (the view ``latest``: the
-    rows of ``ranked_sql`` ranked 1) to ``target``, an Iceberg table with these columns.
+    rows of ``ranked_sql`` ranked 1) to ``target``, an Iceberg table in ``mode`` with these columns.
 
     The key is compared with ``=`` (primary key columns are never NULL). ``target_filter``, a
     predicate on the target's rows (alias ``t``) that every changed key's row satisfies, is added
@@ -137,13 +181,68 @@ def merge_into_sql(target: str, columns: list[str], key: list[str], target_filte
     """
     q = quote_identifier
     key_join = " AND ".join(f"t.{q(k)} = l.{q(k)}" for k in key)
+    values = mode_values(mode)
+    mirror = mode == modes.MIRROR
     return _render(
         "merge_into.sql",
         target=target,
         key_join=f"{key_join} AND {target_filter}" if target_filter else key_join,
+        when_deleted=(
+            "WHEN MATCHED AND t._seqno < l._loader_seqno AND l._loader_op = 'D' THEN DELETE" if mirror else ""
+        ),
+        written=" AND l._loader_op = 'I'" if mirror else "",
         update_columns=", ".join(f"{q(c)} = l.{q(c)}" for c in columns),
+        matched_op=op_sql(live_rows(mode, "t") or "true"),
+        update_mode_columns=_listed([f"{c} = {v}" for c, v in values.items()]),
         columns=", ".join(q(c) for c in columns),
+        mode_columns=_listed(list(values)),
         latest_columns=", ".join(f"l.{q(c)}" for c in columns),
+        new_op=op_sql("false"),
+        mode_values=_listed(list(values.values())),
+    )
+
+
+def history_changes_sql(key: list[str], target: str, target_filter: str = "") -> str:
+    """What the view ``changes`` does to ``target`` (a table, or a view of its rows, alias ``t``)
+    in mode ``history``: its versions to close and to open (``history_changes.sql``).
+    ``target_filter`` (a predicate on ``t``) narrows the reading of the table as
+    ``merge_into_sql``'s does."""
+    q = quote_identifier
+
+    def keyed(alias: str) -> str:
+        return ", ".join(f"{alias}.{q(k)}" for k in key)
+
+    target_join = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in key)
+    return _render(
+        "history_changes.sql",
+        change_key=keyed("c"),
+        target_key=keyed("t"),
+        target=target,
+        target_join=f"{target_join} AND {target_filter}" if target_filter else target_join,
+        applied_join=" AND ".join(f"a.{q(k)} = s.{q(k)}" for k in key),
+        fresh_key=keyed("f"),
+    )
+
+
+def _history_values(columns: list[str], had_row: str) -> dict[str, str]:
+    q = quote_identifier
+    return {
+        "columns": ", ".join(q(c) for c in columns),
+        "latest_columns": ", ".join(f"l.{q(c)}" for c in columns),
+        "op": op_sql(had_row),
+    }
+
+
+def history_merge_into_sql(target: str, columns: list[str], key: list[str], target_filter: str = "") -> str:
+    """The ``MERGE INTO`` that applies the view ``history`` (``history_changes_sql``) to
+    ``target``, an Iceberg table in mode ``history`` with these columns."""
+    q = quote_identifier
+    key_join = " AND ".join(f"t.{q(k)} = l.{q(k)}" for k in key)
+    return _render(
+        "history_merge_into.sql",
+        target=target,
+        key_join=f"{key_join} AND {target_filter}" if target_filter else key_join,
+        **_history_values(columns, "l._loader_current IS NOT NULL"),
     )
 
 
@@ -162,12 +261,17 @@ class MergeResult:
         self._decided.unpersist()
 
 
-def apply_merge(spark: Any, columns: list[str], key: list[str], changed_keys: int) -> MergeResult:
-    """Merge the view ``changes`` into the view ``base``; registers ``latest`` and ``decided``.
+def apply_merge(
+    spark: Any, columns: list[str], key: list[str], changed_keys: int, mode: str = modes.MIRROR
+) -> MergeResult:
+    """Merge the view ``changes`` into the view ``base`` of a table in ``mode``; registers
+    ``latest`` and ``decided``.
 
     ``changed_keys`` (an upper bound is enough) decides whether the changes are broadcast.
     """
-    sql = merge_sql(columns, key, broadcast=changed_keys <= BROADCAST_MAX_KEYS)
+    if mode == modes.HISTORY:
+        return _apply_history(spark, columns, key)
+    sql = merge_sql(columns, key, broadcast=changed_keys <= BROADCAST_MAX_KEYS, mode=mode)
     spark.sql(sql.latest).createOrReplaceTempView("latest")
     decided = spark.sql(sql.decide).cache()
     decided.createOrReplaceTempView("decided")
@@ -175,3 +279,19 @@ def apply_merge(spark: Any, columns: list[str], key: list[str], changed_keys: in
     return MergeResult(
         spark.sql(sql.merge), int(effect.inserted), int(effect.updated), int(effect.deleted), decided
     )
+
+
+def _apply_history(spark: Any, columns: list[str], key: list[str]) -> MergeResult:
+    """``apply_merge`` in mode ``history``: every base row stays, some closed, and new versions
+    come; registers ``history``."""
+    q = quote_identifier
+    history = spark.sql(history_changes_sql(key, "base")).cache()
+    history.createOrReplaceTempView("history")
+    counts = {r[0]: int(r[1]) for r in history.groupBy("_loader_action").count().collect()}
+    merge = _render(
+        "history_merge.sql",
+        base_columns=", ".join(f"b.{q(c)}" for c in columns),
+        key_join=" AND ".join(f"b.{q(k)} <=> l.{q(k)}" for k in key),
+        **_history_values(columns, "l._loader_current IS NOT NULL"),
+    )
+    return MergeResult(spark.sql(merge), counts.get("open", 0), counts.get("close", 0), 0, history)

@@ -100,14 +100,23 @@ OWNER_PROPERTY = "loader.source"
 SHARED_PROPERTY = "loader.shared_key"
 
 
+# The table property naming the table's warehouse mode (``loader.modes``); a table without it,
+# made before modes, is a mirror.
+MODE_PROPERTY = "loader.mode"
+
+
 def iceberg_properties_sql(
-    source: str, wh: WarehouseConfig, new: bool = True, shared_key: list[str] | None = None
+    source: str,
+    wh: WarehouseConfig,
+    new: bool = True,
+    shared_key: list[str] | None = None,
+    mode: str = modes.MIRROR,
 ) -> str:
     """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of ``source`` (or of a shared
-    one, whose rows name their sources, keyed by ``shared_key``); a ``new`` one gets the format
-    version of ``wh`` (a table's version never goes down: a re-load keeps it)."""
+    one, whose rows name their sources, keyed by ``shared_key``) in ``mode``; a ``new`` one gets
+    the format version of ``wh`` (a table's version never goes down: a re-load keeps it)."""
     whose = {OWNER_PROPERTY: source} if shared_key is None else {SHARED_PROPERTY: json.dumps(shared_key)}
-    properties = {**ICEBERG_PROPERTIES, **whose}
+    properties = {**ICEBERG_PROPERTIES, **whose, MODE_PROPERTY: mode}
     if new:
         properties["format-version"] = str(wh.iceberg_format_version)
     return (
@@ -115,9 +124,19 @@ def iceberg_properties_sql(
     )
 
 
+def table_properties(spark: Any, name: str) -> dict[str, str]:
+    """The properties of the existing table ``name``."""
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+
+
+def table_mode(properties: dict[str, str]) -> str:
+    """The warehouse mode a table of these properties is in."""
+    return properties.get(MODE_PROPERTY, modes.MIRROR)
+
+
 def claim_table(
     spark: Any, source: str, name: str, shared: bool = False, key: list[str] | None = None
-) -> None:
+) -> dict[str, str]:
     """Make sure the existing warehouse table ``name`` holds the rows of ``source``: a table
     of another source (two sources of a deployment selecting the same table into one database)
     would mix two sources' changes, so it is refused; a table made before tables named their
@@ -125,11 +144,13 @@ def claim_table(
     for routes, keyed as the source's table (``key``), and a table made for routes is no single
     source's.
 
+    Returns the table's properties.
+
     Raises:
         MaterializeError: the table belongs to another source, or is shared while the source is
             not routed into it, or the other way round, or is keyed otherwise.
     """
-    properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+    properties = table_properties(spark, name)
     owner = properties.get(OWNER_PROPERTY)
     shared_key = properties.get(SHARED_PROPERTY)
     if shared and shared_key is not None and key is not None and json.loads(shared_key) != key:
@@ -150,7 +171,7 @@ def claim_table(
             "as a shared one (drop it, then load every source routed into it)"
         )
     if shared:
-        return
+        return properties
     claim = f"ALTER TABLE {name} SET TBLPROPERTIES ({_owner_sql(source)})"
     if owner is None:
         spark.sql(claim)
@@ -160,6 +181,7 @@ def claim_table(
             f"share a warehouse table. Give one of them its own [warehouse] database in its source file; "
             f"if the source was renamed from {owner!r}: {claim}"
         )
+    return properties
 
 
 def _owner_sql(source: str) -> str:
@@ -206,6 +228,15 @@ def source_filter(source: str, tables: TablesConfig, schema: str, table: str, al
     if tables.route(schema, table) is None:
         return ""
     return rows_of_source(source, alias)
+
+
+def rows_to_compare(spark: Any, name: str, source: str, tables: TablesConfig, schema: str, table: str) -> str:
+    """The predicate that keeps the rows of the existing warehouse table ``name`` that stand for
+    the source table's rows now: ``source``'s (``source_filter``), live (``live_rows`` for the
+    table's mode); empty when that is every row."""
+    own = source_filter(source, tables, schema, table)
+    live = live_rows(table_mode(table_properties(spark, name)))
+    return " AND ".join(p for p in (own, live) if p)
 
 
 def source_column_sql(source: str) -> str:
@@ -259,6 +290,32 @@ META_COLUMNS = {
     INVALID_DATES_COLUMN: "MAP<STRING, STRING>",
 }
 META_DDL = ", ".join(f"{column} {kind}" for column, kind in META_COLUMNS.items())
+# What each mode adds after them (``loader.modes.MODE_COLUMNS``).
+MODE_COLUMN_TYPES = {
+    modes.IS_DELETED: "BOOLEAN",
+    modes.DELETED_AT: "TIMESTAMP",
+    modes.VALID_FROM: "TIMESTAMP",
+    modes.VALID_TO: "TIMESTAMP",
+    modes.VALID_FROM_SEQNO: "BIGINT",
+    modes.VALID_TO_SEQNO: "BIGINT",
+    modes.IS_CURRENT: "BOOLEAN",
+}
+
+
+def own_columns_ddl(mode: str) -> str:
+    """The DDL of a table's own columns in ``mode``: the change metadata, then the mode's."""
+    return ", ".join([META_DDL, *(f"{c} {MODE_COLUMN_TYPES[c]}" for c in modes.MODE_COLUMNS[mode])])
+
+
+def live_rows(mode: str, alias: str = "") -> str:
+    """The predicate that keeps the rows of a table in ``mode`` that the source has now (alias
+    ``alias``, if any): every row of a mirror; the rows not marked deleted; the current versions."""
+    prefix = f"{alias}." if alias else ""
+    if mode == modes.SOFT_DELETE:
+        return f"NOT {prefix}{modes.IS_DELETED}"
+    if mode == modes.HISTORY:
+        return f"{prefix}{modes.IS_CURRENT}"
+    return ""
 
 
 def ensure_table(
@@ -294,9 +351,14 @@ def ensure_table(
         raise MaterializeError(reserved)
     wanted = {c.name: types.spark_type(c.mysql_type) for c in columns}
     shared = target.tables.route(schema, table) is not None
+    mode = target.tables.mode_of(schema, table)
     exists = spark.catalog.tableExists(name)
+    mode_changes = False
     if exists:
-        claim_table(spark, target.source, name, shared, key)
+        have = table_mode(claim_table(spark, target.source, name, shared, key))
+        mode_changes = have != mode
+        if mode_changes and (shared or not replace):
+            raise MaterializeError(_mode_difference(name, schema, table, have, mode, shared))
     if iceberg and replace and not shared:
         return wanted  # the copy replaces the table, its columns with it (``replace_iceberg_table``)
     if not exists:
@@ -313,17 +375,23 @@ def ensure_table(
             # creates it first is kept, and the other's key and columns are checked against it
             # below, as against a table that was there.
             if_missing = "IF NOT EXISTS " if shared else ""
+            properties = iceberg_properties_sql(
+                target.source, target.warehouse, shared_key=key if shared else None, mode=mode
+            )
             spark.sql(
-                f"CREATE TABLE {if_missing}{name} ({first}{cols}, {META_DDL}) USING iceberg "
-                f"{partitioned}{iceberg_properties_sql(target.source, target.warehouse, shared_key=key if shared else None)}"
+                f"CREATE TABLE {if_missing}{name} ({first}{cols}, {own_columns_ddl(mode)}) USING iceberg "
+                f"{partitioned}{properties}"
             )
             if not shared:
                 return wanted
-            claim_table(spark, target.source, name, shared, key)
+            have = table_mode(claim_table(spark, target.source, name, shared, key))
+            if have != mode:
+                raise MaterializeError(_mode_difference(name, schema, table, have, mode, shared))
         else:
             spark.sql(
-                f"CREATE TABLE {name} ({cols}, {META_DDL}, {PART} BIGINT) USING parquet PARTITIONED BY ({PART}) "
-                f"TBLPROPERTIES ({_owner_sql(target.source)})"
+                f"CREATE TABLE {name} ({cols}, {own_columns_ddl(mode)}, {PART} BIGINT) USING parquet "
+                f"PARTITIONED BY ({PART}) TBLPROPERTIES ({_owner_sql(target.source)}, "
+                f"'{MODE_PROPERTY}' = {types.spark_string(mode)})"
             )
             return wanted
     fields = spark.table(name).schema.fields
@@ -336,8 +404,12 @@ def ensure_table(
     if shared:
         return _follow_shard(spark, name, existing, target.source, schema, table, wanted, cause)
     if replace:
-        if existing != wanted or lacks_meta:
-            _set_columns(spark, target, schema, table, wanted)
+        if existing != wanted or lacks_meta or mode_changes:
+            _set_columns(spark, target, schema, table, wanted, mode)
+        if mode_changes:
+            spark.sql(
+                f"ALTER TABLE {name} SET TBLPROPERTIES ('{MODE_PROPERTY}' = {types.spark_string(mode)})"
+            )
         return wanted
     if list(wanted)[: len(existing)] != list(existing):
         raise MaterializeError(
@@ -361,7 +433,7 @@ def ensure_table(
             if want != existing[column]:  # Iceberg widens a column in its metadata only
                 spark.sql(f"ALTER TABLE {name} ALTER COLUMN {q(column)} TYPE {want}")
     elif result != existing or lacks_meta:
-        _set_columns(spark, target, schema, table, result)
+        _set_columns(spark, target, schema, table, result, mode)
     added = {c: t for c, t in wanted.items() if c not in existing}
     _add_columns(spark, name, added)
     result.update(added)
@@ -375,6 +447,23 @@ def _add_columns(spark: Any, name: str, columns: dict[str, str]) -> None:
         spark.sql(
             f"ALTER TABLE {name} ADD COLUMNS (" + ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + ")"
         )
+
+
+def _mode_difference(name: str, schema: str, table: str, have: str, want: str, shared: bool) -> str:
+    """Why a table in mode ``have`` cannot take the changes of a source table in mode ``want``."""
+    if shared:
+        return (
+            f"{name} is a shared table in mode {have!r} and {schema}.{table} is in mode {want!r} "
+            "(tables.mode, tables.modes): the sources routed into one shared table must give it the "
+            f"same mode; set {schema}.{table}'s to {have!r}, or drop the shared table and load every "
+            "source routed into it"
+        )
+    return (
+        f"{name} is in mode {have!r} and [tables] makes {schema}.{table} {want!r}: a table takes "
+        f"another mode by a re-load, which rebuilds it from the source (what {have!r} kept of "
+        f"earlier changes is not carried): {reload_remedy((schema, table))}, or set its mode back "
+        f"to {have!r} (tables.mode, tables.modes)"
+    )
 
 
 def _follow_shard(
@@ -421,14 +510,16 @@ def _shape_difference(
     )
 
 
-def _set_columns(spark: Any, target: Target, schema: str, table: str, columns: dict[str, str]) -> None:
-    """Give the table these data columns in the catalog. Spark's SQL cannot change a Parquet
-    table's column types or drop its columns, its external catalog can; files already written
-    are read as the new types by column name (only widenings reach here without a re-load,
-    which rewrites every file)."""
+def _set_columns(
+    spark: Any, target: Target, schema: str, table: str, columns: dict[str, str], mode: str
+) -> None:
+    """Give the table these data columns, and the own columns of ``mode``, in the catalog.
+    Spark's SQL cannot change a Parquet table's column types or drop its columns, its external
+    catalog can; files already written are read as the new types by column name (only
+    widenings reach here without a re-load, which rewrites every file)."""
     q = quote_identifier
     jvm = spark.sparkContext._jvm
-    ddl = ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + f", {META_DDL}"
+    ddl = ", ".join(f"{q(c)} {t}" for c, t in columns.items()) + f", {own_columns_ddl(mode)}"
     data_schema = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
     spark._jsparkSession.sharedState().externalCatalog().alterTableDataSchema(
         target.warehouse.database, warehouse_table(schema, table), data_schema

@@ -1,0 +1,118 @@
+"""A load's copy as one step of a table that keeps more than the source's rows (``loader.modes``).
+
+A mirror takes the copy's rows. A ``soft_delete`` or ``history`` table loaded again keeps what
+it knew: ``soft_delete`` takes the copy's rows and marks deleted the keys the copy lacks (as of
+the load: P0's seqno, the load's start); ``history`` keeps its closed versions and the current
+ones the copy holds unchanged, closes the others at the load, and opens a version for each copied
+row that differs from the current one. The rows are computed here from the copy and the table as
+it was, and the load writes them as the table's new rows, as it writes a mirror's copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loader import modes
+from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN
+from loader.warehouse import types
+from loader.warehouse.tables import MODE_COLUMN_TYPES, PART, quote_identifier
+
+CHANGE_METADATA = {*modes.CHANGE_COLUMNS, *MODE_COLUMN_TYPES}
+
+
+def copied_mode_columns(mode: str, seqno: int, started_at: str) -> list[str]:
+    """The select items of a copied row's own columns in ``mode`` (after the change metadata): a
+    live row; a version valid from the load (``seqno``, P0's, and ``started_at``, its start)."""
+    if mode == modes.SOFT_DELETE:
+        return [f"false AS {modes.IS_DELETED}", f"CAST(NULL AS TIMESTAMP) AS {modes.DELETED_AT}"]
+    if mode == modes.HISTORY:
+        return [
+            f"TIMESTAMP '{started_at}' AS {modes.VALID_FROM}",
+            f"CAST(NULL AS TIMESTAMP) AS {modes.VALID_TO}",
+            f"CAST({seqno} AS BIGINT) AS {modes.VALID_FROM_SEQNO}",
+            f"CAST(NULL AS BIGINT) AS {modes.VALID_TO_SEQNO}",
+            f"true AS {modes.IS_CURRENT}",
+        ]
+    return []
+
+
+def resynced(
+    spark: Any,
+    copy: Any,
+    old: Any,
+    mode: str,
+    key: list[str],
+    seqno: int,
+    load_id: str,
+    started_at: str,
+    partition: str = "",
+) -> Any:
+    """The rows of a table in ``mode`` (``soft_delete`` or ``history``) after the copy ``copy`` (a
+    DataFrame of the copied rows as the load writes them) of a table whose rows were ``old``, with
+    the copy's columns in its order. ``partition`` (Hive-format tables) is the SQL of a row's
+    partition, for the old rows kept.
+    """
+    q = quote_identifier
+    have = set(old.columns)
+    aligned = []
+    for field in copy.schema.fields:
+        name, kind = field.name, field.dataType.simpleString()
+        if name == PART:
+            aligned.append(f"{partition} AS {PART}")
+        elif name in have:
+            aligned.append(f"CAST(o.{q(name)} AS {kind}) AS {q(name)}")
+        else:  # a column the re-load brings (or, in an older table, one it did not have)
+            aligned.append(f"CAST(NULL AS {kind}) AS {q(name)}")
+    old.createOrReplaceTempView("loader_old")
+    copy.createOrReplaceTempView("loader_copy")
+    spark.sql(f"SELECT {', '.join(aligned)} FROM loader_old o").createOrReplaceTempView("loader_was")
+    data = [
+        c
+        for c in copy.columns
+        if c not in CHANGE_METADATA and c not in (PART, INVALID_DATES_COLUMN, SOURCE_COLUMN)
+    ]
+    key_join = " AND ".join(f"o.{q(k)} <=> c.{q(k)}" for k in key)
+    at, load = f"TIMESTAMP '{started_at}'", types.spark_string(load_id)
+    ordered = ", ".join(q(c) for c in copy.columns)
+    if mode == modes.SOFT_DELETE:
+        marked = {
+            modes.OP: f"'{modes.DELETED_OP}'",
+            modes.SEQNO: f"CAST({seqno} AS BIGINT)",
+            modes.ROWNO: "CAST(NULL AS INT)",
+            modes.COMMIT_TS: at,
+            modes.INTERVAL: load,
+            modes.LOADED_AT: "current_timestamp()",
+            modes.IS_DELETED: "true",
+            modes.DELETED_AT: at,
+        }
+        gone = ", ".join(
+            f"CASE WHEN o.{modes.IS_DELETED} THEN o.{q(c)} ELSE {marked[c]} END AS {q(c)}"
+            if c in marked
+            else f"o.{q(c)}"
+            for c in copy.columns
+        )
+        return spark.sql(
+            f"SELECT {ordered} FROM loader_copy "
+            f"UNION ALL SELECT {gone} FROM loader_was o LEFT ANTI JOIN loader_copy c ON {key_join}"
+        )
+    if mode != modes.HISTORY:
+        raise ValueError(f"a copy replaces the rows of a {mode} table; nothing to resync")
+    closed = {
+        modes.VALID_TO: at,
+        modes.VALID_TO_SEQNO: f"CAST({seqno} AS BIGINT)",
+        modes.IS_CURRENT: "false",
+        modes.LOADED_AT: "current_timestamp()",
+    }
+    close = ", ".join(f"{closed[c]} AS {q(c)}" if c in closed else f"o.{q(c)}" for c in copy.columns)
+    same_row = " AND ".join([key_join, *(f"o.{q(c)} <=> c.{q(c)}" for c in data)])
+    spark.sql(
+        f"SELECT o.* FROM loader_was o LEFT SEMI JOIN loader_copy c ON {same_row} WHERE o.{modes.IS_CURRENT}"
+    ).createOrReplaceTempView("loader_kept")
+    kept_join = " AND ".join(f"k.{q(c)} <=> o.{q(c)}" for c in key)
+    return spark.sql(
+        f"SELECT {ordered} FROM loader_was WHERE NOT {modes.IS_CURRENT} "
+        f"UNION ALL SELECT {ordered} FROM loader_kept "
+        f"UNION ALL SELECT {close} FROM loader_was o LEFT ANTI JOIN loader_kept k ON {kept_join} "
+        f"WHERE o.{modes.IS_CURRENT} "
+        f"UNION ALL SELECT {ordered} FROM loader_copy c LEFT ANTI JOIN loader_kept o ON {key_join}"
+    )

@@ -1,0 +1,253 @@
+"""The warehouse modes on live MariaDB and Spark, on both table formats: a generated workload
+(inserts, updates, key changes, deletes, re-inserts, several changes to a key in one transaction)
+over several intervals, with a backfill that applies old intervals again, a merge applied again
+as after a crash before the ledger heard of it, and a re-load of the tables, leaves each table as
+``loader.modes`` makes it of the changes the intervals staged and the re-load's copy."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loader import modes
+from loader.config import Config
+from loader.extract import run_extract
+from loader.ledger import EXTRACTED, Ledger
+from loader.positions import Position, seqno_of
+from loader.staging import csvformat
+from loader.staging.stores import open_store
+from loader.staging.verify import verified_manifest
+from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.materialize import run_materialize
+from loader.warehouse.tables import table_name
+from tests.conftest import TABLE_FORMATS, MariaDB, assert_equal_to_source, quiet, random_seed
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# One source table per mode, the same statements on each.
+TABLES = {"m": modes.MIRROR, "s": modes.SOFT_DELETE, "h": modes.HISTORY}
+KEY = ["id"]
+
+
+@pytest.fixture
+def cfg(mariadb: MariaDB, tmp_path: Path, spark_config: Config) -> Config:
+    base = mariadb.config(tmp_path, tables={"include": '["mw.*"]'})
+    return dataclasses.replace(
+        base,
+        tables=dataclasses.replace(base.tables, modes={f"mw.{t}": m for t, m in TABLES.items()}),
+        warehouse=dataclasses.replace(spark_config.warehouse, database="mw_wh", partition_rows=8, buckets=4),
+    )
+
+
+class _Workload:
+    """Random transactions of one to three statements, the same on every table."""
+
+    def __init__(self, mariadb: MariaDB, rnd: random.Random) -> None:
+        self.mariadb, self.rnd = mariadb, rnd
+        self.live: set[int] = set()
+        self.gone: set[int] = set()
+        self.next_key = 1
+
+    def _statement(self) -> str:
+        rnd, live = self.rnd, sorted(self.live)
+        kind = rnd.choice(["insert", "insert", "update", "update", "move", "delete", "reinsert"])
+        if kind == "reinsert" and self.gone:
+            key = rnd.choice(sorted(self.gone))
+            self.gone.discard(key)
+            self.live.add(key)
+            return f"INSERT INTO mw.{{t}} VALUES ({key}, 'again {rnd.randrange(100)}')"
+        if kind in ("update", "move", "delete") and live:
+            key = rnd.choice(live)
+            if kind == "update":
+                return f"UPDATE mw.{{t}} SET v = 'v{rnd.randrange(1000)}' WHERE id = {key}"
+            self.live.discard(key)
+            self.gone.add(key)
+            if kind == "delete":
+                return f"DELETE FROM mw.{{t}} WHERE id = {key}"
+            new = self._new_key()
+            self.gone.discard(new)
+            return f"UPDATE mw.{{t}} SET id = {new}, v = 'moved from {key}' WHERE id = {key}"
+        key = self._new_key()
+        return f"INSERT INTO mw.{{t}} VALUES ({key}, 'new {rnd.randrange(100)}')"
+
+    def _new_key(self) -> int:
+        key = self.next_key
+        self.next_key += 1
+        self.live.add(key)
+        return key
+
+    def run(self, transactions: int) -> None:
+        for _ in range(transactions):
+            statements = [self._statement() for _ in range(self.rnd.randint(1, 3))]
+            self.mariadb.execute("BEGIN", *(s.format(t=t) for t in TABLES for s in statements), "COMMIT")
+
+
+def _staged_changes(
+    spark: Any, cfg: Config, ledger: Ledger, table: str, interval_id: str
+) -> list[modes.Change]:
+    """The change rows an interval staged for ``mw.<table>``, as the reference takes them."""
+    store = open_store(cfg.staging)
+    interval = next(i for i in ledger.intervals() if i.id == interval_id)
+    manifest = verified_manifest(
+        store, interval.id, interval.manifest or "", interval.manifest_sha256, interval.changes
+    )
+    out = []
+    for entry in manifest.tables:
+        if (entry.schema, entry.table) != ("mw", table):
+            continue
+        for index, layout in enumerate(entry.layouts):
+            paths = [store.spark_uri(f.path) for f in entry.files if f.layout == index]
+            if not paths:
+                continue
+            frame = csvformat.read_staged(spark, paths, [c.name for c in layout]).selectExpr(
+                "_loader_op AS op",
+                "CAST(_loader_seqno AS BIGINT) AS seqno",
+                "CAST(_loader_row_id AS INT) AS row_id",
+                "try_to_timestamp(_loader_commit_ts) AS commit_ts",
+                "CAST(id AS INT) AS id",
+                "v",
+            )
+            out += [
+                modes.Change(r.op, r.seqno, r.row_id, r.commit_ts, interval.id, {"id": r.id, "v": r.v})
+                for r in frame.collect()
+            ]
+    return out
+
+
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
+def test_a_generated_workload_leaves_each_mode_as_the_reference_makes_it(
+    mariadb: MariaDB, cfg: Config, spark: Any, table_format: str
+) -> None:
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS mw",
+        "CREATE DATABASE mw",
+        *(f"CREATE TABLE mw.{t} (id INT PRIMARY KEY, v VARCHAR(40))" for t in TABLES),
+    )
+    rnd = random.Random(random_seed())
+    work = _Workload(mariadb, rnd)
+    work.run(6)
+    ledger = Ledger.of(cfg)
+    events: dict[str, list[modes.Event]] = {t: [] for t in TABLES}
+
+    def copied(load_id: str) -> None:
+        load = next(x for x in ledger.loads() if x.id == load_id)
+        p0 = Position.parse(load.p0)
+        started = spark.sql(f"SELECT TIMESTAMP '{load.started_at}' AS t").collect()[0].t
+        for t in TABLES:
+            rows = [{"id": i, "v": v} for i, v in mariadb.rows(f"SELECT id, v FROM mw.{t}")]
+            events[t].append(modes.Copy(seqno_of(p0.file, p0.pos, load.epoch), load.id, started, rows))
+
+    copied(run_initial_load(spark, cfg, progress=quiet).load_id)  # no writes during the copy
+
+    def merge() -> None:
+        """Materialise what is extracted; the reference takes the same intervals in order."""
+        pending = [i.id for i in ledger.intervals() if i.state == EXTRACTED]
+        run_materialize(spark, cfg)
+        for interval_id in pending:
+            for t in TABLES:
+                events[t] += _staged_changes(spark, cfg, ledger, t, interval_id)
+
+    def check() -> None:
+        """Each table as the reference makes it of what it was given so far; the source's rows."""
+        for t, mode in TABLES.items():
+            wanted = modes.apply(mode, KEY, events[t])
+            columns = ["id", "v", *modes.CHANGE_COLUMNS[:-1], *modes.MODE_COLUMNS[mode]]
+            order = f"id, {modes.VALID_FROM_SEQNO}" if mode == modes.HISTORY else "id"
+            got = [
+                r.asDict()
+                for r in spark.sql(
+                    f"SELECT {', '.join(columns)} FROM {table_name(cfg, 'mw', t)} ORDER BY {order}"
+                ).collect()
+            ]
+            assert got == wanted, f"mw.{t} ({mode}): {len(got)} rows, the reference {len(wanted)}"
+        assert_equal_to_source(spark, cfg)
+
+    # Besides the random ones, one key goes through insert, two updates, delete and re-insert,
+    # a step per merge (each change of the key is the merge's first).
+    one_key = [
+        "INSERT INTO mw.{t} VALUES (1000, 'a')",
+        "UPDATE mw.{t} SET v = 'b' WHERE id = 1000",
+        "UPDATE mw.{t} SET v = 'c' WHERE id = 1000",
+        "DELETE FROM mw.{t} WHERE id = 1000",
+        "INSERT INTO mw.{t} VALUES (1000, 'd')",
+    ]
+    for round_, step in enumerate(one_key):
+        work.run(rnd.randint(2, 6))
+        mariadb.execute(*(step.format(t=t) for t in TABLES))
+        assert run_extract(cfg, progress=quiet) is not None
+        if round_ != 1:  # Hive takes two intervals in one pass
+            merge()
+    # A backfill: the second interval on, applied again.
+    second = ledger.intervals()[1]
+    work.run(3)
+    assert run_extract(cfg, start=Position.parse(second.start), progress=quiet) is not None
+    merge()
+    # A merge committed, then a crash before the ledger marked its interval: applied again.
+    work.run(5)
+    assert run_extract(cfg, progress=quiet) is not None
+    merge()
+    last = ledger.intervals()[-1]
+    last.state = EXTRACTED
+    ledger.save(last)
+    merge()
+    check()
+    # A re-load of every table (the mirror's copy replaces it; the others resync) while an
+    # extracted interval waits and later changes are not extracted yet: the copy holds them.
+    work.run(5)
+    assert run_extract(cfg, progress=quiet) is not None
+    work.run(4)
+    copied(run_initial_load(spark, cfg, progress=quiet).load_id)
+    work.run(6)
+    assert run_extract(cfg, progress=quiet) is not None
+    merge()
+
+    check()
+
+
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
+def test_a_table_changes_mode_by_a_reload_and_is_refused_before(
+    mariadb: MariaDB, cfg: Config, spark: Any, table_format: str
+) -> None:
+    from loader.errors import MaterializeError
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS mw",
+        "CREATE DATABASE mw",
+        "CREATE TABLE mw.m (id INT PRIMARY KEY, v VARCHAR(40))",
+        "INSERT INTO mw.m VALUES (1, 'a'), (2, 'a')",
+    )
+    mirror = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, modes={}))
+    run_initial_load(spark, mirror, progress=quiet)
+    history = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, modes={"mw.m": "history"}))
+    mariadb.execute("UPDATE mw.m SET v = 'b' WHERE id = 1")
+    assert run_extract(history, progress=quiet) is not None
+    ledger = Ledger.of(cfg)
+    before = ledger.checkpoint()
+    with pytest.raises(MaterializeError) as refused:
+        run_materialize(spark, history)
+    name = table_name(cfg, "mw", "m").replace("`", "")
+    assert (
+        f"{name} is in mode 'mirror' and [tables] makes mw.m 'history': a table takes another mode by a "
+        "re-load, which rebuilds it from the source (what 'mirror' kept of earlier changes is not "
+        "carried): re-load the table: loader initial-load --tables mw.m, or set its mode back to 'mirror'"
+    ) in str(refused.value).replace("`", "")
+    assert ledger.checkpoint() == before  # nothing applied, nothing lost
+    # The re-load makes it a table of versions, the copy's rows the first; the waiting interval
+    # is older than the copy, which holds it; the next changes add versions.
+    run_initial_load(spark, history, only=["mw.m"], progress=quiet)
+    mariadb.execute("DELETE FROM mw.m WHERE id = 2", "UPDATE mw.m SET v = 'c' WHERE id = 1")
+    assert run_extract(history, progress=quiet) is not None
+    run_materialize(spark, history)
+    rows = spark.sql(
+        f"SELECT id, v, _op, _is_current FROM {table_name(cfg, 'mw', 'm')} ORDER BY id, _valid_from_seqno"
+    ).collect()
+    assert [tuple(r) for r in rows] == [(1, "b", "r", False), (1, "c", "u", True), (2, "a", "r", False)]
+    assert_equal_to_source(spark, history)
+    # And back: a mirror again after a re-load, its rows the source's.
+    run_initial_load(spark, mirror, only=["mw.m"], progress=quiet)
+    assert "_is_current" not in spark.table(table_name(cfg, "mw", "m")).columns
+    assert_equal_to_source(spark, mirror)
