@@ -57,6 +57,7 @@ demo: setup ## the whole pipeline on the embedded default: MariaDB, Airflow DAGs
 	$(BIN)/loader demo --config loader.example.toml --seed 2
 	$(AIRFLOW_ENV) infra/run-dag.sh loader_continuous_delta
 	$(BIN)/loader compare --config loader.example.toml
+	$(BIN)/loader tables --config loader.example.toml
 	$(BIN)/loader status --config loader.example.toml
 
 .PHONY: airflow

@@ -40,6 +40,11 @@ Target: each format's cycle under 30 s on this machine (ratio to the target <= 1
 iceberg/hive ratio is printed too.
 
     .venv/bin/python bench/delta_cycle.py [--rows 1000000] [--changes 100000] [--formats hive,iceberg]
+
+The warehouse modes beside the mirror on the same changes (target: each mode's cycle <= 1.5 times
+its format's mirror's):
+
+    .venv/bin/python bench/delta_cycle.py --formats iceberg,iceberg_soft_delete,iceberg_history,hive,hive_soft_delete,hive_history
 """
 
 from __future__ import annotations
@@ -66,16 +71,24 @@ from bench.binlog_decode import PASSWORD, start_server, stop_server  # noqa: E40
 BIN = Path(sys.executable).parent  # the virtualenv's bin: loader, spark-submit
 PASSWORD_ENV = "LOADER_BENCH_PASSWORD"
 TARGET_SECONDS = 30.0
-FORMATS = ("hive", "iceberg", "iceberg_c2", "iceberg_g1")
-# A format's table format and the driver JVM's extra options: iceberg_c2 is Iceberg with the JVM's
-# optimising compiler kept whatever the job's size (README, "A job's start"); iceberg_g1 with the
-# JVM's default collector (G1) in place of the parallel one the loader sets for a local master.
+# A format's table format, the driver JVM's extra options and the table's warehouse mode:
+# iceberg_c2 is Iceberg with the JVM's optimising compiler kept whatever the job's size (README, "A
+# job's start"); iceberg_g1 with the JVM's default collector (G1) in place of the parallel one the
+# loader sets for a local master; <format>_soft_delete and <format>_history the table in that mode
+# (``[tables] mode``), whose cycle is compared with the mirror's of its format.
 VARIANTS = {
-    "hive": ("hive", ""),
-    "iceberg": ("iceberg", ""),
-    "iceberg_c2": ("iceberg", "-XX:TieredStopAtLevel=4"),
-    "iceberg_g1": ("iceberg", "-XX:+UseG1GC"),
+    "hive": ("hive", "", "mirror"),
+    "iceberg": ("iceberg", "", "mirror"),
+    "iceberg_c2": ("iceberg", "-XX:TieredStopAtLevel=4", "mirror"),
+    "iceberg_g1": ("iceberg", "-XX:+UseG1GC", "mirror"),
+    "iceberg_soft_delete": ("iceberg", "", "soft_delete"),
+    "iceberg_history": ("iceberg", "", "history"),
+    "hive_soft_delete": ("hive", "", "soft_delete"),
+    "hive_history": ("hive", "", "history"),
 }
+FORMATS = tuple(VARIANTS)
+DEFAULT_FORMATS = ("hive", "iceberg", "iceberg_c2", "iceberg_g1")
+MODE_TARGET = 1.5  # a soft_delete or history cycle's time over its format's mirror's
 TX_ROWS = 1000  # row changes per transaction
 SHARES = {"update": 0.5, "insert": 0.3, "delete": 0.2}
 
@@ -184,7 +197,7 @@ def write_config(folder: Path, fmt: str, port: int) -> Path:
     """``folder/loader.toml``: the source as the ``loader`` user, ``bench.t``, staging and
     warehouse under ``folder``, the warehouse database ``bench_<fmt>_wh`` in format ``fmt``."""
     folder.mkdir(parents=True, exist_ok=True)
-    table_format, java_options = VARIANTS[fmt]
+    table_format, java_options, mode = VARIANTS[fmt]
     java = f', "spark.driver.extraJavaOptions" = "{java_options}"' if java_options else ""
     path = folder / "loader.toml"
     path.write_text(
@@ -196,6 +209,7 @@ user = "loader"
 password_env = "{PASSWORD_ENV}"
 [tables]
 include = ["bench.t"]
+mode = "{mode}"
 [staging]
 uri = "{folder / "staging"}"
 [warehouse]
@@ -396,6 +410,16 @@ def report(cycles: list[Cycle], rows: int, changes: int) -> None:
     by_fmt = {c.fmt: c for c in cycles}
     if "hive" in by_fmt and "iceberg" in by_fmt:
         print(f"ratio iceberg / hive: {by_fmt['iceberg'].seconds / by_fmt['hive'].seconds:.2f}")
+    for c in cycles:
+        table_format, _, mode = VARIANTS[c.fmt]
+        mirror = by_fmt.get(table_format)
+        if mode != "mirror" and mirror is not None:
+            ratio = c.seconds / mirror.seconds
+            verdict = "met" if ratio <= MODE_TARGET else "MISSED"
+            print(
+                f"ratio {c.fmt} / {table_format} (mirror): {ratio:.2f} cycle, "
+                f"{c.merge / mirror.merge:.2f} merge ({verdict}, target <= {MODE_TARGET})"
+            )
 
 
 def main() -> None:
@@ -404,7 +428,9 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=100_000)
-    parser.add_argument("--formats", default=",".join(FORMATS), help="comma-separated: " + ", ".join(FORMATS))
+    parser.add_argument(
+        "--formats", default=",".join(DEFAULT_FORMATS), help="comma-separated: " + ", ".join(FORMATS)
+    )
     args = parser.parse_args()
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(FORMATS))

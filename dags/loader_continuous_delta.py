@@ -28,6 +28,7 @@ for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
             "max_retry_delay": dt.timedelta(minutes=10),
         },
         tags=source.tags,
+        doc_md=source.modes,
         params={
             "start_lognum": Param(
                 None,

@@ -24,6 +24,7 @@ for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
             "retry_exponential_backoff": True,
         },
         tags=source.tags,
+        doc_md=source.modes,
         params={
             "tables": Param(
                 [],
@@ -31,7 +32,8 @@ for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
                 items={"type": "string", "pattern": r"^[^.]+\.[^.]+$"},
                 title="Tables",
                 description="schema.table names to re-load while deltas keep running. Empty: every table "
-                "the config selects (the first load must copy them all).",
+                "the config selects (the first load must copy them all). A re-load keeps what a soft_delete "
+                f"or history table knew. {source.modes}",
             ),
             "parallelism": Param(
                 4,

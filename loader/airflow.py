@@ -25,7 +25,7 @@ from airflow.sdk import Asset, AssetAlias, get_current_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from loader import steps
-from loader.config import Config, MaintenanceConfig, SparkConfig, load_config, load_deployment
+from loader.config import Config, MaintenanceConfig, SparkConfig, TablesConfig, load_config, load_deployment
 from loader.errors import REPORTED, ConfigError, describe, is_transient
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
 from loader.warehouse.submit import SparkJob
@@ -71,6 +71,14 @@ class DagSource:
         """``[maintenance] schedule`` ("none": triggered runs only)."""
         value = (self.cfg.maintenance.schedule.strip() if self.cfg else "") or MaintenanceConfig.schedule
         return None if value.lower() == "none" else value
+
+    @property
+    def modes(self) -> str:
+        """The warehouse modes of the source's tables (``tables.mode``, ``tables.modes``), for
+        the DAGs' forms and pages."""
+        tables = self.cfg.tables if self.cfg else TablesConfig()
+        per_table = "".join(f"; {pattern}: {mode}" for pattern, mode in tables.modes.items())
+        return f"Warehouse modes: {tables.mode} for every table{per_table}."
 
     @property
     def pool(self) -> str:

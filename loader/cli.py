@@ -433,7 +433,7 @@ def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
         as_of = f" as of interval {t.as_of}" if t.as_of else ""
         lines.append(
             f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, "
-            f"warehouse{as_of} {t.warehouse_rows:,} rows, {verdict}"
+            f"warehouse{as_of} {t.warehouse_text()}, {verdict}"
         )
         for side, sample in (("source", t.source_sample), ("warehouse", t.warehouse_sample)):
             for row in sample:

@@ -14,6 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from loader import modes
 from loader.history import REMEDY
 
 T = TypeVar("T")
@@ -307,6 +308,7 @@ class TableMapping:
     warehouse_table: str  # without the database (``TablesConfig.warehouse_name``)
     loaded_at: str | None  # the P0 of its last complete load, None if never loaded
     shared: bool = False  # routed into a table other sources share (``tables.routes``)
+    mode: str = modes.MIRROR  # what its warehouse table keeps (``tables.mode``, ``loader.modes``)
 
     @staticmethod
     def text(mappings: list[TableMapping], database: str) -> str:
@@ -316,7 +318,7 @@ class TableMapping:
             source = ".".join("`" + n.replace("`", "``") + "`" for n in (m.schema, m.table))
             loaded = f"loaded at {m.loaded_at}" if m.loaded_at else "not loaded yet"
             shared = "shared by its routes, " if m.shared else ""
-            lines.append(f"  {source} -> {m.warehouse_table} ({shared}{loaded})")
+            lines.append(f"  {source} -> {m.warehouse_table} ({m.mode}, {shared}{loaded})")
         return "\n".join(lines)
 
 
@@ -333,6 +335,18 @@ class TableComparison:
     source_sample: list[list[Any]]
     warehouse_sample: list[list[Any]]
     as_of: str | None = None  # the warehouse as it was after this interval (Iceberg tables)
+    mode: str = modes.MIRROR  # the warehouse table's (``loader.modes``)
+    # soft_delete, history: every row the table keeps, the deleted ones and older versions too
+    # (``warehouse_rows`` counts the live ones, compared with the source's)
+    kept_rows: int | None = None
+
+    def warehouse_text(self) -> str:
+        """What the warehouse side holds, for people."""
+        if self.kept_rows is not None and self.mode == modes.SOFT_DELETE:
+            return f"{self.warehouse_rows:,} live rows ({self.kept_rows:,} with the deleted)"
+        if self.kept_rows is not None and self.mode == modes.HISTORY:
+            return f"{self.warehouse_rows:,} current versions (of {self.kept_rows:,})"
+        return f"{self.warehouse_rows:,} rows"
 
 
 @dataclass

@@ -527,6 +527,7 @@ def tables(cfg: Config) -> list[TableMapping]:
             names[(s, t)],
             str(p0) if (p0 := loaded_at.get((s, t))) else None,
             cfg.tables.route(s, t) is not None,
+            cfg.tables.mode_of(s, t),
         )
         for s, t in found
     ]

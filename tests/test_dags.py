@@ -56,6 +56,7 @@ for dag_id, dag in bag.dags.items():
         },
     }
     out["dags"][dag_id]["default_args"] = dict(dag.default_args)
+    out["dags"][dag_id]["doc_md"] = dag.doc_md
     out["dags"][dag_id]["tags"] = sorted(dag.tags)
     out["dags"][dag_id]["pools"] = {
         t.task_id: getattr(t, "pool", None) or (getattr(t, "partial_kwargs", None) or {}).get("pool")
@@ -141,6 +142,8 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     (tmp_path / "sources").mkdir()
     for name in ("shop_01", "crm"):
         (tmp_path / "sources" / f"{name}.toml").write_text(f'[tables]\ninclude = ["{name}.*"]\n')
+    with (tmp_path / "sources" / "crm.toml").open("a") as own:
+        own.write('mode = "soft_delete"\nmodes = { "crm.customers" = "history" }\n')
     with (tmp_path / "sources" / "shop_01.toml").open("a") as own:
         own.write('[source]\nschedule = "5"\n')  # its own; crm keeps the default
     broken = tmp_path / "sources" / "broken.toml"
@@ -187,6 +190,13 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert fleet["dags"]["loader_maintenance"]["tags"] == ["loader"]
     assert fleet["dags"]["loader_continuous_delta__shop_01"]["schedule"] == "0:05:00"
     assert fleet["dags"]["loader_continuous_delta__crm"]["schedule"] == "0:15:00"
+    # The forms and pages say what each table's warehouse table keeps.
+    modes = "Warehouse modes: soft_delete for every table; crm.customers: history."
+    crm_load = fleet["dags"]["loader_initial_load__crm"]
+    assert modes in crm_load["params"]["tables"]["description"] and crm_load["doc_md"] == modes
+    assert fleet["dags"]["loader_continuous_delta__crm"]["doc_md"] == modes
+    shop_load = fleet["dags"]["loader_initial_load__shop_01"]
+    assert "Warehouse modes: mirror for every table." in shop_load["params"]["tables"]["description"]
 
 
 MASTER_CHECK = """

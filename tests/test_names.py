@@ -290,7 +290,11 @@ def test_loader_tables_shows_each_selected_table_and_its_warehouse_table(
     )
     toml = mariadb.config_file(tmp_path, "nm", "nm_list.*")
     loader = str(Path(sys.executable).with_name("loader"))
-    env = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password}
+    env = {
+        **os.environ,
+        "LOADER_TEST_PASSWORD": mariadb.password,
+        "LOADER__TABLES__MODES": '{ "nm_list.t" = "history" }',
+    }
     out = subprocess.run(
         [loader, "tables", "--config", str(toml), "--output", "json"],
         capture_output=True,
@@ -309,10 +313,12 @@ def test_loader_tables_shows_each_selected_table_and_its_warehouse_table(
     }
     assert len(set(mapped.values())) == 3
     assert all(t["loaded_at"] is None for t in data["tables"])
+    assert {t["table"]: t["mode"] for t in data["tables"]} == {"T": "mirror", "a b": "mirror", "t": "history"}
     text = subprocess.run(
         [loader, "tables", "--config", str(toml)], capture_output=True, text=True, env=env, timeout=60
     )
-    assert "`nm_list`.`a b` -> nm_list__a_b___" in text.stdout and "(not loaded yet)" in text.stdout
+    assert "`nm_list`.`a b` -> nm_list__a_b___" in text.stdout and "(mirror, not loaded yet)" in text.stdout
+    assert "`nm_list`.`t` -> nm_list__t (history, not loaded yet)" in text.stdout
     assert text.stdout.startswith("3 selected tables -> warehouse database iceberg.nm_wh\n"), text.stdout
     # Iceberg tables are named in the Spark catalog that holds them.
     iceberg = subprocess.run(

@@ -137,7 +137,7 @@ def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_on
         "fleet__r"
     ]
     listed = run_loader(mariadb, toml, "tables").stdout
-    assert "`fleet_a`.`r` -> fleet__r (shared by its routes, not loaded yet)" in listed
+    assert "`fleet_a`.`r` -> fleet__r (mirror, shared by its routes, not loaded yet)" in listed
     assert "shared table fleet_wh.fleet__r: sources fleet_a" in listed
 
     # Maintenance is one run over the deployment's warehouse tables, each table while none of the

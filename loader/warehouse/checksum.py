@@ -24,7 +24,14 @@ from loader.source import connect, credentials
 from loader.warehouse import checksum_sql as sql
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
 from loader.warehouse.initial_load import SourceTableInfo, selected_tables
-from loader.warehouse.tables import key_comparison, quote_identifier, rows_to_compare, table_name
+from loader.warehouse.tables import (
+    key_comparison,
+    quote_identifier,
+    rows_to_compare,
+    table_mode,
+    table_name,
+    table_properties,
+)
 
 MAX_RANGES = 1000
 Progress = Callable[[str], None]
@@ -202,7 +209,13 @@ def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableCheck
             name,
             sums,
             invalid_dates,
-            rows_to_compare(spark, name, cfg.source.name, cfg.tables, sums.schema, sums.table),
+            rows_to_compare(
+                table_mode(table_properties(spark, name)),
+                cfg.source.name,
+                cfg.tables,
+                sums.schema,
+                sums.table,
+            ),
         )
         result.warehouse_rows = sum(r.rows for r in theirs.values())
         ours = {r.index: r for r in sums.ranges}

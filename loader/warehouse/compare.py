@@ -10,6 +10,7 @@ import datetime as dt
 import decimal
 from typing import Any
 
+from loader import modes
 from loader.config import Config
 from loader.naming import INVALID_DATES_COLUMN
 from loader.results import TableComparison
@@ -18,7 +19,14 @@ from loader.staging.manifest import ColumnSpec
 from loader.warehouse.iceberg import snapshot_after
 from loader.warehouse.initial_load import selected_tables
 from loader.warehouse.rollback import check_interval
-from loader.warehouse.tables import quote_identifier, rows_to_compare, table_name
+from loader.warehouse.tables import (
+    quote_identifier,
+    rows_to_compare,
+    source_filter,
+    table_mode,
+    table_name,
+    table_properties,
+)
 from loader.warehouse.types import DATE_KINDS, spark_string, type_parts
 
 
@@ -96,11 +104,18 @@ def compare_tables(
                 source = [tuple(_plain(v) for v in row) for row in cur.fetchall()]
             name = table_name(cfg, info.schema, info.table)
             warehouse = []
+            mode, kept = modes.MIRROR, None
             if spark.catalog.tableExists(name):
+                mode = table_mode(table_properties(spark, name))
                 snapshot = None if as_of is None else snapshot_after(spark, name, cfg.source.name, as_of)
                 if as_of is None or snapshot is not None:  # None as of an interval: it was empty
-                    rows = rows_to_compare(spark, name, cfg.source.name, cfg.tables, info.schema, info.table)
+                    rows = rows_to_compare(mode, cfg.source.name, cfg.tables, info.schema, info.table)
                     warehouse = _warehouse_rows(spark, name, info.columns, order, snapshot, rows)
+                    if mode != modes.MIRROR:  # the rows it keeps besides: deleted, older versions
+                        own = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
+                        version = f" VERSION AS OF {snapshot}" if snapshot is not None else ""
+                        where = f" WHERE {own}" if own else ""
+                        kept = int(spark.sql(f"SELECT count(*) FROM {name}{version}{where}").collect()[0][0])
             out.append(
                 TableComparison(
                     table=info.qualified,
@@ -112,6 +127,8 @@ def compare_tables(
                     source_sample=[list(r) for r in source[:sample]],
                     warehouse_sample=[list(r) for r in warehouse[:sample]],
                     as_of=as_of,
+                    mode=mode,
+                    kept_rows=kept,
                 )
             )
     finally:

@@ -359,6 +359,18 @@ def merge_changes(
     )
 
 
+def _touched_ranges(changes: Any, key: list[str], range_width: int | None) -> str:
+    """The predicate on the table's rows (alias ``t``) of the key ranges of ``range_width`` that
+    ``changes`` (a cached frame) touch; empty without a width (the frame is counted, so that it
+    is cached either way)."""
+    if range_width is None:
+        changes.count()
+        return ""
+    column = quote_identifier(key[0])
+    touched = changes.selectExpr(key_range_sql(column, range_width)).distinct().collect()
+    return key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
+
+
 def _merge_latest(
     spark: Any,
     name: str,
@@ -375,13 +387,7 @@ def _merge_latest(
     # that did not change, before they are shuffled for the join.
     ranked = spark.sql(ranked_sql(columns, key)).cache()
     try:
-        ranges = ""
-        if range_width is None:
-            ranked.count()
-        else:
-            column = quote_identifier(key[0])
-            touched = ranked.selectExpr(key_range_sql(column, range_width)).distinct().collect()
-            ranges = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
+        ranges = _touched_ranges(ranked, key, range_width)
         ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
         merge = merge_into_sql(name, columns, key, " AND ".join(p for p in (own_rows, ranges) if p), mode)
         with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
@@ -404,11 +410,7 @@ def _merge_history(
     staged = changes.cache()
     history = None
     try:
-        ranges = ""
-        if range_width is not None:
-            column = quote_identifier(key[0])
-            touched = staged.selectExpr(key_range_sql(column, range_width)).distinct().collect()
-            ranges = key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
+        ranges = _touched_ranges(staged, key, range_width)
         target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
         # Kept, so that the table is read once for the versions' state, before the merge writes.
         history = spark.sql(history_changes_sql(key, name, target_filter)).cache()

@@ -230,13 +230,12 @@ def source_filter(source: str, tables: TablesConfig, schema: str, table: str, al
     return rows_of_source(source, alias)
 
 
-def rows_to_compare(spark: Any, name: str, source: str, tables: TablesConfig, schema: str, table: str) -> str:
-    """The predicate that keeps the rows of the existing warehouse table ``name`` that stand for
-    the source table's rows now: ``source``'s (``source_filter``), live (``live_rows`` for the
-    table's mode); empty when that is every row."""
+def rows_to_compare(mode: str, source: str, tables: TablesConfig, schema: str, table: str) -> str:
+    """The predicate that keeps the rows of a warehouse table in ``mode`` that stand for the
+    source table's rows now: ``source``'s (``source_filter``), live (``live_rows``); empty when
+    that is every row."""
     own = source_filter(source, tables, schema, table)
-    live = live_rows(table_mode(table_properties(spark, name)))
-    return " AND ".join(p for p in (own, live) if p)
+    return " AND ".join(p for p in (own, live_rows(mode)) if p)
 
 
 def source_column_sql(source: str) -> str:

@@ -21,6 +21,7 @@ from loader.positions import Position, seqno_of
 from loader.staging import csvformat
 from loader.staging.stores import open_store
 from loader.staging.verify import verified_manifest
+from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.tables import table_name
@@ -164,7 +165,16 @@ def test_a_generated_workload_leaves_each_mode_as_the_reference_makes_it(
                 ).collect()
             ]
             assert got == wanted, f"mw.{t} ({mode}): {len(got)} rows, the reference {len(wanted)}"
-        assert_equal_to_source(spark, cfg)
+        assert_equal_to_source(spark, cfg)  # the checksum of the live rows, the current versions
+        compared = {c.table: c for c in compare_tables(spark, cfg)}
+        for t, mode in TABLES.items():
+            shown = compared[f"mw.{t}"]
+            assert shown.equal and shown.mode == mode, shown
+            kept = spark.table(table_name(cfg, "mw", t)).count()
+            assert shown.kept_rows == (None if mode == modes.MIRROR else kept)
+        assert compared["mw.h"].warehouse_text() == (
+            f"{compared['mw.h'].source_rows} current versions (of {compared['mw.h'].kept_rows})"
+        )
 
     # Besides the random ones, one key goes through insert, two updates, delete and re-insert,
     # a step per merge (each change of the key is the merge's first).

@@ -4,6 +4,7 @@ name in ``_source``, and its loads, merges, rollbacks and checks touch only its 
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -341,3 +342,53 @@ def test_a_shard_rolled_back_to_before_its_first_rows_of_a_shared_table_deletes_
     assert len(rows()) == 4
     assert_equal_to_source(spark, a)
     assert_equal_to_source(spark, b)
+
+
+def test_shards_of_a_history_table_keep_their_own_versions_and_agree_on_its_mode(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    fresh_schema(mariadb, "shop_01", ORDERS)
+    fresh_schema(mariadb, "shop_02", ORDERS)
+    mariadb.execute(
+        "INSERT INTO shop_01.orders VALUES (1, 'a')", "INSERT INTO shop_02.orders VALUES (1, 'b')"
+    )
+    a, b = (_shard(mariadb, tmp_path, spark_config, n, database="shards_h_wh") for n in (1, 2))
+    a, b = (dataclasses.replace(c, tables=dataclasses.replace(c.tables, mode="history")) for c in (a, b))
+    shared = table_name(a, "shop_01", "orders")
+    run_initial_load(spark, a, progress=quiet)
+    run_initial_load(spark, b, progress=quiet)
+    mariadb.execute(
+        "UPDATE shop_01.orders SET v = 'a2' WHERE id = 1", "DELETE FROM shop_02.orders WHERE id = 1"
+    )
+    delta(spark, a)
+    delta(spark, b)
+    mariadb.execute("INSERT INTO shop_02.orders VALUES (1, 'b3')")
+    # A re-load of one shard keeps its versions (unchanged: its current one stays) and leaves
+    # the other's alone.
+    run_initial_load(spark, a, progress=quiet)
+    delta(spark, b)
+
+    def versions() -> list[tuple[Any, ...]]:
+        return [
+            tuple(r)
+            for r in spark.sql(
+                f"SELECT _source, id, v, _op, _is_current FROM {shared} ORDER BY 1, 2, _valid_from_seqno"
+            ).collect()
+        ]
+
+    assert versions() == [
+        ("shard_01", 1, "a", "r", False),
+        ("shard_01", 1, "a2", "u", True),
+        ("shard_02", 1, "b", "r", False),
+        ("shard_02", 1, "b3", "c", True),
+    ]
+    assert_equal_to_source(spark, a)
+    assert_equal_to_source(spark, b)
+    # A shard in another mode is refused at its first merge, naming the table's.
+    fresh_schema(mariadb, "shop_03", ORDERS)
+    c = _shard(mariadb, tmp_path, spark_config, 3, database="shards_h_wh")
+    with pytest.raises(
+        MaterializeError,
+        match=re.escape("is a shared table in mode 'history' and shop_03.orders is in mode 'mirror'"),
+    ):
+        run_initial_load(spark, c, progress=quiet)
