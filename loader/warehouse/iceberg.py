@@ -412,11 +412,13 @@ def _merge_history(
     try:
         ranges = _touched_ranges(staged, key, range_width)
         target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
-        # Kept, so that the table is read once for the versions' state, before the merge writes.
-        history = spark.sql(history_changes_sql(key, name, target_filter)).cache()
-        history.createOrReplaceTempView("history")
-        history.count()
-        with session_conf(spark, snapshot_summary(summary)):
+        # Kept, so that the table is read once for the versions' state, before the merge writes;
+        # both readings of the table drop the rows of unchanged keys as they go (KEY_FILTER_CONF).
+        with session_conf(spark, KEY_FILTER_CONF):
+            history = spark.sql(history_changes_sql(key, name, target_filter)).cache()
+            history.createOrReplaceTempView("history")
+            history.count()
+        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
             spark.sql(history_merge_into_sql(name, columns, key, target_filter))
     finally:
         if history is not None:
