@@ -4,6 +4,7 @@ private MariaDB, local staging and local Spark, in their own AIRFLOW_HOME (SQLit
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import re
 import subprocess
@@ -257,13 +258,22 @@ COLUMNS = {
 }
 
 
+# The warehouse modes of the tables (the test's config), and the column saying a row is live.
+LIVE = {"lines": ("_is_deleted", False), "notes": ("_is_current", True)}
+
+
 def _warehouse(config: Path) -> dict[str, list[list[Any]]]:
-    """Every warehouse table's rows as the source's (``_source``), read by pyiceberg."""
+    """Every warehouse table's live rows (``soft_delete``: not deleted; ``history``: the current
+    versions) as the source's (``_source``), read by pyiceberg."""
     cfg = load_config(config)
-    return {
-        table: [[_plain(v) for v in row] for row in iceberg_rows(cfg, "af", table, columns)]
-        for table, columns in COLUMNS.items()
-    }
+    out = {}
+    for table, columns in COLUMNS.items():
+        flag, live = LIVE.get(table, (None, None))
+        rows = iceberg_rows(cfg, "af", table, columns + ([flag] if flag else []))
+        out[table] = sorted(
+            [_plain(v) for v in row[: len(columns)]] for row in rows if not flag or row[-1] == live
+        )
+    return out
 
 
 def _status(env: dict[str, str]) -> dict[str, Any]:
@@ -325,6 +335,7 @@ name = "af"
 airflow_conn_id = "loader_source"
 [tables]
 include = ["af.*"]
+modes = {{ "af.lines" = "soft_delete", "af.notes" = "history" }}
 [staging]
 uri = "{tmp_path / "staging"}"
 [warehouse]
@@ -416,6 +427,16 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     # The run's checksum compared every table at the source's snapshot: all equal.
     assert re.search(r"checksum at \S+: 3 tables, 3 equal", backfill), backfill[-3000:]
     assert _warehouse(config) == _source(mariadb)
+    # The soft_delete table kept the lines the writers deleted; the history table every note's
+    # versions, each once whatever the reruns and the backfill applied again.
+    cfg = load_config(config)
+    lines = iceberg_rows(cfg, "af", "lines", ["order_id", "line", "_is_deleted", "_op"])
+    assert any(deleted and op == "d" for *_, deleted, op in lines)
+    notes = iceberg_rows(cfg, "af", "notes", ["code", "_valid_from_seqno", "_valid_to_seqno", "_is_current"])
+    assert len(notes) > len(_source(mariadb)["notes"])
+    assert len({(code, start) for code, start, *_ in notes}) == len(notes)
+    for (code, _, end, current), (after, start, *_) in itertools.pairwise(notes):
+        assert current or code != after or end == start, (code, end, start)  # versions follow each other
 
     # Nothing secret in the logs, the XComs shown there, staging files or manifests.
     for text in outputs:
