@@ -47,6 +47,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _rows_of(name: str, snapshot: int | None, where: str) -> str:
+    """The FROM clause of the rows of table ``name`` (in an Iceberg ``snapshot`` of it) that
+    ``where`` keeps."""
+    version = f" VERSION AS OF {snapshot}" if snapshot is not None else ""
+    return f"{name}{version}" + (f" WHERE {where}" if where else "")
+
+
 def _warehouse_rows(
     spark: Any,
     name: str,
@@ -64,10 +71,8 @@ def _warehouse_rows(
         f"{quote_identifier(INVALID_DATES_COLUMN)}[{spark_string(columns[i].name)}]" for i in invalid
     ]
     out = []
-    version = f" VERSION AS OF {snapshot}" if snapshot is not None else ""
-    where = f" WHERE {kept}" if kept else ""
     for row in spark.sql(
-        f"SELECT {', '.join(select)} FROM {name}{version}{where} ORDER BY {order}"
+        f"SELECT {', '.join(select)} FROM {_rows_of(name, snapshot, kept)} ORDER BY {order}"
     ).collect():
         values = list(row[: len(columns)])
         for i, text in zip(invalid, row[len(columns) :], strict=True):
@@ -113,9 +118,9 @@ def compare_tables(
                     warehouse = _warehouse_rows(spark, name, info.columns, order, snapshot, rows)
                     if mode != modes.MIRROR:  # the rows it keeps besides: deleted, older versions
                         own = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
-                        version = f" VERSION AS OF {snapshot}" if snapshot is not None else ""
-                        where = f" WHERE {own}" if own else ""
-                        kept = int(spark.sql(f"SELECT count(*) FROM {name}{version}{where}").collect()[0][0])
+                        kept = int(
+                            spark.sql(f"SELECT count(*) FROM {_rows_of(name, snapshot, own)}").collect()[0][0]
+                        )
             out.append(
                 TableComparison(
                     table=info.qualified,

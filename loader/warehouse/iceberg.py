@@ -338,10 +338,33 @@ def merge_changes(
         ``total_records`` after it.
     """
     changes.createOrReplaceTempView("changes")
-    if mode == modes.HISTORY:
-        _merge_history(spark, name, changes, columns, key, summary, range_width, own_rows)
-    else:
-        _merge_latest(spark, name, columns, key, summary, range_width, own_rows, mode)
+    # Kept, the changes are a filter over a relation of known size: what Spark's runtime bloom
+    # filter needs to drop, while the table is read, the rows of keys that did not change,
+    # before they are shuffled for the join. A mirror's or soft_delete's merge takes each key's
+    # latest change (ranked); a history's, what the changes do to the key's versions, which
+    # needs the table's state and is kept too, so that the table is read for it before the
+    # merge writes.
+    history = mode == modes.HISTORY
+    kept = (changes if history else spark.sql(ranked_sql(columns, key))).cache()
+    steps = None
+    try:
+        ranges = _touched_ranges(kept, key, range_width)
+        target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
+        if history:
+            with session_conf(spark, KEY_FILTER_CONF):
+                steps = spark.sql(history_changes_sql(key, name, target_filter)).cache()
+                steps.createOrReplaceTempView("history")
+                steps.count()
+            merge = history_merge_into_sql(name, columns, key, target_filter)
+        else:
+            kept.where("_loader_rank = 1").createOrReplaceTempView("latest")
+            merge = merge_into_sql(name, columns, key, target_filter, mode)
+        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
+            spark.sql(merge)
+    finally:
+        if steps is not None:
+            steps.unpersist()
+        kept.unpersist()
     crashpoints.reached("after snapshot committed")
     # This merge's snapshot: another source of a shared table may have committed after it.
     summaries = current_summaries(spark, name)
@@ -369,61 +392,6 @@ def _touched_ranges(changes: Any, key: list[str], range_width: int | None) -> st
     column = quote_identifier(key[0])
     touched = changes.selectExpr(key_range_sql(column, range_width)).distinct().collect()
     return key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
-
-
-def _merge_latest(
-    spark: Any,
-    name: str,
-    columns: list[str],
-    key: list[str],
-    summary: Mapping[str, str],
-    range_width: int | None,
-    own_rows: str,
-    mode: str,
-) -> None:
-    """``merge_changes`` of the view ``changes`` by each key's latest change (mirror, soft_delete)."""
-    # Ranked once and kept, the latest changes are a filter over a relation of known size: what
-    # Spark's runtime bloom filter needs to drop, while the table is read, the rows of keys
-    # that did not change, before they are shuffled for the join.
-    ranked = spark.sql(ranked_sql(columns, key)).cache()
-    try:
-        ranges = _touched_ranges(ranked, key, range_width)
-        ranked.where("_loader_rank = 1").createOrReplaceTempView("latest")
-        merge = merge_into_sql(name, columns, key, " AND ".join(p for p in (own_rows, ranges) if p), mode)
-        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
-            spark.sql(merge)
-    finally:
-        ranked.unpersist()
-
-
-def _merge_history(
-    spark: Any,
-    name: str,
-    changes: Any,
-    columns: list[str],
-    key: list[str],
-    summary: Mapping[str, str],
-    range_width: int | None,
-    own_rows: str,
-) -> None:
-    """``merge_changes`` of ``changes`` (the view ``changes``) into a table of versions."""
-    staged = changes.cache()
-    history = None
-    try:
-        ranges = _touched_ranges(staged, key, range_width)
-        target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
-        # Kept, so that the table is read once for the versions' state, before the merge writes;
-        # both readings of the table drop the rows of unchanged keys as they go (KEY_FILTER_CONF).
-        with session_conf(spark, KEY_FILTER_CONF):
-            history = spark.sql(history_changes_sql(key, name, target_filter)).cache()
-            history.createOrReplaceTempView("history")
-            history.count()
-        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
-            spark.sql(history_merge_into_sql(name, columns, key, target_filter))
-    finally:
-        if history is not None:
-            history.unpersist()
-        staged.unpersist()
 
 
 def replace_table(

@@ -95,6 +95,11 @@ def _listed(items: list[str]) -> str:
     return "".join(f", {item}" for item in items)
 
 
+def _filtered(join: str, target_filter: str) -> str:
+    """A join condition on the target's rows narrowed by ``target_filter`` (if any)."""
+    return f"{join} AND {target_filter}" if target_filter else join
+
+
 def merge_sql(
     columns: list[str], key: list[str], broadcast: bool = True, mode: str = modes.MIRROR
 ) -> MergeSql:
@@ -186,7 +191,7 @@ def merge_into_sql(
     return _render(
         "merge_into.sql",
         target=target,
-        key_join=f"{key_join} AND {target_filter}" if target_filter else key_join,
+        key_join=_filtered(key_join, target_filter),
         when_deleted=(
             "WHEN MATCHED AND t._seqno < l._loader_seqno AND l._loader_op = 'D' THEN DELETE" if mirror else ""
         ),
@@ -218,18 +223,20 @@ def history_changes_sql(key: list[str], target: str, target_filter: str = "") ->
         change_key=keyed("c"),
         target_key=keyed("t"),
         target=target,
-        target_join=f"{target_join} AND {target_filter}" if target_filter else target_join,
+        target_join=_filtered(target_join, target_filter),
         applied_join=" AND ".join(f"a.{q(k)} = s.{q(k)}" for k in key),
         fresh_key=keyed("f"),
     )
 
 
-def _history_values(columns: list[str], had_row: str) -> dict[str, str]:
+def _history_values(columns: list[str]) -> dict[str, str]:
+    """What both history merges write of a new version (alias ``l``, a row of ``history``): its
+    columns, and its ``_op`` (the key had a row before: a current version, or an earlier step)."""
     q = quote_identifier
     return {
         "columns": ", ".join(q(c) for c in columns),
         "latest_columns": ", ".join(f"l.{q(c)}" for c in columns),
-        "op": op_sql(had_row),
+        "op": op_sql("l._loader_current IS NOT NULL"),
     }
 
 
@@ -241,8 +248,8 @@ def history_merge_into_sql(target: str, columns: list[str], key: list[str], targ
     return _render(
         "history_merge_into.sql",
         target=target,
-        key_join=f"{key_join} AND {target_filter}" if target_filter else key_join,
-        **_history_values(columns, "l._loader_current IS NOT NULL"),
+        key_join=_filtered(key_join, target_filter),
+        **_history_values(columns),
     )
 
 
@@ -292,6 +299,6 @@ def _apply_history(spark: Any, columns: list[str], key: list[str]) -> MergeResul
         "history_merge.sql",
         base_columns=", ".join(f"b.{q(c)}" for c in columns),
         key_join=" AND ".join(f"b.{q(k)} <=> l.{q(k)}" for k in key),
-        **_history_values(columns, "l._loader_current IS NOT NULL"),
+        **_history_values(columns),
     )
     return MergeResult(spark.sql(merge), counts.get("open", 0), counts.get("close", 0), 0, history)

@@ -13,11 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from loader import modes
-from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN
+from loader.naming import RESERVED_COLUMNS
 from loader.warehouse import types
-from loader.warehouse.tables import MODE_COLUMN_TYPES, PART, quote_identifier
-
-CHANGE_METADATA = {*modes.CHANGE_COLUMNS, *MODE_COLUMN_TYPES}
+from loader.warehouse.tables import PART, quote_identifier
 
 
 def copied_mode_columns(mode: str, seqno: int, started_at: str) -> list[str]:
@@ -66,11 +64,7 @@ def resynced(
     old.createOrReplaceTempView("loader_old")
     copy.createOrReplaceTempView("loader_copy")
     spark.sql(f"SELECT {', '.join(aligned)} FROM loader_old o").createOrReplaceTempView("loader_was")
-    data = [
-        c
-        for c in copy.columns
-        if c not in CHANGE_METADATA and c not in (PART, INVALID_DATES_COLUMN, SOURCE_COLUMN)
-    ]
+    data = [c for c in copy.columns if c not in RESERVED_COLUMNS]  # the source's columns
     key_join = " AND ".join(f"o.{q(k)} <=> c.{q(k)}" for k in key)
     at, load = f"TIMESTAMP '{started_at}'", types.spark_string(load_id)
     ordered = ", ".join(q(c) for c in copy.columns)

@@ -15,6 +15,7 @@ import pytest
 
 from loader import modes
 from loader.config import Config
+from loader.errors import MaterializeError
 from loader.extract import run_extract
 from loader.ledger import EXTRACTED, Ledger
 from loader.positions import Position, seqno_of
@@ -26,7 +27,7 @@ from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.rollback import run_rollback
 from loader.warehouse.tables import table_name
-from tests.conftest import TABLE_FORMATS, MariaDB, assert_equal_to_source, quiet, random_seed
+from tests.conftest import TABLE_FORMATS, MariaDB, assert_equal_to_source, fresh_schema, quiet, random_seed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -124,11 +125,7 @@ def _staged_changes(
 def test_a_generated_workload_leaves_each_mode_as_the_reference_makes_it(
     mariadb: MariaDB, cfg: Config, spark: Any, table_format: str
 ) -> None:
-    mariadb.execute(
-        "DROP DATABASE IF EXISTS mw",
-        "CREATE DATABASE mw",
-        *(f"CREATE TABLE mw.{t} (id INT PRIMARY KEY, v VARCHAR(40))" for t in TABLES),
-    )
+    fresh_schema(mariadb, "mw", *(f"{t} (id INT PRIMARY KEY, v VARCHAR(40))" for t in TABLES))
     rnd = random.Random(random_seed())
     work = _Workload(mariadb, rnd)
     work.run(6)
@@ -243,7 +240,6 @@ def test_a_generated_workload_leaves_each_mode_as_the_reference_makes_it(
     work.run(6)
     assert run_extract(cfg, progress=quiet) is not None
     merge()
-
     check()
 
 
@@ -251,14 +247,8 @@ def test_a_generated_workload_leaves_each_mode_as_the_reference_makes_it(
 def test_a_table_changes_mode_by_a_reload_and_is_refused_before(
     mariadb: MariaDB, cfg: Config, spark: Any, table_format: str
 ) -> None:
-    from loader.errors import MaterializeError
-
-    mariadb.execute(
-        "DROP DATABASE IF EXISTS mw",
-        "CREATE DATABASE mw",
-        "CREATE TABLE mw.m (id INT PRIMARY KEY, v VARCHAR(40))",
-        "INSERT INTO mw.m VALUES (1, 'a'), (2, 'a')",
-    )
+    fresh_schema(mariadb, "mw", "m (id INT PRIMARY KEY, v VARCHAR(40))")
+    mariadb.execute("INSERT INTO mw.m VALUES (1, 'a'), (2, 'a')")
     mirror = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, modes={}))
     run_initial_load(spark, mirror, progress=quiet)
     history = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, modes={"mw.m": "history"}))
