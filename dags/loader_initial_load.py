@@ -1,6 +1,6 @@
 """Initial load (triggered by hand): record P0, copy the selected tables into their warehouse tables
-with Spark (one job per table), then set the checkpoint to P0 so the delta DAG continues from there.
-Wiring and Params only; the tasks live in ``loader``."""
+with Spark (one job per table), then set the checkpoint to P0 so the delta DAG continues from there
+(or, started from now, set it with no copy). Wiring and Params only; the tasks live in ``loader``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,14 @@ for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
                 "the config selects (the first load must copy them all). A re-load keeps what a soft_delete "
                 f"or history table knew. {source.modes}",
             ),
+            "from_now": Param(
+                False,
+                type="boolean",
+                title="Start from now",
+                description="For a source whose binlog keeps less than a whole load takes: start the delta "
+                "DAG at the source's current position with no copy, then fill the tables one by one with "
+                "re-loads (Tables) while the deltas run. Only for a source never loaded; Tables stays empty.",
+            ),
             "parallelism": Param(
                 4,
                 type="integer",
@@ -56,5 +64,8 @@ for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
             source=source.name,
             pool=source.pool,
         ).expand(job_args=arguments)
-        finished = task(tasks.finish_initial_load, task_id="set_checkpoint")(started, source=source.name)
+        # Runs when no copy was planned too (a start from now): its copies are skipped.
+        finished = task(tasks.finish_initial_load, task_id="set_checkpoint", trigger_rule="none_failed")(
+            started, source=source.name
+        )
         copies >> finished

@@ -258,11 +258,12 @@ def publish(planned: dict[str, Any], source: str | None = None, *, outlet_events
 
 
 def start_initial_load(source: str | None = None) -> dict[str, Any]:
-    """Check the source and the tables, record P0 before any row is read."""
+    """Check the source and the tables, record P0 before any row is read (or, with the run's
+    ``from_now`` Param, start the deltas there with no copy)."""
     params = get_current_context()["params"]
     only = [t for t in (params.get("tables") or []) if t] or None
     with loader_errors():
-        return to_dict(steps.start_load(config(source), only, progress=log.info))
+        return to_dict(steps.start_load(config(source), only, log.info, bool(params.get("from_now"))))
 
 
 def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
@@ -272,7 +273,7 @@ def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
 
 
 def finish_initial_load(started: dict[str, Any], source: str | None = None) -> dict[str, Any]:
-    """Every table copied: the checkpoint goes to P0 (first load)."""
+    """Every table copied: the checkpoint goes to P0 (first load; a start from now set it)."""
     with loader_errors():
         load = steps.finish_load(config(source), from_dict(StartedLoad, started).load_id)
     log.info("initial load %s complete from P0 = %s: %s", load.id, load.p0, load.rows)

@@ -642,8 +642,10 @@ def extract_interval(
         reached = _gtid_reached(interval, results, stopped_at is not None)
         keys = sorted({key for r in results for key in r.tables})
         created = {name: at for r in results for name, at in r.created.items()}
-        loaded = set(ledger.loaded_seqnos())
-        if loaded:  # tables are loaded before their changes are applied
+        # Tables are loaded before their changes are applied; those a load has not copied yet
+        # are staged for the copy's catch-up.
+        loaded = set(ledger.loaded_seqnos()) | set(ledger.awaiting_copy())
+        if loaded:
             _check_loaded(keys, results, loaded, created, ledger.created_before(interval.id))
         tables = [
             publish_table(

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +36,7 @@ from loader.staging.stores import Store
 LEASE_ENV = "LOADER_LEASE_TOKEN"  # the token of a lease a parent process holds
 _HELD: dict[str, Lease] = {}  # leases this process holds, by source
 _LOCK = threading.Lock()
+WAIT_STEP = 2.0  # seconds between tries of a held lease, for a step that waits for it
 
 
 @dataclass(frozen=True)
@@ -204,9 +205,17 @@ def holder(store: Store, source: str) -> str | None:
 
 
 @contextmanager
-def hold(store: Store, source: str, what: str, seconds: int) -> Iterator[Lease]:
+def hold(
+    store: Store,
+    source: str,
+    what: str,
+    seconds: int,
+    wait: float = 0,
+    waiting: Callable[[str], None] | None = None,
+) -> Iterator[Lease]:
     """Hold ``source``'s lease while the block runs (re-entrant within a process; a child joins
-    through ``LEASE_ENV``).
+    through ``LEASE_ENV``). With ``wait``, a held lease is tried again for that many seconds
+    (``waiting`` hears once who holds it) before the refusal.
 
     Raises:
         LeaseError: another run holds it.
@@ -217,7 +226,18 @@ def hold(store: Store, source: str, what: str, seconds: int) -> Iterator[Lease]:
         yield mine
         return
     lease = Lease(store, source, what, seconds)
-    lease.acquire(joining=os.environ.get(LEASE_ENV))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            lease.acquire(joining=os.environ.get(LEASE_ENV))
+            break
+        except LeaseError as exc:
+            if time.monotonic() >= deadline:
+                raise
+            if waiting is not None:
+                waiting(f"waiting up to {wait:.0f} s for the lease: {exc}")
+                waiting = None
+            time.sleep(min(WAIT_STEP, max(deadline - time.monotonic(), 0.01)))
     with _LOCK:
         _HELD[source] = lease
     try:

@@ -47,7 +47,10 @@ PLANNED, EXTRACTED, MATERIALISED, ABANDONED = "planned", "extracted", "materiali
 # Version 9 added the fingerprint of the last transaction before every recorded position
 # (``history.Mark.txn``): an interval's ``start_txn``, ``end_txn``, ``extracted_end_txn``, a
 # load's ``p0_txn``, the checkpoint's ``txn``; absent is unknown (the GTID state alone is checked).
-LEDGER_VERSION = 9
+# Version 10 added a load's ``from_now``: a start from the source's position with no copy (its
+# tables wait for their re-loads); absent is False. From this version on a table counts as loaded
+# once its copy is recorded in ``rows``, whether or not the rest of the load is done.
+LEDGER_VERSION = 10
 UPGRADES: dict[int, records.Upgrade] = {
     1: lambda fields: fields,
     2: lambda fields: fields,
@@ -57,6 +60,7 @@ UPGRADES: dict[int, records.Upgrade] = {
     6: lambda fields: fields,
     7: lambda fields: fields,
     8: lambda fields: fields,
+    9: lambda fields: fields,
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 R = TypeVar("R")
@@ -179,12 +183,29 @@ class Load:
     p0_gtid: str | None = None
     epoch: int = 0  # the binlog history P0 belongs to: the checkpoint's, or the next one
     p0_txn: str | None = None  # the last transaction before P0 (``history.Mark.txn``)
+    # Started from the source's position at P0 without copying: each table waits for a re-load.
+    from_now: bool = False
 
     def table_names(self) -> list[tuple[str, str]]:
         """Each table as (schema, table); records before version 4 have only the text."""
         if self.names:
             return [(schema, table) for schema, table in self.names]
         return [(q.split(".", 1)[0], q.split(".", 1)[1]) for q in self.tables]
+
+    def copied(self) -> list[tuple[str, str]]:
+        """The tables whose copy is in the warehouse: each recorded in ``rows`` once committed;
+        all of them once the load is complete (a start from now copies none)."""
+        if self.from_now:
+            return []
+        if self.state == "complete":
+            return self.table_names()
+        return [n for q, n in zip(self.tables, self.table_names(), strict=False) if q in self.rows]
+
+    @property
+    def seqno(self) -> int:
+        """P0's seqno: the copied rows' ``_seqno``; every change after P0 has a greater one."""
+        p0 = Position.parse(self.p0)
+        return seqno_of(p0.file, p0.pos, self.epoch)
 
     def to_json(self) -> bytes:
         return records.encode(asdict(self), LEDGER_VERSION)
@@ -262,8 +283,8 @@ class Ledger:
         return sorted(self._records(Load, "loads"), key=lambda load: load.id)
 
     def loaded_at(self, epoch: int | None = None) -> dict[tuple[str, str], Position]:
-        """Where each table's latest complete load in binlog history ``epoch`` (by default the
-        checkpoint's) copied it (its P0), by (schema, table).
+        """Where each table's latest copy in binlog history ``epoch`` (by default the
+        checkpoint's) was made (its load's P0), by (schema, table).
 
         Changes to a table before its P0 are already in the copy: a re-load makes them stale, so
         extract passes them over (a change the loader stopped at is behind the table then).
@@ -271,23 +292,45 @@ class Ledger:
         out: dict[tuple[str, str], Position] = {}
         epoch = self.epoch() if epoch is None else epoch
         for load in self.loads():
-            if load.state == "complete" and load.epoch == epoch:
+            if load.epoch == epoch:
                 p0 = Position.parse(load.p0)
-                for name in load.table_names():
+                for name in load.copied():
                     out[name] = max(p0, out.get(name, p0))
         return out
 
     def loaded_seqnos(self) -> dict[tuple[str, str], int]:
-        """The seqno of each loaded table's latest complete load, whatever its history: its changes
-        up to there are in the copy."""
+        """The seqno of each table's latest copy, whatever its history: its changes up to there
+        are in the copy. A table counts from its copy's commit, before the rest of its load."""
         out: dict[tuple[str, str], int] = {}
         for load in self.loads():
-            if load.state == "complete":
-                p0 = Position.parse(load.p0)
-                seqno = seqno_of(p0.file, p0.pos, load.epoch)
-                for name in load.table_names():
-                    out[name] = max(seqno, out.get(name, seqno))
+            for name in load.copied():
+                out[name] = max(load.seqno, out.get(name, load.seqno))
         return out
+
+    def awaiting_copy(self) -> dict[tuple[str, str], Load]:
+        """The tables whose latest load has not copied them yet, with that load: a re-load under
+        way (or failed: run it again), or a start from now waiting for the table's first copy.
+
+        Their changes are staged but not merged: a merge beside the copy would be replaced by it
+        (or would write onto a table the copy has not made); the copy's catch-up applies them.
+        """
+        latest: dict[tuple[str, str], Load] = {}
+        for load in self.loads():  # oldest first: the newest listing a table wins
+            for name in load.table_names():
+                latest[name] = load
+        return {name: load for name, load in latest.items() if name not in load.copied()}
+
+    def not_loaded(self) -> dict[tuple[str, str], str]:
+        """Why each table awaiting its copy (``awaiting_copy``) is not compared with its source."""
+        loaded = self.loaded_seqnos()
+        return {
+            name: (
+                f"its re-load {load.id} has not copied it yet (its changes wait for the copy)"
+                if name in loaded
+                else f"not loaded yet: {load.id} has not copied it (its changes wait for the copy)"
+            )
+            for name, load in self.awaiting_copy().items()
+        }
 
     def layouts_before(self, interval_id: str) -> dict[tuple[str, str], list[ColumnSpec]]:
         """Each table's columns as the log before ``interval_id`` left them (see ``layouts_before``)."""
@@ -435,17 +478,16 @@ class Ledger:
         end = target.effective_end
         for load in self.loads():
             p0 = Position.parse(load.p0)
-            if load.state == "complete" and (
-                load.epoch > target.epoch or (load.epoch == target.epoch and p0 > end)
-            ):
+            if load.copied() and (load.epoch > target.epoch or (load.epoch == target.epoch and p0 > end)):
                 after = [
                     i.id
                     for i in intervals
                     if i.state == MATERIALISED and i.epoch == load.epoch and i.effective_end >= p0
                 ]
                 earliest = f" (the earliest is {after[0]})" if after else ""
+                copied = ", ".join(f"{schema}.{table}" for schema, table in load.copied())
                 raise LedgerError(
-                    f"the load {load.id} copied {', '.join(load.tables)} at {load.p0}, after interval "
+                    f"the load {load.id} copied {copied} at {load.p0}, after interval "
                     f"{interval_id} ended at {end}: the warehouse's state after that interval is gone. "
                     f"Choose an interval that ends at or after {load.p0}{earliest}"
                 )
@@ -657,9 +699,7 @@ class Ledger:
         ahead = [
             f"{load.id} at {load.p0}"
             for load in self.loads()
-            if load.state == "complete"
-            and load.epoch == self._epoch(intervals)
-            and Position.parse(load.p0) > read_to[0]
+            if load.copied() and load.epoch == self._epoch(intervals) and Position.parse(load.p0) > read_to[0]
         ]
         if ahead:
             raise HistoryError(
@@ -699,7 +739,7 @@ def layout_record(schema: str, table: str, columns: list[ColumnSpec]) -> list[An
 def layouts_before(
     intervals: list[Interval], loads: list[Load], interval_id: str
 ) -> dict[tuple[str, str], list[ColumnSpec]]:
-    """Each table's columns as the intervals before ``interval_id`` and the complete loads left
+    """Each table's columns as the intervals before ``interval_id`` and the loads' copies left
     them, whichever came last in the log (a load at its P0, an interval at its end; a load at an
     interval's end copied what the interval staged). Tables whose last record is from a loader
     that did not record columns are left out: unknown, not guessed from an older record.
@@ -710,8 +750,8 @@ def layouts_before(
         if i.id < interval_id and i.state != PLANNED:
             events.append((i.epoch, i.effective_end, 0, [], i.layouts))
     for load in loads:
-        if load.state == "complete":
-            events.append((load.epoch, Position.parse(load.p0), 1, load.table_names(), load.layouts))
+        if load.copied():
+            events.append((load.epoch, Position.parse(load.p0), 1, load.copied(), load.layouts))
     known: dict[tuple[str, str], list[ColumnSpec] | None] = {}
     for _, _, is_load, names, recorded in sorted(events, key=lambda e: (e[0], e[1], e[2])):
         known.update(dict.fromkeys(names))  # a load's tables are what it copied, or unknown
@@ -726,7 +766,7 @@ def layouts_before(
 
 def table_rows(intervals: list[Interval], loads: list[Load]) -> dict[tuple[str, str], int]:
     """Each table's rows as last recorded, by (schema, table): by the materialised interval or
-    the complete load that came last in the log (ordered as ``layouts_before`` orders them).
+    the load's copy that came last in the log (ordered as ``layouts_before`` orders them).
 
     A size for planning, not a count to check against: an Iceberg snapshot's count keeps a
     changed row's old version until compaction, and a table the loader did not count (Hive
@@ -737,7 +777,7 @@ def table_rows(intervals: list[Interval], loads: list[Load]) -> dict[tuple[str, 
         if i.state == MATERIALISED and i.table_rows:
             events.append((i.epoch, i.effective_end, 0, [(s, t, int(n)) for s, t, n in i.table_rows]))
     for load in loads:
-        if load.state == "complete":
+        if load.copied():
             counted = [
                 (schema, table, load.rows[qualified])
                 for qualified, (schema, table) in zip(load.tables, load.table_names(), strict=False)

@@ -294,6 +294,7 @@ class StartedLoad:
     load_id: str
     p0: str
     tables: list[str]
+    from_now: bool = False  # started from now: no copy, each table waits for its re-load
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -306,9 +307,12 @@ class TableMapping:
     schema: str
     table: str
     warehouse_table: str  # without the database (``TablesConfig.warehouse_name``)
-    loaded_at: str | None  # the P0 of its last complete load, None if never loaded
+    loaded_at: str | None  # the P0 of its latest copy, None if never copied
     shared: bool = False  # routed into a table other sources share (``tables.routes``)
     mode: str = modes.MIRROR  # what its warehouse table keeps (``tables.mode``, ``loader.modes``)
+    # The load that has not copied it yet (a re-load under way or failed, or a start from now):
+    # its changes are staged, not merged, until that copy.
+    awaiting_load: str | None = None
 
     @staticmethod
     def text(mappings: list[TableMapping], database: str) -> str:
@@ -317,6 +321,9 @@ class TableMapping:
         for m in mappings:
             source = ".".join("`" + n.replace("`", "``") + "`" for n in (m.schema, m.table))
             loaded = f"loaded at {m.loaded_at}" if m.loaded_at else "not loaded yet"
+            if m.awaiting_load:
+                copy = f"copy by {m.awaiting_load} pending: its changes wait for it"
+                loaded = f"{loaded}; {copy}" if m.loaded_at else f"{loaded}: {copy}"
             shared = "shared by its routes, " if m.shared else ""
             lines.append(f"  {source} -> {m.warehouse_table} ({m.mode}, {shared}{loaded})")
         return "\n".join(lines)
@@ -339,6 +346,7 @@ class TableComparison:
     # soft_delete, history: every row the table keeps, the deleted ones and older versions too
     # (``warehouse_rows`` counts the live ones, compared with the source's)
     kept_rows: int | None = None
+    not_loaded: str | None = None  # why it is not compared: its copy is pending (``Ledger.not_loaded``)
 
     def warehouse_text(self) -> str:
         """What the warehouse side holds, for people."""
@@ -373,6 +381,7 @@ class TableChecksum:
     key: list[str]
     differing: list[DifferingRange] = field(default_factory=list)
     problem: str | None = None  # why no range could be compared
+    not_loaded: str | None = None  # why it is not compared: its copy is pending (``Ledger.not_loaded``)
 
 
 @dataclass
@@ -385,11 +394,12 @@ class ChecksumReport:
 
     @property
     def equal(self) -> bool:
-        return all(t.equal for t in self.tables)
+        """Every table compared is equal (those awaiting their copy are not compared)."""
+        return all(t.equal or t.not_loaded for t in self.tables)
 
     def verdict(self) -> str | None:
         """The line that says what differs and what to do, or None when every table is equal."""
-        differ = [t.table for t in self.tables if not t.equal]
+        differ = [t.table for t in self.tables if not t.equal and not t.not_loaded]
         if not differ:
             return None
         names = ",".join(differ)
@@ -403,9 +413,16 @@ class ChecksumReport:
         """As ``loader checksum`` prints it: a line per table, its differing ranges (up to ``show``)
         as SQL conditions, and the verdict last."""
         equal = sum(t.equal for t in self.tables)
+        waiting = sum(bool(t.not_loaded) for t in self.tables)
         caught_up = f" (warehouse brought there by interval {self.caught_up})" if self.caught_up else ""
-        lines = [f"checksum at {self.position}{caught_up}: {len(self.tables)} tables, {equal} equal"]
+        lines = [
+            f"checksum at {self.position}{caught_up}: {len(self.tables)} tables, {equal} equal"
+            + (f", {waiting} not compared (awaiting their copy)" if waiting else "")
+        ]
         for t in self.tables:
+            if t.not_loaded:
+                lines.append(f"{t.table} → {t.warehouse_table}: not compared: {t.not_loaded}")
+                continue
             lines.append(
                 f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, warehouse "
                 f"{t.warehouse_rows:,} rows, {t.ranges:,} key range{'' if t.ranges == 1 else 's'}, "

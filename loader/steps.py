@@ -396,17 +396,20 @@ def run_initial_load(
     return from_dict(LoadSummary, summary)
 
 
-def start_load(cfg: Config, tables: list[str] | None, progress: Progress) -> StartedLoad:
-    """Check the source and the tables, record P0 before any row is read (the copies follow)."""
-    load = initial_load.start_load(cfg, tables, progress=progress)
-    return StartedLoad(load.id, load.p0, load.tables)
+def start_load(
+    cfg: Config, tables: list[str] | None, progress: Progress, from_now: bool = False
+) -> StartedLoad:
+    """Check the source and the tables, record P0 before any row is read (the copies follow);
+    ``from_now``: start the deltas at P0 with no copy (``initial_load.start_load``)."""
+    load = initial_load.start_load(cfg, tables, progress=progress, from_now=from_now)
+    return StartedLoad(load.id, load.p0, load.tables, load.from_now)
 
 
 def copy_arguments(started: StartedLoad, parallelism: int | None) -> list[list[str]]:
-    """One initial-load job's arguments per table of a started load."""
+    """One initial-load job's arguments per table of a started load (none for a start from now)."""
     return [
         ["--load-id", started.load_id, *initial_load_arguments([table], parallelism)]
-        for table in started.tables
+        for table in ([] if started.from_now else started.tables)
     ]
 
 
@@ -519,7 +522,9 @@ def tables(cfg: Config) -> list[TableMapping]:
     finally:
         conn.close()
     names = warehouse_tables(found, cfg.tables.route)
-    loaded_at = Ledger.of(cfg).loaded_at()
+    ledger = Ledger.of(cfg)
+    loaded_at = ledger.loaded_at()
+    awaiting = ledger.awaiting_copy()
     return [
         TableMapping(
             s,
@@ -528,6 +533,7 @@ def tables(cfg: Config) -> list[TableMapping]:
             str(p0) if (p0 := loaded_at.get((s, t))) else None,
             cfg.tables.route(s, t) is not None,
             cfg.tables.mode_of(s, t),
+            load.id if (load := awaiting.get((s, t))) else None,
         )
         for s, t in found
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +37,25 @@ def test_one_holder_at_a_time_and_the_refusal_says_who(store: LocalStore) -> Non
     with lease.hold(store, "demo", "loader materialize", 60) as taken:
         assert taken.record is not None and taken.record.number == 2
         assert store.list("demo/_ledger/lease") == ["demo/_ledger/lease/000000000002.json"]
+
+
+def test_a_step_that_waits_for_the_lease_takes_it_once_released_or_is_refused_after_its_wait(
+    store: LocalStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lease, "WAIT_STEP", 0.05)
+    merge = Lease(store, "demo", "loader materialize", 60)
+    merge.acquire()
+    heard: list[str] = []
+    with (
+        pytest.raises(LeaseError, match="loader materialize"),
+        lease.hold(store, "demo", "the copy of s.t", 60, wait=0.3, waiting=heard.append),
+    ):
+        pass
+    assert len(heard) == 1 and heard[0].startswith("waiting up to 0 s for the lease: source demo is busy")
+    threading.Timer(0.3, merge.release).start()
+    with lease.hold(store, "demo", "the copy of s.t", 60, wait=30, waiting=heard.append) as taken:
+        assert taken.record is not None and taken.record.holder.startswith("the copy of s.t")
+    assert len(heard) == 2
 
 
 def test_a_holder_that_stops_renewing_loses_it_when_it_expires_and_a_live_one_keeps_it(

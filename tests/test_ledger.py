@@ -316,21 +316,30 @@ def test_a_tables_rows_are_the_last_recorded_by_a_materialised_interval_or_a_loa
             rows={"s.t": 1000, "s.u": 50},  # s.v: a loader that did not count it
             names=[["s", "t"], ["s", "u"], ["s", "v"]],
         ),
-        Load("load-2", "binlog.000001:250", ["s.u"], "started", rows={"s.u": 9}, names=[["s", "u"]]),
+        # A re-load under way: s.u's copy is recorded (it counts), s.t's is not yet.
+        Load(
+            "load-2",
+            "binlog.000001:250",
+            ["s.u", "s.t"],
+            "started",
+            rows={"s.u": 9},
+            names=[["s", "u"], ["s", "t"]],
+        ),
     ]
     intervals = [
         interval(1, "binlog.000001:100", [["s", "t", 1200]]),
         interval(2, "binlog.000001:200", [["s", "t", 1300], ["s", "u", 70]]),
         interval(3, "binlog.000001:300", [["s", "t", 99_999]], state=EXTRACTED),  # not merged yet
     ]
-    assert table_rows(intervals, loads) == {("s", "t"): 1300, ("s", "u"): 70}
+    assert table_rows(intervals, loads) == {("s", "t"): 1300, ("s", "u"): 9}
+    assert table_rows(intervals, loads[:1]) == {("s", "t"): 1300, ("s", "u"): 70}
     # A re-load after the intervals counted the table anew; one before them did not.
     reload = Load("load-3", "binlog.000001:220", ["s.t"], "complete", rows={"s.t": 10}, names=[["s", "t"]])
     assert table_rows(intervals, [*loads, reload])[("s", "t")] == 10
     early = dataclasses.replace(reload, id="load-0", p0="binlog.000001:50")
     assert table_rows(intervals, [*loads, early])[("s", "t")] == 1300
     # Records of loaders that kept no counts: the load's only.
-    assert table_rows([interval(1, "binlog.000001:100", [])], loads) == {("s", "t"): 1000, ("s", "u"): 50}
+    assert table_rows([interval(1, "binlog.000001:100", [])], loads[:1]) == {("s", "t"): 1000, ("s", "u"): 50}
 
 
 class Server:
@@ -441,6 +450,49 @@ def test_a_reload_of_every_table_past_the_checkpoint_supersedes_what_waits(ledge
     assert ledger.checkpoint() == Checkpoint("binlog.000001:300", "load-c", 1)
     assert ledger.next_start() == P("binlog.000001:300")
     assert ledger.supersede(every, 1) == []  # once: the checkpoint is there now
+
+
+def test_a_table_counts_as_loaded_from_its_copys_record_and_awaits_the_latest_load_listing_it(
+    ledger: Ledger,
+) -> None:
+    t, u, v = ("s", "t"), ("s", "u"), ("s", "v")
+    tables, names = ["s.t", "s.u", "s.v"], [["s", "t"], ["s", "u"], ["s", "v"]]
+    # Started from now: the checkpoint at P0, no table copied, every one awaiting its copy.
+    now = Load(
+        "load-1",
+        "binlog.000001:100",
+        tables,
+        "complete",
+        first=True,
+        every_table=True,
+        names=names,
+        from_now=True,
+    )
+    ledger.save_load(now)
+    ledger.supersede(now, 1)
+    assert ledger.checkpoint() == Checkpoint("binlog.000001:100", "load-1", 1)
+    assert ledger.loaded_seqnos() == {} and set(ledger.awaiting_copy()) == {t, u, v}
+    assert (
+        ledger.not_loaded()[t] == "not loaded yet: load-1 has not copied it (its changes wait for the copy)"
+    )
+    # A re-load of two of them under way: s.t's copy recorded counts at once; s.u's still waits.
+    reload = Load(
+        "load-2", "binlog.000001:300", ["s.t", "s.u"], names=names[:2], rows={"s.t": 5}, first=False
+    )
+    ledger.save_load(reload)
+    seqno = seqno_of("binlog.000001", 300)
+    assert reload.seqno == seqno and ledger.loaded_seqnos() == {t: seqno}
+    assert ledger.loaded_at() == {t: P("binlog.000001:300")}
+    assert {n: load.id for n, load in ledger.awaiting_copy().items()} == {u: "load-2", v: "load-1"}
+    # Copied, then a later re-load of s.t starts: its older copy still counts, and it waits.
+    reload.rows["s.u"] = 7
+    ledger.save_load(reload)
+    ledger.save_load(Load("load-3", "binlog.000001:500", ["s.t"], names=names[:1], first=False))
+    assert ledger.loaded_seqnos() == {t: seqno, u: seqno}
+    assert {n: load.id for n, load in ledger.awaiting_copy().items()} == {t: "load-3", v: "load-1"}
+    assert (
+        ledger.not_loaded()[t] == "its re-load load-3 has not copied it yet (its changes wait for the copy)"
+    )
 
 
 def test_every_position_planned_carries_the_server_and_its_gtid_state(ledger: Ledger) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from loader.config import Config, SourceConfig, TablesConfig
 from loader.errors import SourceError
+from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN
 from loader.positions import Position
 from loader.results import DifferingRange, TableChecksum
@@ -187,6 +188,7 @@ def _warehouse_ranges(
 def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableChecksum]:
     """Each table's warehouse sums over the source's ranges, and the ranges that differ."""
     sql.register_functions(spark)
+    not_loaded = Ledger.of(cfg).not_loaded()
     out = []
     for sums in source.tables:
         name = table_name(cfg, sums.schema, sums.table)
@@ -194,6 +196,10 @@ def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableCheck
             sums.qualified, name.replace("`", ""), sums.rows, 0, len(sums.bounds) + 1, True, sums.key
         )
         out.append(result)
+        result.not_loaded = not_loaded.get((sums.schema, sums.table))
+        if result.not_loaded:
+            result.equal = False
+            continue
         if not spark.catalog.tableExists(name):
             result.equal, result.problem = False, "the warehouse has no such table"
             continue

@@ -12,15 +12,20 @@ version folder whose partitions are then swapped in as materialisation does. Val
 the text the binlog reader stages (``types.source_select_sql``) and cast with the same type map.
 
 A first load copies every selected table and sets the checkpoint to P0. A re-load of some tables
-while deltas keep running copies them at their own P0 and leaves the checkpoint alone: the next
-intervals start where the last one ended, which is at or before P0, so they replay everything
-since P0 onto the re-loaded tables (their older changes are stale against ``seqno(P0)`` and change
-nothing). A re-load must not run at the same time as a materialisation of the same tables (with
-the embedded Derby catalog, Spark jobs cannot overlap anyway).
+while deltas keep running copies them at their own P0 and leaves the checkpoint alone. Until a
+table's copy is recorded, merges pass it over (its changes stay staged): a merge beside the copy
+would be lost to it. Once the copy committed, under the source's lease, its changes past P0 in the
+intervals materialised meanwhile are applied to it, then the copy is recorded; later merges apply
+only changes past P0 to it (the older ones are in the copy).
+
+A source whose binlog keeps less than a whole load takes (``--from-now``) starts the deltas at the
+server's current position with no copy; each table is then filled by its own re-load, the deltas
+running meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import threading
@@ -30,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loader import modes
+from loader import lease, modes
 from loader.binlog.schema import InformationSchema
 from loader.config import Config, LoadConfig, TablesConfig
 from loader.errors import LoadError
@@ -47,8 +52,10 @@ from loader.source import (
     credentials,
 )
 from loader.staging.manifest import ColumnSpec
+from loader.staging.stores import open_store
 from loader.tables import TableSelector, key_columns
 from loader.warehouse import iceberg, resync, types
+from loader.warehouse.materialize import catch_up
 from loader.warehouse.tables import (
     PART,
     Target,
@@ -69,6 +76,9 @@ from loader.warehouse.tables import (
 )
 
 Progress = Callable[[str], None]
+LEASE_WAIT = (
+    3600.0  # seconds a load waits for the source's lease (held by a merge) to start or to record a copy
+)
 
 
 @dataclass(frozen=True)
@@ -352,47 +362,94 @@ class _ProgressWatcher:
                 )
 
 
-def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = print) -> Load:
-    """Check the source and the tables, then record P0 (before any row is read) in the ledger."""
+def _source_lease(cfg: Config, what: str, progress: Progress) -> contextlib.AbstractContextManager[object]:
+    """The source's lease, waited for (a merge may hold it for minutes; a copy is dear to redo)."""
+    return lease.hold(
+        open_store(cfg.staging), cfg.source.name, what, cfg.source.lease_seconds, LEASE_WAIT, progress
+    )
+
+
+def start_load(
+    cfg: Config, only: list[str] | None = None, progress: Progress = print, from_now: bool = False
+) -> Load:
+    """Check the source and the tables, then record P0 (before any row is read) in the ledger.
+
+    Recorded under the source's lease: a merge that began before it would not know the tables
+    are being copied, and could commit after their copies.
+
+    ``from_now``: the source's first start, at its current position, copying nothing: the
+    checkpoint is P0 at once and every table waits for its own re-load (``Ledger.awaiting_copy``).
+    """
     ledger = Ledger.of(cfg)
     creds = credentials(cfg.source)
     conn = connect(creds)
     try:
-        check_binlog_settings(conn)
-        checkpoint = ledger.checkpoint()
-        first = checkpoint is None
-        if first and only:
-            raise LoadError(
-                f"source {cfg.source.name} has not been loaded yet: the first initial load copies every "
-                "selected table (run it without a table list)"
-            )
-        tables = selected_tables(conn, cfg.tables, only, cfg.warehouse.format)
-        if not tables:
-            raise LoadError(
-                f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
-            )
-        source = SourceHistory.of(conn, cfg.source, creds)
-        p0 = source.current()
-        mark = source.mark(p0)
-        epoch = ledger.epoch()
-        if checkpoint is not None:
-            problem = source.problem(Position.parse(checkpoint.position), checkpoint.mark(), "the checkpoint")
-            if problem and only:
-                raise LoadError(
-                    f"{problem}. A re-load of some tables cannot join this history to the one loaded "
-                    "so far: re-load every table (loader initial-load without a table list)"
-                )
-            if problem:  # this load starts the next history: it supersedes everything before
-                epoch += 1
-                progress(f"initial load: {problem}; this load of every table starts a new history")
+        with _source_lease(cfg, "the start of an initial load", progress):
+            load = _record_p0(cfg, ledger, conn, creds, only, from_now, progress)
     finally:
         conn.close()
+    if from_now:
+        progress(
+            f"{load.id}: started from now at {load.p0}; the deltas run from there. {len(load.tables)} "
+            "tables wait for their copy: loader initial-load --tables SCHEMA.TABLE,... copies them "
+            "while the deltas run (loader tables shows which are loaded)"
+        )
+    else:
+        progress(f"initial load {load.id}: P0 = {load.p0}, {len(load.tables)} tables")
+    return load
+
+
+def _record_p0(
+    cfg: Config,
+    ledger: Ledger,
+    conn: Any,
+    creds: Credentials,
+    only: list[str] | None,
+    from_now: bool,
+    progress: Progress,
+) -> Load:
+    check_binlog_settings(conn)
+    checkpoint = ledger.checkpoint()
+    first = checkpoint is None
+    if from_now and not first:
+        raise LoadError(
+            f"source {cfg.source.name} has a checkpoint already ({checkpoint.position if checkpoint else ''}): "
+            "a start from now is for a source never loaded. Copy tables while the deltas run with "
+            "loader initial-load --tables SCHEMA.TABLE,..."
+        )
+    if first and only:
+        raise LoadError(
+            f"source {cfg.source.name} has not been loaded yet: the first initial load copies every "
+            "selected table (run it without a table list, or start from now: loader initial-load "
+            "--from-now, then copy the tables one by one)"
+        )
+    tables = selected_tables(conn, cfg.tables, only, cfg.warehouse.format)
+    if not tables:
+        raise LoadError(
+            f"the config selects no tables of source {cfg.source.name} ({list(cfg.tables.include)})"
+        )
+    source = SourceHistory.of(conn, cfg.source, creds)
+    p0 = source.current()
+    mark = source.mark(p0)
+    epoch = ledger.epoch()
+    if checkpoint is not None:
+        problem = source.problem(Position.parse(checkpoint.position), checkpoint.mark(), "the checkpoint")
+        if problem and only:
+            raise LoadError(
+                f"{problem}. A re-load of some tables cannot join this history to the one loaded "
+                "so far: re-load every table (loader initial-load without a table list)"
+            )
+        if problem:  # this load starts the next history: it supersedes everything before
+            epoch += 1
+            progress(f"initial load: {problem}; this load of every table starts a new history")
     now = dt.datetime.now(dt.UTC)
     load = Load(
         id=f"load-{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:6]}",  # sorts as started, to the microsecond
         p0=str(p0),
         tables=[t.qualified for t in tables],
+        state="complete" if from_now else "started",
         started_at=now.strftime("%Y-%m-%d %H:%M:%S.%f"),
+        finished_at=now.strftime("%Y-%m-%d %H:%M:%S.%f") if from_now else "",
         first=first,
         names=[[t.schema, t.table] for t in tables],
         layouts=[],
@@ -401,18 +458,32 @@ def start_load(cfg: Config, only: list[str] | None = None, progress: Progress = 
         p0_gtid=mark.gtid,
         p0_txn=mark.txn,
         epoch=epoch,
+        from_now=from_now,
     )
     ledger.save_load(load)
-    progress(f"initial load {load.id}: P0 = {p0}, {len(tables)} tables")
+    if from_now:  # the deltas start here: the checkpoint holds P0's commit time, as a load's would
+        ledger.supersede(load, int(now.timestamp() * 1_000_000))
     return load
 
 
 def copy_tables(
     spark: Any, cfg: Config, load_id: str, only: list[str] | None = None, progress: Progress = print
 ) -> list[TableLoadResult]:
-    """Copy the load's tables (or some of them), recording each one's rows in the ledger."""
+    """Copy the load's tables (or some of them), recording each one's rows in the ledger.
+
+    The deltas may run meanwhile: their merges pass a table over while its copy is pending
+    (``Ledger.awaiting_copy``), and once the copy committed, under the source's lease, the changes
+    past P0 of the intervals materialised since are applied to it (``catch_up``) and the copy is
+    recorded, from when on the merges take the table again.
+    """
     ledger = Ledger.of(cfg)
+    store = open_store(cfg.staging)
     load = _find_load(ledger, load_id)
+    if load.from_now:
+        raise LoadError(
+            f"{load_id} started source {cfg.source.name} from now without copying: copy its tables "
+            "with loader initial-load --tables SCHEMA.TABLE,..."
+        )
     names = [t for t in load.tables if not only or t in only]
     creds = credentials(cfg.source)
     conn = connect(creds)
@@ -422,13 +493,19 @@ def copy_tables(
         results = []
         for info in tables:
             result = copy_table(spark, cfg, creds, conn, info, load, progress)
-            load = _find_load(ledger, load_id)  # other copies of the same load may have finished meanwhile
-            load.rows[info.qualified] = result.rows
-            load.layouts = [
-                *(r for r in load.layouts or [] if (r[0], r[1]) != (info.schema, info.table)),
-                layout_record(info.schema, info.table, info.columns),
-            ]
-            ledger.save_load(load)
+            with _source_lease(cfg, f"the copy of {info.qualified}", progress):
+                caught = catch_up(spark, cfg, store, ledger, load, info.schema, info.table)
+                if caught:
+                    progress(f"{info.qualified}: {caught} intervals merged meanwhile applied to the copy")
+                load = _find_load(
+                    ledger, load_id
+                )  # other copies of the same load may have finished meanwhile
+                load.rows[info.qualified] = result.rows
+                load.layouts = [
+                    *(r for r in load.layouts or [] if (r[0], r[1]) != (info.schema, info.table)),
+                    layout_record(info.schema, info.table, info.columns),
+                ]
+                ledger.save_load(load)
             results.append(result)
     finally:
         conn.close()
@@ -439,6 +516,8 @@ def finish_load(cfg: Config, load_id: str) -> Load:
     """Once every table is copied: the checkpoint goes to P0 (first load); the load is complete."""
     ledger = Ledger.of(cfg)
     load = _find_load(ledger, load_id)
+    if load.from_now:  # complete when started: its tables are copied by their re-loads
+        return load
     missing = [t for t in load.tables if t not in load.rows]
     if missing:
         raise LoadError(

@@ -18,6 +18,7 @@ materialised, and moves the checkpoint, only after every table is done.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any
 
 from loader.config import Config
 from loader.errors import MaterializeError
-from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger
+from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger, Load
 from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
@@ -94,10 +95,11 @@ def _changes(
     staged: list[Staged],
     columns: list[ColumnSpec],
     warehouse_types: dict[str, str],
-    min_seqno: int | None,
+    copy_seqno: int | None,
 ) -> Any:
-    """Every staged change of one table from ``min_seqno`` on, typed as the warehouse table's
-    columns, in the table's latest column layout."""
+    """Every staged change of one table after ``copy_seqno`` (its latest copy's P0: the copy
+    holds the transactions committed up to there), typed as the warehouse table's columns, in
+    the table's latest column layout."""
     q = quote_identifier
     frames = []
     for part in staged:
@@ -108,8 +110,8 @@ def _changes(
                 continue
             names = [c.name for c in layout_columns]
             frame = csvformat.read_staged(spark, paths, names)
-            if min_seqno is not None:  # older changes are in the table's re-load already
-                frame = frame.where(f"CAST({SEQNO} AS BIGINT) >= {min_seqno}")
+            if copy_seqno is not None:
+                frame = frame.where(f"CAST({SEQNO} AS BIGINT) > {copy_seqno}")
             have = set(names)
             select = [
                 f"CAST({q(m)} AS {t})" + f" AS {q(m)}"
@@ -141,11 +143,11 @@ def materialize_table(
     store: Store,
     staged: list[Staged],
     run_id: str,
-    min_seqno: int | None = None,
+    copy_seqno: int | None = None,
     summary: dict[str, str] | None = None,
 ) -> TableResult:
-    """Apply one table's staged changes from several intervals in one pass (those from
-    ``min_seqno`` on, the seqno of its last re-load: the copy holds the older ones).
+    """Apply one table's staged changes from several intervals in one pass (those after
+    ``copy_seqno``, the seqno of its latest copy: the copy holds the others).
 
     An Iceberg table gets them in one snapshot whose summary carries ``summary``.
     """
@@ -162,7 +164,7 @@ def materialize_table(
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     mode = target.tables.mode_of(schema, table)  # the table's: ensure_table refuses another
     if target.warehouse.format == "iceberg":
-        changes = _changes(spark, store, staged, columns, warehouse_types, min_seqno)
+        changes = _changes(spark, store, staged, columns, warehouse_types, copy_seqno)
         own_rows = source_filter(target.source, target.tables, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
             changes = changes.selectExpr(source_column_sql(target.source), "*")
@@ -182,7 +184,7 @@ def materialize_table(
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)
     part = partition_expr(columns, key, *target.warehouse.partitioning(schema, table))
-    changes = _changes(spark, store, staged, columns, warehouse_types, min_seqno)
+    changes = _changes(spark, store, staged, columns, warehouse_types, copy_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
     try:
         per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
@@ -258,10 +260,15 @@ def _materialize_intervals(
     """Apply these intervals in one pass, mark them materialised and move the checkpoint."""
     intervals = [i for i, _ in pending]
     loaded = ledger.loaded_seqnos()
+    awaiting = ledger.awaiting_copy()
     by_table: dict[tuple[str, str], list[Staged]] = {}
+    waiting: set[tuple[str, str]] = set()
     for interval, m in pending:
         ends_at = Position.parse(m.end)
         for t in m.tables:
+            if (t.schema, t.table) in awaiting:  # its copy applies them (``catch_up``)
+                waiting.add((t.schema, t.table))
+                continue
             since = loaded.get((t.schema, t.table))
             if (
                 since is None or seqno_of(ends_at.file, ends_at.pos, interval.epoch) > since
@@ -269,6 +276,14 @@ def _materialize_intervals(
                 by_table.setdefault((t.schema, t.table), []).append(Staged(interval.id, t))
     run_id = f"v{intervals[-1].id}-{uuid.uuid4().hex[:8]}"
     span = intervals[0].id if len(intervals) == 1 else f"{intervals[0].id}-{intervals[-1].id}"
+    if waiting:
+        names = sorted(f"{s}.{t}" for s, t in waiting)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        print(
+            f"interval {span}: {shown} not merged: {'they wait' if len(names) > 1 else 'it waits'} for "
+            "a copy (loader tables shows which load); the copy applies these changes after it",
+            file=sys.stderr,
+        )
     warehouse_tables(by_table, cfg.tables.route)  # two source tables never share a warehouse table
     legacy = legacy_tables(spark, cfg.warehouse.database, by_table) if cfg.warehouse.format == "hive" else {}
     for (schema, table), old in legacy.items():
@@ -306,6 +321,55 @@ def _materialize_intervals(
             counted.append([schema, table, result.data_file_rows])
     record_materialised(ledger, intervals, counted)
     return results
+
+
+def catch_up(
+    spark: Any, cfg: Config, store: Store, ledger: Ledger, load: Load, schema: str, table: str
+) -> int:
+    """After the copy of one table at ``load``'s P0 committed: apply its changes past P0 from the
+    intervals materialised since (the merges passed the table over while its copy was pending);
+    the changes of the intervals not materialised yet are the next merge's. Run under the
+    source's lease, before the copy is recorded, so that no merge comes in between. Returns the
+    number of intervals applied.
+
+    Iceberg tables take them an interval per snapshot, as a merge would (a rollback or a read as
+    of one of them finds its state); Hive-format tables all in one pass.
+    """
+    staged: list[tuple[Interval, Staged]] = []
+    for interval in ledger.intervals():
+        end = interval.effective_end
+        if interval.state != MATERIALISED or seqno_of(end.file, end.pos, interval.epoch) <= load.seqno:
+            continue
+        manifest = verified_manifest(
+            store, interval.id, interval.manifest or "", interval.manifest_sha256, interval.changes
+        )
+        for entry in manifest.tables:
+            if (entry.schema, entry.table) == (schema, table):
+                staged.append((interval, Staged(interval.id, entry)))
+    target = Target.of(cfg)
+    groups = [[s] for s in staged] if cfg.warehouse.format == "iceberg" else [staged][: len(staged)]
+    for group in groups:
+        last = group[-1][0]
+        summary = {
+            iceberg.SOURCE: cfg.source.name,
+            iceberg.INTERVAL: last.id,
+            iceberg.END: str(last.effective_end),
+        }
+        try:
+            materialize_table(
+                spark,
+                target,
+                store,
+                [s for _, s in group],
+                f"v{last.id}-{uuid.uuid4().hex[:8]}",
+                load.seqno,
+                summary,
+            )
+        except MaterializeError as exc:
+            raise MaterializeError(
+                f"{load.id}: catching {schema}.{table} up with interval {last.id}: {exc}"
+            ) from None
+    return len(staged)
 
 
 def record_materialised(ledger: Ledger, intervals: list[Interval], counted: list[list[Any]]) -> None:
