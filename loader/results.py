@@ -493,6 +493,7 @@ class Status:
     source_server: str | None = None  # the server answering now (``history.SourceHistory.server``)
     history_problem: str | None = None  # why it no longer holds the checkpoint's history
     followed: str | None = None  # the last switch to another server that held the history
+    awaiting_copy: list[str] = field(default_factory=list)  # tables a load has not copied yet
 
     def text(self) -> str:
         """The status for people."""
@@ -530,4 +531,10 @@ class Status:
         if self.last_load:
             load = self.last_load
             lines.append(f"last initial load: {load.id} ({load.state}, {load.tables} tables, P0 {load.p0})")
+        if self.awaiting_copy:
+            names = ", ".join(self.awaiting_copy[:5]) + (" …" if len(self.awaiting_copy) > 5 else "")
+            lines.append(
+                f"awaiting their copy: {len(self.awaiting_copy)} tables ({names}): their changes are staged, "
+                "not merged, until a load copies them (loader tables says which load)"
+            )
         return "\n".join(lines)

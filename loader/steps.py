@@ -631,4 +631,5 @@ def status(cfg: Config) -> Status:
         else None,
         gaps=[{"interval": i, "from": a, "to": b} for i, a, b in ledger.gaps()],
         lease=lease.holder(ledger.store, cfg.source.name),
+        awaiting_copy=sorted(f"{schema}.{table}" for schema, table in ledger.awaiting_copy()),
     )

@@ -24,6 +24,7 @@ from tests.conftest import (
     MariaDB,
     airflow_env,
     dags_test,
+    fresh_schema,
     iceberg_rows,
     loader_dag_env,
     run_state,
@@ -124,7 +125,8 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     initial = result["dags"]["loader_initial_load"]
     assert initial["schedule"] == "None"
     assert initial["tasks"] == ["copy_table", "plan_copies", "record_p0", "set_checkpoint"]
-    assert set(initial["params"]) == {"tables", "parallelism"}
+    assert set(initial["params"]) == {"tables", "parallelism", "from_now"}
+    assert initial["params"]["from_now"]["type"] == "boolean"
     rollback = result["dags"]["loader_rollback"]
     assert rollback["schedule"] == "None" and rollback["tasks"] == ["rollback"]
     assert set(rollback["params"]) == {"to_interval"} and rollback["params"]["to_interval"]["title"]
@@ -311,6 +313,38 @@ class Writer(threading.Thread):
                     time.sleep(0.01)
         finally:
             conn.close()
+
+
+@pytest.mark.integration
+def test_the_initial_load_dag_started_from_now_sets_the_checkpoint_and_leaves_every_table_to_its_copy(
+    mariadb: MariaDB, airflow_home: Path, tmp_path: Path
+) -> None:
+    fresh_schema(mariadb, "afn", "t (id INT PRIMARY KEY)", "u (id INT PRIMARY KEY)")
+    mariadb.execute("INSERT INTO afn.t VALUES (1), (2)")
+    config = tmp_path / "loader.toml"
+    config.write_text(
+        f"""[source]
+name = "afn"
+airflow_conn_id = "loader_source"
+[tables]
+include = ["afn.*"]
+[staging]
+uri = "{tmp_path / "staging"}"
+[warehouse]
+dir = "{tmp_path / "warehouse"}"
+"""
+    )
+    env = loader_dag_env(airflow_home, config, mariadb)
+    now = mariadb.rows("SHOW MASTER STATUS")[0]
+    started = dags_test(env, "loader_initial_load", "2026-02-01T00:00:00+00:00", {"from_now": True})
+    assert run_state(started) == "success", started[-3000:]
+    assert "started from now at" in started and "2 tables wait for their copy" in started
+    status = _status(env)
+    assert status["checkpoint"]["position"] == f"{now[0]}:{now[1]}"
+    assert status["awaiting_copy"] == ["afn.t", "afn.u"] and status["last_load"]["state"] == "complete"
+    # Once started, a second start from now is refused, saying how to go on.
+    again = dags_test(env, "loader_initial_load", "2026-02-02T00:00:00+00:00", {"from_now": True})
+    assert run_state(again) == "failed" and "a start from now is for a source never loaded" in again
 
 
 @pytest.mark.integration

@@ -17,6 +17,7 @@ from loader.results import (
     RunOnce,
     Status,
     TableChecksum,
+    TableMapping,
     TableResult,
     from_dict,
     to_dict,
@@ -66,6 +67,13 @@ def test_status_keeps_its_json_shape_and_its_text() -> None:
     assert "running now: nothing" in text
     busy = dataclasses.replace(status, lease="loader extract (pid 7 on h) since 2026-11-23T12:00:00Z")
     assert "running now: loader extract (pid 7 on h) since 2026-11-23T12:00:00Z" in busy.text()
+    assert "awaiting" not in text
+    waiting = dataclasses.replace(status, awaiting_copy=["s.a", "s.b"])
+    assert _round_trip(waiting) == waiting
+    assert waiting.text().splitlines()[-1] == (
+        "awaiting their copy: 2 tables (s.a, s.b): their changes are staged, not merged, until a load "
+        "copies them (loader tables says which load)"
+    )
 
 
 def test_a_checksum_report_reads_as_sql_conditions_and_ends_with_the_verdict() -> None:
@@ -99,3 +107,27 @@ def test_a_checksum_report_reads_as_sql_conditions_and_ends_with_the_verdict() -
         "`loader initial-load --tables s.b` (the delta runs go on for the other tables)",
     ]
     assert not report.equal and ChecksumReport("binlog.000003:120", [report.tables[0]]).verdict() is None
+    # A table awaiting its copy is not compared: no verdict against it, the report equal.
+    waiting = TableChecksum("s.c", "wh.s__c", 4, 0, 1, False, ["id"], not_loaded="not loaded yet: load-1 …")
+    report = ChecksumReport("binlog.000003:120", [report.tables[0], waiting])
+    assert report.equal and report.verdict() is None
+    assert report.text().splitlines() == [
+        "checksum at binlog.000003:120: 2 tables, 1 equal, 1 not compared (awaiting their copy)",
+        "s.a → wh.s__a: source 10 rows, warehouse 10 rows, 1 key range, equal",
+        "s.c → wh.s__c: not compared: not loaded yet: load-1 …",
+    ]
+
+
+def test_loader_tables_says_which_tables_are_loaded_and_which_await_their_copy() -> None:
+    mappings = [
+        TableMapping("s", "a", "s__a", "binlog.000001:4", mode="history"),
+        TableMapping("s", "b", "s__b", None, awaiting_load="load-2"),
+        TableMapping("s", "c", "s__c", "binlog.000001:4", awaiting_load="load-3"),
+    ]
+    assert _round_trip(mappings[1]) == mappings[1]
+    assert TableMapping.text(mappings, "wh").splitlines() == [
+        "3 selected tables -> warehouse database wh",
+        "  `s`.`a` -> s__a (history, loaded at binlog.000001:4)",
+        "  `s`.`b` -> s__b (mirror, not loaded yet: copy by load-2 pending: its changes wait for it)",
+        "  `s`.`c` -> s__c (mirror, loaded at binlog.000001:4; copy by load-3 pending: its changes wait for it)",
+    ]
