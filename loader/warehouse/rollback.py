@@ -15,7 +15,7 @@ from typing import Any
 
 from loader import crashpoints
 from loader.config import Config, WarehouseConfig
-from loader.errors import ConfigError
+from loader.errors import ConfigError, LedgerError
 from loader.ledger import Ledger, Rewind
 from loader.results import Rollback, TableRollback
 from loader.staging.stores import open_store
@@ -43,10 +43,19 @@ def check_interval(cfg: Config, interval_id: str, what: str = "rollback") -> Rew
 
     Raises:
         ConfigError: Hive-format tables.
-        LedgerError: the interval is not materialised, or a load after it copied tables.
+        LedgerError: the interval is not materialised, a load after it copied tables, or (a
+            rollback) a load has not copied its tables yet.
     """
     refuse_hive(cfg.warehouse, what)
-    return Ledger.of(cfg).rewind_check(interval_id)
+    ledger = Ledger.of(cfg)
+    copying = sorted(f"{s}.{t}" for (s, t), load in ledger.awaiting_copy().items() if not load.from_now)
+    if what == "rollback" and copying:  # a copy committing beside it would be undone, or undo it
+        names = ",".join(copying)
+        raise LedgerError(
+            f"a load has not copied {names} yet: a rollback cannot run beside a copy. Let it finish (or "
+            f"run it again: loader initial-load --tables {names}), then roll back"
+        )
+    return ledger.rewind_check(interval_id)
 
 
 def run_rollback(spark: Any, cfg: Config, interval_id: str) -> Rollback:

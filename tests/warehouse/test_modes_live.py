@@ -16,7 +16,7 @@ import pytest
 
 from loader import modes, steps
 from loader.config import Config
-from loader.errors import MaterializeError
+from loader.errors import LedgerError, MaterializeError
 from loader.extract import run_extract
 from loader.ledger import EXTRACTED, Ledger
 from loader.positions import Position, seqno_of
@@ -328,6 +328,7 @@ def test_a_source_started_from_now_is_filled_table_by_table_while_the_deltas_run
         run_extract(cfg, progress=quiet)
         run_materialize(spark, cfg)
 
+    ledger = Ledger.of(cfg)
     try:
         started = start_load(cfg, progress=quiet, from_now=True)
         names = ["fn1.k", "fn1.c", "fn2.k"]
@@ -345,6 +346,8 @@ def test_a_source_started_from_now_is_filled_table_by_table_while_the_deltas_run
             )
         for name in names:  # one by one, the deltas running between and beside
             load = start_load(cfg, [name], progress=quiet)
+            with pytest.raises(LedgerError, match=f"a load has not copied {name} yet: a rollback cannot run"):
+                run_rollback(spark, cfg, ledger.intervals()[-1].id)
             time.sleep(0.3)
             delta()  # passes the table over: its copy is pending
             copy_tables(spark, cfg, load.id, progress=quiet)  # the writers write on meanwhile
