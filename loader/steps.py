@@ -626,7 +626,12 @@ def status(cfg: Config) -> Status:
         last_change_at=last_change,
         intervals=counts,
         last_error=FailedStep(failed.id, failed.error or "", failed.error_at) if failed else None,
-        last_load=LastLoad(loads[-1].id, loads[-1].state, loads[-1].p0, len(loads[-1].tables))
+        last_load=LastLoad(
+            loads[-1].id,
+            "started from now" if loads[-1].from_now else loads[-1].state,
+            loads[-1].p0,
+            len(loads[-1].tables),
+        )
         if loads
         else None,
         gaps=[{"interval": i, "from": a, "to": b} for i, a, b in ledger.gaps()],

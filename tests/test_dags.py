@@ -341,7 +341,8 @@ dir = "{tmp_path / "warehouse"}"
     assert "started from now at" in started and "2 tables wait for their copy" in started
     status = _status(env)
     assert status["checkpoint"]["position"] == f"{now[0]}:{now[1]}"
-    assert status["awaiting_copy"] == ["afn.t", "afn.u"] and status["last_load"]["state"] == "complete"
+    assert status["awaiting_copy"] == ["afn.t", "afn.u"]
+    assert status["last_load"]["state"] == "started from now"
     # Once started, a second start from now is refused, saying how to go on.
     again = dags_test(env, "loader_initial_load", "2026-02-02T00:00:00+00:00", {"from_now": True})
     assert run_state(again) == "failed" and "a start from now is for a source never loaded" in again

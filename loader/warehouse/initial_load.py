@@ -76,9 +76,8 @@ from loader.warehouse.tables import (
 )
 
 Progress = Callable[[str], None]
-LEASE_WAIT = (
-    3600.0  # seconds a load waits for the source's lease (held by a merge) to start or to record a copy
-)
+# Seconds a load waits for the source's lease (a merge holds it) to record P0 or a table's copy.
+LEASE_WAIT = 3600.0
 
 
 @dataclass(frozen=True)
@@ -497,9 +496,8 @@ def copy_tables(
                 caught = catch_up(spark, cfg, store, ledger, load, info.schema, info.table)
                 if caught:
                     progress(f"{info.qualified}: {caught} intervals merged meanwhile applied to the copy")
-                load = _find_load(
-                    ledger, load_id
-                )  # other copies of the same load may have finished meanwhile
+                # Other copies of the same load may have been recorded meanwhile.
+                load = _find_load(ledger, load_id)
                 load.rows[info.qualified] = result.rows
                 load.layouts = [
                     *(r for r in load.layouts or [] if (r[0], r[1]) != (info.schema, info.table)),
