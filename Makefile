@@ -30,11 +30,21 @@ help: ## list the targets
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (found " + sys.version.split()[0] + ")")'
+	@infra/install-deps.sh
 	@command -v java >/dev/null || { echo "Java 17 or newer is needed for Spark: apt-get install -y default-jre-headless" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
+
+# The native module (native/, Rust): its pinned crates fetched once, so that later builds need no
+# network; rebuilt in place when its sources change. A failed build stops set-up with cargo's error.
+NATIVE_STAMP := $(VENV)/.native
+$(NATIVE_STAMP): $(STAMP) native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+	@cargo fetch --locked --manifest-path native/Cargo.toml
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	@$(BIN)/python -c 'import loader._native' || { echo "the native module loader._native did not build: see cargo's output above" >&2; exit 1; }
+	@touch $@
 
 UI_STAMP := tests/ui/node_modules/.installed
 $(UI_STAMP): tests/ui/package-lock.json
@@ -42,7 +52,7 @@ $(UI_STAMP): tests/ui/package-lock.json
 	@touch $(UI_STAMP)
 
 .PHONY: setup
-setup: $(STAMP) ## create the virtual environment, install missing Debian packages, fetch the pinned jars
+setup: $(NATIVE_STAMP) ## create the virtual environment, install missing Debian packages, build the native module, fetch the pinned jars
 	@infra/install-deps.sh
 	@infra/jars/fetch.sh $(JARS_CACHE)
 	@$(BIN)/python -m loader.warehouse.class_archive

@@ -3,6 +3,9 @@
 #   mariadb-server, mariadb-client  the private MariaDB of the demo and the tests
 #   maven                           fetches the pinned JVM jars once (infra/jars/fetch.sh)
 #   chromium, nodejs, npm           the UI test's headless browser and its driver (playwright-core)
+#   cargo, rustc                    build the native module (native/, PyO3 needs Rust 1.74 or newer):
+#                                   on Debian 12 the -web packages (1.85 and later), whose plain ones
+#                                   are too old; a cargo already on PATH (rustup's) is used as it is
 # As root it installs them with apt-get; otherwise it prints the exact command and fails.
 # Quiet and fast when everything is there already.
 set -euo pipefail
@@ -16,6 +19,13 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+if ! command -v cargo >/dev/null 2>&1; then
+    if [[ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" == 12 ]]; then
+        missing+=(cargo-web rustc-web)
+    else
+        missing+=(cargo rustc)
+    fi
+fi
 
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 

@@ -30,7 +30,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source.mkdir()
     shutil.copy(ROOT / "pyproject.toml", source)
     shutil.copy(ROOT / "README.md", source)
-    shutil.copytree(ROOT / "loader", source / "loader", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "loader", source / "loader", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(ROOT / "native", source / "native", ignore=shutil.ignore_patterns("target"))
+    # The native module is built offline from the crates set-up fetched (cargo's cache of the
+    # working tree's builds spares compiling them again).
+    cargo = {
+        "CARGO_NET_OFFLINE": "true",
+        "CARGO_TARGET_DIR": str(ROOT / "native" / "target"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # maturin's own
+    }
     build = subprocess.run(
         [
             sys.executable,
@@ -46,6 +54,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
         capture_output=True,
         text=True,
+        env={**os.environ, **cargo},
     )
     assert build.returncode == 0, build.stderr
     (wheel,) = (tmp / "dist").glob("*.whl")
@@ -86,15 +95,17 @@ def test_the_wheel_ships_the_merge_sql_and_runs_from_its_install(installed: Path
         [
             str(installed / "bin" / "python"),
             "-c",
-            "import loader, loader.warehouse.merge as m; print(loader.__file__); print(m.merge_sql(['k', 'v'], ['k']).merge)",
+            "import loader, loader._native as n, loader.warehouse.merge as m; print(loader.__file__); "
+            "print(n.__file__); print(n.float_text(1e16)); print(m.merge_sql(['k', 'v'], ['k']).merge)",
         ],
         capture_output=True,
         text=True,
         cwd="/",
     )
     assert probe.returncode == 0, probe.stderr
-    where, sql = probe.stdout.split("\n", 1)
+    where, native, text, sql = probe.stdout.split("\n", 3)
     assert Path(where).is_relative_to(installed) and not Path(where).is_relative_to(ROOT)
+    assert Path(native).is_relative_to(installed) and text == "1e+16"  # the wheel's own native module
     assert "_seqno" in sql
 
 
