@@ -13,19 +13,20 @@ own build and the classpath, and runs without it (silently, see ``session.archiv
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 
 if __name__ == "__main__":
     # spark-submit runs this file as a script, which puts its folder first on sys.path, where
-    # loader/warehouse/types.py would shadow the standard library's types.
-    _here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    # loader/warehouse/types.py would shadow the standard library's types: taken out before any
+    # module that imports types is (pathlib does; os and sys are loaded at start-up already).
+    _here = os.path.dirname(os.path.realpath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != _here]
 
-import os
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 from loader.warehouse.session import ARCHIVE_DIR, archive_path, spark_conf
 
