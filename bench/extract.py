@@ -13,7 +13,10 @@ can be given the same start and stop positions):
   DATETIME(6), DOUBLE, TEXT, TINYINT, DATE, ENUM; NULLs in four of them), ``--changes`` row
   changes (240,000): five sixths inserts of new keys and one sixth updates of key ranges (of
   four columns), i.e. 200,000 inserts and 40,000 updates, 280,000 change rows;
-- ``wide``: ``bench.wide``, the same ten types four times (40 columns), the same changes.
+- ``wide``: ``bench.wide``, the same ten types four times (40 columns), the same changes;
+- ``oltp``: OLTP traffic's shape, ``--changes`` (100,000) transactions of one row change each
+  (GTID, BEGIN, table map, rows and XID events per change) over ten tables of mixed's columns
+  in turn, five of six inserting a new key and the sixth updating one row (``make_oltp``).
 
 ``mixed`` and ``wide`` are made on the server (the Sequence engine's ``seq_1_to_N``) in
 transactions of 1,000 row changes, each its inserts then its updates, as an application writes
@@ -58,7 +61,7 @@ writing JSON lines (``pymysqlrepl-jsonl``). Each ratio prints met or MISSED. The
 variants are compared with ``pymysqlrepl-csv`` and ``mariadb-binlog``, ``ours-show-jsonl`` with
 ``pymysqlrepl-jsonl`` and ``mariadb-binlog``.
 
-    .venv/bin/python bench/extract.py [--table default|mixed|wide] [--changes N] [--workers 2]
+    .venv/bin/python bench/extract.py [--table default|mixed|wide|oltp] [--changes N] [--workers 2]
         [--repeat 3] [--variants ours-files-2,ours-files-1,ours-server-2,ours-server-1,...]
 """
 
@@ -86,10 +89,11 @@ sys.path.insert(0, str(ROOT))
 from bench import binlog_decode  # noqa: E402
 from bench.binlog_decode import PASSWORD, reference_stream, start_server, stop_server  # noqa: E402
 
-TABLES = ("default", "mixed", "wide")
+TABLES = ("default", "mixed", "wide", "oltp")
 # Row changes per workload when --changes is not given: mixed and wide make 200,000 inserts and
-# 40,000 updates (280,000 change rows).
-DEFAULT_CHANGES = {"default": 1_000_000, "mixed": 240_000, "wide": 240_000}
+# 40,000 updates (280,000 change rows); oltp 100,000 transactions of one row change each.
+DEFAULT_CHANGES = {"default": 1_000_000, "mixed": 240_000, "wide": 240_000, "oltp": 100_000}
+OLTP_TABLES = 10  # the oltp workload's tables, bench.oltp0 .. oltp9, each of mixed's columns
 GROUPS = {"mixed": 1, "wide": 4}  # times the ten column types appear
 TX_ROWS = 1000  # row changes per transaction of mixed and wide
 UPDATE_SHARE = 1 / 6
@@ -201,10 +205,74 @@ def make_table(port: int, table: str, changes: int) -> dict[str, object]:
     return {"file": end.file, "start": start.pos, "end": end.pos, "change_rows": change_rows}
 
 
+def make_oltp(port: int, changes: int) -> dict[str, object]:
+    """OLTP traffic's shape: ``changes`` transactions of one row change each (autocommit: GTID,
+    BEGIN, table map, rows, XID per change) over ``OLTP_TABLES`` tables of mixed's columns, in
+    turn; five of six insert a new key, the sixth updates one row already there. Made by a
+    stored procedure on the server (each of its statements commits on its own), with the redo
+    log flushed once a second rather than at each commit, so that making it takes seconds."""
+    from loader.source import current_position
+
+    cols = columns(1)
+    values = ", ".join(value for _, _, value in cols)
+    ddl = ", ".join(f"{name} {sqltype}" for name, sqltype, _ in cols)
+    branches = []
+    for t in range(OLTP_TABLES):
+        branches.append(
+            f"{'IF' if t == 0 else 'ELSEIF'} i % {OLTP_TABLES} = {t} THEN "
+            f"IF r % 6 = 5 THEN UPDATE bench.oltp{t} SET a0 = a0 + 1, b0 = CONCAT('upd-', id, '-', r), "
+            "c0 = c0 + 1.25, d0 = d0 + INTERVAL 1 SECOND WHERE id = r DIV 2 + 1; "
+            f"ELSE INSERT INTO bench.oltp{t} SELECT {values} FROM (SELECT CAST(r - r DIV 6 + 1 AS SIGNED) AS k) s; "
+            "END IF;"
+        )
+    conn = binlog_decode._connect(port)
+    with conn.cursor() as cur:
+        cur.execute("SET GLOBAL max_binlog_size = 1073741824")
+        cur.execute("DROP DATABASE IF EXISTS bench")
+        cur.execute("CREATE DATABASE bench")
+        for t in range(OLTP_TABLES):
+            cur.execute(
+                f"CREATE TABLE bench.oltp{t} ({ddl}, PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+            )
+        cur.execute(
+            "CREATE PROCEDURE bench.oltp_work(n INT) BEGIN DECLARE i INT DEFAULT 0; DECLARE r INT; "
+            f"WHILE i < n DO SET r = i DIV {OLTP_TABLES}; {' '.join(branches)} END IF; SET i = i + 1; "
+            "END WHILE; END"
+        )
+        cur.execute("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
+        (flush,) = cur.fetchone()
+        cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
+        cur.execute("FLUSH BINARY LOGS")
+        start = current_position(conn)
+        t0 = time.monotonic()
+        cur.execute(f"CALL bench.oltp_work({changes})")
+        end = current_position(conn)
+        cur.execute(f"SET GLOBAL innodb_flush_log_at_trx_commit = {flush}")
+        per_table = [changes // OLTP_TABLES + (t < changes % OLTP_TABLES) for t in range(OLTP_TABLES)]
+        updates = sum(n // 6 for n in per_table)
+        cur.execute(f"SHOW BINLOG EVENTS IN '{end.file}'")
+        transactions = sum(1 for row in cur.fetchall() if row[2] == "Xid")
+    conn.close()
+    assert start.file == end.file, f"the workload left its binlog file: {start} .. {end}"
+    assert transactions == changes, f"{transactions} transactions for {changes} single-row changes"
+    change_rows = changes + updates
+    print(
+        f"workload: {OLTP_TABLES} tables bench.oltp* ({len(cols)} columns), {changes:,} single-row "
+        f"transactions ({change_rows:,} change rows), written in {time.monotonic() - t0:.1f} s, "
+        f"binlog {start} .. {end} ({(end.pos - start.pos) / 1e6:,.0f} MB)"
+    )
+    return {"file": end.file, "start": start.pos, "end": end.pos, "change_rows": change_rows}
+
+
 def generate(port: int, table: str, changes: int) -> dict[str, object]:
     """The ``--table`` workload in a fresh binlog file: its name, start and end positions, and
     the change rows every variant must find."""
-    info = binlog_decode.generate(port, changes) if table == "default" else make_table(port, table, changes)
+    if table == "oltp":
+        info = make_oltp(port, changes)
+    elif table == "default":
+        info = binlog_decode.generate(port, changes)
+    else:
+        info = make_table(port, table, changes)
     assert info["change_rows"], "the workload made no change rows"
     return info
 
@@ -514,7 +582,7 @@ def main() -> None:
     parser.add_argument(
         "--changes",
         type=int,
-        help="row changes (default: 1,000,000 for default, 240,000 for mixed and wide)",
+        help="row changes (default: 1,000,000 for default, 240,000 for mixed and wide, 100,000 for oltp)",
     )
     parser.add_argument(
         "--workers", type=int, default=os.cpu_count() or 2, help="N of ours-files-N and ours-server-N"
