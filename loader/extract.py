@@ -33,7 +33,17 @@ from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
 from loader.config import Config, SourceConfig, StagingConfig, TablesConfig
 from loader.errors import ExtractError, HistoryError, TableKeyError
 from loader.gtids import GtidSet
-from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Interval, Ledger, layout_record, moved_from
+from loader.ledger import (
+    ABANDONED,
+    EXTRACTED,
+    MATERIALISED,
+    Interval,
+    Ledger,
+    awaiting_copy,
+    layout_record,
+    loaded_seqnos,
+    moved_from,
+)
 from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
@@ -644,7 +654,8 @@ def extract_interval(
         created = {name: at for r in results for name, at in r.created.items()}
         # Tables are loaded before their changes are applied; those a load has not copied yet
         # are staged for the copy's catch-up.
-        loaded = set(ledger.loaded_seqnos()) | set(ledger.awaiting_copy())
+        loads = ledger.loads()
+        loaded = set(loaded_seqnos(loads)) | set(awaiting_copy(loads))
         if loaded:
             _check_loaded(keys, results, loaded, created, ledger.created_before(interval.id))
         tables = [

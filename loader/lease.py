@@ -14,6 +14,7 @@ is found still at work.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -27,11 +28,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loader.errors import LeaseError
 from loader.processes import alive
 from loader.staging import layout
-from loader.staging.stores import Store
+from loader.staging.stores import Store, open_store
+
+if TYPE_CHECKING:
+    from loader.config import Config
 
 LEASE_ENV = "LOADER_LEASE_TOKEN"  # the token of a lease a parent process holds
 _HELD: dict[str, Lease] = {}  # leases this process holds, by source
@@ -246,6 +251,13 @@ def hold(
         with _LOCK:
             _HELD.pop(source, None)
         lease.release()
+
+
+def of_source(
+    cfg: Config, what: str, wait: float = 0, waiting: Callable[[str], None] | None = None
+) -> contextlib.AbstractContextManager[Lease]:
+    """The lease of the config's source (``hold``), in its staging store."""
+    return hold(open_store(cfg.staging), cfg.source.name, what, cfg.source.lease_seconds, wait, waiting)
 
 
 def token_held(source: str) -> str | None:

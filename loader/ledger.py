@@ -134,6 +134,12 @@ class Interval:
         """Where the next interval starts."""
         return Position.parse(self.extracted_end or self.end)
 
+    @property
+    def end_seqno(self) -> int:
+        """The seqno of where it ends: every change it holds has a seqno up to this one."""
+        end = self.effective_end
+        return seqno_of(end.file, end.pos, self.epoch)
+
     def start_mark(self) -> Mark:
         return Mark(self.server, self.start_gtid, self.start_txn)
 
@@ -299,37 +305,24 @@ class Ledger:
         return out
 
     def loaded_seqnos(self) -> dict[tuple[str, str], int]:
-        """The seqno of each table's latest copy, whatever its history: its changes up to there
-        are in the copy. A table counts from its copy's commit, before the rest of its load."""
-        out: dict[tuple[str, str], int] = {}
-        for load in self.loads():
-            for name in load.copied():
-                out[name] = max(load.seqno, out.get(name, load.seqno))
-        return out
+        """``loaded_seqnos`` of this ledger's loads."""
+        return loaded_seqnos(self.loads())
 
     def awaiting_copy(self) -> dict[tuple[str, str], Load]:
-        """The tables whose latest load has not copied them yet, with that load: a re-load under
-        way (or failed: run it again), or a start from now waiting for the table's first copy.
-
-        Their changes are staged but not merged: a merge beside the copy would be replaced by it
-        (or would write onto a table the copy has not made); the copy's catch-up applies them.
-        """
-        latest: dict[tuple[str, str], Load] = {}
-        for load in self.loads():  # oldest first: the newest listing a table wins
-            for name in load.table_names():
-                latest[name] = load
-        return {name: load for name, load in latest.items() if name not in load.copied()}
+        """``awaiting_copy`` of this ledger's loads."""
+        return awaiting_copy(self.loads())
 
     def not_loaded(self) -> dict[tuple[str, str], str]:
         """Why each table awaiting its copy (``awaiting_copy``) is not compared with its source."""
-        loaded = self.loaded_seqnos()
+        loads = self.loads()
+        loaded = loaded_seqnos(loads)
         return {
             name: (
                 f"its re-load {load.id} has not copied it yet (its changes wait for the copy)"
                 if name in loaded
                 else f"not loaded yet: {load.id} has not copied it (its changes wait for the copy)"
             )
-            for name, load in self.awaiting_copy().items()
+            for name, load in awaiting_copy(loads).items()
         }
 
     def layouts_before(self, interval_id: str) -> dict[tuple[str, str], list[ColumnSpec]]:
@@ -729,6 +722,31 @@ def moved_from(source: SourceView, at: Position, recorded: Mark, what: str, name
             f"{what} {at} ({recorded.server}), though it holds the same GTID state there"
         )
     return problem
+
+
+def loaded_seqnos(loads: list[Load]) -> dict[tuple[str, str], int]:
+    """The seqno of each table's latest copy among ``loads``, whatever its history: its changes up
+    to there are in the copy. A table counts from its copy's commit, before the rest of its load."""
+    out: dict[tuple[str, str], int] = {}
+    for load in loads:
+        for name in load.copied():
+            out[name] = max(load.seqno, out.get(name, load.seqno))
+    return out
+
+
+def awaiting_copy(loads: list[Load]) -> dict[tuple[str, str], Load]:
+    """The tables whose latest load (of ``loads``, oldest first) has not copied them yet, with that
+    load: a re-load under way (or failed: run it again), or a start from now waiting for the
+    table's first copy.
+
+    Their changes are staged but not merged: a merge beside the copy would be replaced by it (or
+    would write onto a table the copy has not made); the copy's catch-up applies them.
+    """
+    latest: dict[tuple[str, str], Load] = {}
+    for load in loads:  # the newest listing a table wins
+        for name in load.table_names():
+            latest[name] = load
+    return {name: load for name, load in latest.items() if name not in load.copied()}
 
 
 def layout_record(schema: str, table: str, columns: list[ColumnSpec]) -> list[Any]:

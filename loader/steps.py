@@ -67,7 +67,6 @@ from loader.source import (
     credentials,
 )
 from loader.staging.manifest import Manifest
-from loader.staging.stores import open_store
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
@@ -99,7 +98,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def source_lease(cfg: Config, what: str) -> contextlib.AbstractContextManager[object]:
     """The source's lease for a step that changes the ledger or the warehouse (``loader.lease``)."""
-    return lease.hold(open_store(cfg.staging), cfg.source.name, what, cfg.source.lease_seconds)
+    return lease.of_source(cfg, what)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,6 @@ running meanwhile.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import itertools
 import threading
@@ -42,7 +41,7 @@ from loader.errors import LoadError
 from loader.history import SourceHistory
 from loader.ledger import Ledger, Load, layout_record
 from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
-from loader.positions import Position, seqno_of
+from loader.positions import Position
 from loader.results import LoadSummary, TableLoadResult
 from loader.source import (
     Credentials,
@@ -76,7 +75,8 @@ from loader.warehouse.tables import (
 )
 
 Progress = Callable[[str], None]
-# Seconds a load waits for the source's lease (a merge holds it) to record P0 or a table's copy.
+# Seconds a load waits for the source's lease (a merge may hold it for minutes; a copy is dear
+# to redo) to record P0 or a table's copy.
 LEASE_WAIT = 3600.0
 
 
@@ -253,8 +253,7 @@ def copy_table(
             "fetchsize": str(cfg.load.fetch_size),
         },
     )
-    p0 = Position.parse(load.p0)
-    p0_seqno = seqno_of(p0.file, p0.pos, load.epoch)
+    p0_seqno = load.seqno
     select = [
         f"{types.load_cast_sql(f'c{i}', c.mysql_type)} AS {quote_identifier(c.name)}"
         for i, c in enumerate(info.columns)
@@ -361,13 +360,6 @@ class _ProgressWatcher:
                 )
 
 
-def _source_lease(cfg: Config, what: str, progress: Progress) -> contextlib.AbstractContextManager[object]:
-    """The source's lease, waited for (a merge may hold it for minutes; a copy is dear to redo)."""
-    return lease.hold(
-        open_store(cfg.staging), cfg.source.name, what, cfg.source.lease_seconds, LEASE_WAIT, progress
-    )
-
-
 def start_load(
     cfg: Config, only: list[str] | None = None, progress: Progress = print, from_now: bool = False
 ) -> Load:
@@ -383,7 +375,7 @@ def start_load(
     creds = credentials(cfg.source)
     conn = connect(creds)
     try:
-        with _source_lease(cfg, "the start of an initial load", progress):
+        with lease.of_source(cfg, "the start of an initial load", LEASE_WAIT, progress):
             load = _record_p0(cfg, ledger, conn, creds, only, from_now, progress)
     finally:
         conn.close()
@@ -492,7 +484,7 @@ def copy_tables(
         results = []
         for info in tables:
             result = copy_table(spark, cfg, creds, conn, info, load, progress)
-            with _source_lease(cfg, f"the copy of {info.qualified}", progress):
+            with lease.of_source(cfg, f"the copy of {info.qualified}", LEASE_WAIT, progress):
                 caught = catch_up(spark, cfg, store, ledger, load, info.schema, info.table)
                 if caught:
                     progress(f"{info.qualified}: {caught} intervals merged meanwhile applied to the copy")

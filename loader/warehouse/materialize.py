@@ -26,7 +26,17 @@ from typing import Any
 
 from loader.config import Config
 from loader.errors import MaterializeError
-from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, Checkpoint, Interval, Ledger, Load
+from loader.ledger import (
+    ABANDONED,
+    EXTRACTED,
+    MATERIALISED,
+    Checkpoint,
+    Interval,
+    Ledger,
+    Load,
+    awaiting_copy,
+    loaded_seqnos,
+)
 from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
@@ -259,8 +269,8 @@ def _materialize_intervals(
 ) -> list[TableResult]:
     """Apply these intervals in one pass, mark them materialised and move the checkpoint."""
     intervals = [i for i, _ in pending]
-    loaded = ledger.loaded_seqnos()
-    awaiting = ledger.awaiting_copy()
+    loads = ledger.loads()
+    loaded, awaiting = loaded_seqnos(loads), awaiting_copy(loads)
     by_table: dict[tuple[str, str], list[Staged]] = {}
     waiting: set[tuple[str, str]] = set()
     for interval, m in pending:
@@ -337,8 +347,7 @@ def catch_up(
     """
     staged: list[tuple[Interval, Staged]] = []
     for interval in ledger.intervals():
-        end = interval.effective_end
-        if interval.state != MATERIALISED or seqno_of(end.file, end.pos, interval.epoch) <= load.seqno:
+        if interval.state != MATERIALISED or interval.end_seqno <= load.seqno:
             continue
         manifest = verified_manifest(
             store, interval.id, interval.manifest or "", interval.manifest_sha256, interval.changes
@@ -347,7 +356,9 @@ def catch_up(
             if (entry.schema, entry.table) == (schema, table):
                 staged.append((interval, Staged(interval.id, entry)))
     target = Target.of(cfg)
-    groups = [[s] for s in staged] if cfg.warehouse.format == "iceberg" else [staged][: len(staged)]
+    if not staged:
+        return 0
+    groups = [[s] for s in staged] if cfg.warehouse.format == "iceberg" else [staged]
     for group in groups:
         last = group[-1][0]
         summary = {

@@ -48,8 +48,11 @@ def check_interval(cfg: Config, interval_id: str, what: str = "rollback") -> Rew
     """
     refuse_hive(cfg.warehouse, what)
     ledger = Ledger.of(cfg)
-    copying = sorted(f"{s}.{t}" for (s, t), load in ledger.awaiting_copy().items() if not load.from_now)
-    if what == "rollback" and copying:  # a copy committing beside it would be undone, or undo it
+    # A copy committing beside a rollback would be undone, or would undo it (a read as of an
+    # interval changes nothing).
+    awaiting = ledger.awaiting_copy() if what == "rollback" else {}
+    copying = sorted(f"{s}.{t}" for (s, t), load in awaiting.items() if not load.from_now)
+    if copying:
         names = ",".join(copying)
         raise LedgerError(
             f"a load has not copied {names} yet: a rollback cannot run beside a copy. Let it finish (or "
