@@ -32,6 +32,9 @@ counting (peak memory: the most of the max RSS of it and its children over its r
 - ``ours-server-N``: the same through a replication connection (``source.transport =
   "server"``, the loader's default): the stream read once and spooled in ranges that N
   processes decode; ``ours-server-1`` too when N > 1 (one process reading and decoding);
+- ``ours-files-1-python``: ``ours-files-1`` with the Python decoder (``source.decoder =
+  "python"``, the reference the native decoder must equal byte for byte), to show what the
+  native decoder brings;
 - ``ours-show-jsonl``: ``loader binlog show --file <datadir>/binlog --from FILE:START --to
   FILE:END --tables 'bench.*' --format jsonl``, the CLI's own entry called in-process with its
   standard output in a file (one process; the binlog files, no connection to the server);
@@ -56,6 +59,8 @@ not grow with it.
 Targets, in change rows/s (the issue "Extraction at the speed of the C tools"):
 ``ours-server-N`` at least 10x ``pymysqlrepl-csv``, ``ours-files-N`` at least 15x
 ``pymysqlrepl-csv``, and one process (``ours-server-1``) at least 0.40x ``mariadb-binlog``;
+with the native decoder (the issue "Row images decoded in Rust"), one process on the files
+(``ours-files-1``) at least 1.0x ``mariadb-binlog`` and N (``ours-files-N``) at least 1.6x;
 ``loader binlog show --format jsonl`` (``ours-show-jsonl``) at least 6x the same reference
 writing JSON lines (``pymysqlrepl-jsonl``). Each ratio prints met or MISSED. The extract
 variants are compared with ``pymysqlrepl-csv`` and ``mariadb-binlog``, ``ours-show-jsonl`` with
@@ -106,6 +111,8 @@ TARGETS = {
     ("ours-server-N", "pymysqlrepl-csv"): 10.0,
     ("ours-files-N", "pymysqlrepl-csv"): 15.0,
     ("ours-server-1", "mariadb-binlog"): 0.40,
+    ("ours-files-1", "mariadb-binlog"): 1.0,
+    ("ours-files-N", "mariadb-binlog"): 1.6,
     ("ours-show-jsonl", "pymysqlrepl-jsonl"): 6.0,
 }
 ENUM = "'new','paid','shipped','returned','lost'"
@@ -290,7 +297,15 @@ def generate(port: int, table: str, changes: int) -> dict[str, object]:
 
 
 def run_ours(
-    port: int, datadir: Path, file: str, start: int, end: int, transport: str, workers: int, out: Path
+    port: int,
+    datadir: Path,
+    file: str,
+    start: int,
+    end: int,
+    transport: str,
+    workers: int,
+    out: Path,
+    decoder: str = "native",
 ) -> int:
     """``loader extract`` of the interval into staging at ``out``; its change rows."""
     from loader.config import load_config
@@ -308,6 +323,7 @@ def run_ours(
             "LOADER__SOURCE__BINLOG_DIR": str(datadir / "binlog"),
             "LOADER__TABLES__INCLUDE": '["bench.*"]',
             "LOADER__STAGING__URI": str(out),
+            "LOADER__SOURCE__DECODER": decoder,
         },
     )
     summary = run_extract(
@@ -471,8 +487,10 @@ def run_variant(args: argparse.Namespace, out: Path) -> tuple[int, float]:
     if args.run == "pymysqlrepl-csv":
         rows = run_pymysqlrepl_csv(args.port, args.file, args.start, args.end, out)
     else:
-        _, transport, workers = args.run.split("-")
-        rows = run_ours(args.port, datadir, args.file, args.start, args.end, transport, int(workers), out)
+        _, transport, workers, *decoder = args.run.split("-")
+        rows = run_ours(
+            args.port, datadir, args.file, args.start, args.end, transport, int(workers), out, *decoder
+        )
     return rows, time.perf_counter() - t0
 
 
@@ -509,19 +527,20 @@ def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             for transport in ("files", "server")
             for n in dict.fromkeys((args.workers, 1))
         ]
-        wanted += ["ours-show-jsonl", *REFERENCES]
+        wanted += ["ours-files-1-python", "ours-show-jsonl", *REFERENCES]
         if binlog_tool() is None:
             print("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
             wanted.remove("mariadb-binlog")
     if args.skip_reference:
         wanted = [v for v in wanted if v not in REFERENCES]
     known = re.compile(
-        r"ours-(files|server)-[1-9][0-9]*|ours-show-jsonl|pymysqlrepl-csv|pymysqlrepl-jsonl|mariadb-binlog"
+        r"ours-(files|server)-[1-9][0-9]*(-python)?|ours-show-jsonl|pymysqlrepl-csv|pymysqlrepl-jsonl|mariadb-binlog"
     )
     unknown = [v for v in wanted if not known.fullmatch(v)]
     if unknown or not wanted:
         parser.error(
-            f"--variants: {', '.join(unknown) or 'none left'}; accepted: ours-files-N, ours-server-N, "
+            f"--variants: {', '.join(unknown) or 'none left'}; accepted: ours-files-N[-python], "
+            + "ours-server-N[-python], "
             + "ours-show-jsonl, "
             + ", ".join(REFERENCES)
         )

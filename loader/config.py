@@ -42,6 +42,7 @@ SOURCE_WAREHOUSE_FIELDS = ("database",)
 TRANSPORTS = ("server", "files")
 SCHEMA_CHANGES = ("evolve", "stop")
 FAILOVER = ("follow", "stop")
+DECODERS = ("native", "python")
 CATALOGS = ("derby", "hive")
 # "": the Iceberg catalog follows `catalog` (the embedded SQLite file, or the Hive metastore).
 ICEBERG_CATALOGS = ("", "jdbc", "rest")
@@ -76,6 +77,9 @@ class SourceConfig:
     # Another server behind the address whose GTID history holds everything read so far (a
     # promoted replica): "follow" continues on it from the matching position, "stop" refuses.
     failover: str = "follow"
+    # How row images become staging rows: "native" (the compiled module, loader._native) or
+    # "python" (the reference decoder, slower; the same bytes).
+    decoder: str = "native"
     # The delta DAG's schedule: minutes, a cron expression or "none" (triggered runs only);
     # empty: $LOADER_DELTA_SCHEDULE, else every 15 minutes.
     schedule: str = ""
@@ -597,6 +601,7 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     src, stg, wh = cfg.source, cfg.staging, cfg.warehouse
     _one_of(src.transport, TRANSPORTS, "source.transport", origin)
     _one_of(src.failover, FAILOVER, "source.failover", origin)
+    _one_of(src.decoder, DECODERS, "source.decoder", origin)
     _one_of(cfg.tables.schema_changes, SCHEMA_CHANGES, "tables.schema_changes", origin)
     _one_of(cfg.tables.mode, MODES, "tables.mode", origin)
     for pattern, mode in cfg.tables.modes.items():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import gzip
 import hashlib
-import io
 import itertools
 import multiprocessing
 import os
@@ -21,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from loader import crashpoints, gtids, history, scratch, statements
 from loader.binlog.constants import ColumnType
@@ -117,12 +116,45 @@ def csv_kind(column: PlanColumn) -> str:
     return "any"
 
 
+def batch_csv(batch: RowsBatch, encode: csvformat.RowEncoder, seqno: int, commit_ts: str) -> bytes:
+    """The staging rows of one rows event: inserts as I, deletes as D, updates as D then I.
+    ``encode`` writes the rows the Python decoder decoded (``csvformat.row_encoder`` of the
+    table's columns); the native decoder's come written.
+
+    Raises:
+        CsvValueError: a value the staging format cannot hold.
+    """
+    if batch.encoded is not None:
+        return batch.encoded.csv(seqno, batch.first_row_id, commit_ts)
+    return "".join(_python_lines(batch, encode, seqno, commit_ts)).encode()
+
+
+def batch_lines(batch: RowsBatch, encode: csvformat.RowEncoder, seqno: int, commit_ts: str) -> list[bytes]:
+    """``batch_csv``'s rows, one bytes each."""
+    if batch.encoded is not None:
+        return batch.encoded.lines(seqno, batch.first_row_id, commit_ts)
+    return [line.encode() for line in _python_lines(batch, encode, seqno, commit_ts)]
+
+
+def _python_lines(batch: RowsBatch, encode: csvformat.RowEncoder, seqno: int, commit_ts: str) -> list[str]:
+    rid = batch.first_row_id
+    if batch.op == "I":
+        return [encode("I", seqno, rid + i, commit_ts, after) for i, (_, after) in enumerate(batch.rows)]
+    if batch.op == "D":
+        return [encode("D", seqno, rid + i, commit_ts, before) for i, (before, _) in enumerate(batch.rows)]
+    lines = []
+    for i, (before, after) in enumerate(batch.rows):
+        lines.append(encode("D", seqno, rid + 2 * i, commit_ts, before))
+        lines.append(encode("I", seqno, rid + 2 * i + 1, commit_ts, after))
+    return lines
+
+
 @dataclass
 class _Part:
     path: Path
     layout: int
-    raw: Any  # the open binary file
-    text: TextIO
+    raw: Any  # the open file
+    out: Any  # where rows are written: the file, or a gzip stream over it
     bytes: int = 0
     rows: int = 0
     ops: dict[str, int] = field(default_factory=dict)
@@ -155,7 +187,7 @@ class TableWriter:
         # Rows of a transaction not committed yet (OpenRows), without their seqno and commit
         # time, each after its length (values may hold newlines): a large transaction waits
         # on disk, not in memory.
-        self.held: TextIO | None = None
+        self.held: BinaryIO | None = None
         self.held_rows = 0
 
     def use(self, plan: TablePlan, where: str, statement: str) -> None:
@@ -191,17 +223,17 @@ class TableWriter:
         number = len(self.finished)
         path = self.workdir / layout.part_name(number, self.gzip)
         raw = open(path, "wb")  # noqa: SIM115 - closed in _close_part
-        stream: Any = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if self.gzip else raw
-        text = io.TextIOWrapper(stream, encoding="utf-8", newline="", write_through=False)
+        out: Any = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if self.gzip else raw
         assert self.plan is not None
-        header = csvformat.header_line([c.name for c in self.plan.columns])
-        text.write(header)
-        self.part = _Part(path, self.layout_index, raw, text, bytes=len(header.encode()))
+        header = csvformat.header_line([c.name for c in self.plan.columns]).encode()
+        out.write(header)
+        self.part = _Part(path, self.layout_index, raw, out, bytes=len(header))
         return self.part
 
     def _close_part(self) -> None:
         if self.part is not None:
-            self.part.text.close()
+            self.part.out.close()
+            self.part.raw.close()  # a gzip stream leaves the file it writes to open, its tail unflushed
             self.finished.append(self.part)
             self.part = None
 
@@ -210,37 +242,26 @@ class TableWriter:
         ``held``: rows of a transaction not committed yet, kept aside until ``release``."""
         if self.first_position is None:
             self.first_position = str(batch.position)
-        encode = self.encode
-        rid = batch.first_row_id
         try:
-            if batch.op == "I":
-                lines = [
-                    encode("I", seqno, rid + i, commit_ts, after) for i, (_, after) in enumerate(batch.rows)
-                ]
-            elif batch.op == "D":
-                lines = [
-                    encode("D", seqno, rid + i, commit_ts, before) for i, (before, _) in enumerate(batch.rows)
-                ]
-            else:
-                lines = []
-                for i, (before, after) in enumerate(batch.rows):
-                    lines.append(encode("D", seqno, rid + 2 * i, commit_ts, before))
-                    lines.append(encode("I", seqno, rid + 2 * i + 1, commit_ts, after))
+            if held:
+                self._hold(batch_lines(batch, self.encode, seqno, commit_ts))
+                return
+            data = batch_csv(batch, self.encode, seqno, commit_ts)
         except csvformat.CsvValueError as exc:
             raise ExtractError(f"{batch.position}: {self.entry.schema}.{self.entry.table}: {exc}") from None
-        if held:
-            if self.held is None:
-                self.held = open(self.workdir / "held.csv", "w+", encoding="utf-8", newline="")  # noqa: SIM115
-            self.held.write("".join(f"{len(line):010d}{line}" for line in lines))
-            self.held_rows += len(lines)
-            return
-        ops = {"D": len(batch.rows), "I": len(batch.rows)} if batch.op == "U" else {batch.op: len(lines)}
-        self._append("".join(lines), len(lines), ops)
+        n = batch.change_count
+        self._append(data, n, {"D": n // 2, "I": n // 2} if batch.op == "U" else {batch.op: n})
 
-    def _append(self, text: str, rows: int, ops: dict[str, int]) -> None:
+    def _hold(self, lines: list[bytes]) -> None:
+        if self.held is None:
+            self.held = open(self.workdir / "held.csv", "w+b")  # noqa: SIM115 - closed in forget
+        self.held.write(b"".join(b"%010d%s" % (len(line), line) for line in lines))
+        self.held_rows += len(lines)
+
+    def _append(self, data: bytes, rows: int, ops: dict[str, int]) -> None:
         part = self.part or self._open_part()
-        part.text.write(text)
-        part.bytes += len(text)  # characters: close enough to bytes for the size bound
+        part.out.write(data)
+        part.bytes += len(data)
         part.rows += rows
         for op, n in ops.items():
             part.ops[op] = part.ops.get(op, 0) + n
@@ -254,17 +275,18 @@ class TableWriter:
             return 0
         count = self.held_rows
         self.held.seek(0)
-        out: list[str] = []
+        out: list[bytes] = []
         ops: dict[str, int] = {}
+        commit = commit_ts.encode()
         for _ in range(count):
-            op, _, row_id, _, rest = self.held.read(int(self.held.read(10))).split(",", 4)
-            out.append(f'{op},{seqno},{row_id},"{commit_ts}",{rest}')
-            ops[op] = ops.get(op, 0) + 1
+            op, _, row_id, _, rest = self.held.read(int(self.held.read(10))).split(b",", 4)
+            out.append(b'%s,%d,%s,"%s",%s' % (op, seqno, row_id, commit, rest))
+            ops[op.decode()] = ops.get(op.decode(), 0) + 1
             if len(out) >= 10_000:
-                self._append("".join(out), len(out), ops)
+                self._append(b"".join(out), len(out), ops)
                 out, ops = [], {}
         if out:
-            self._append("".join(out), len(out), ops)
+            self._append(b"".join(out), len(out), ops)
         self.forget()
         return count
 
@@ -406,6 +428,24 @@ class ExtractSettings:
         return cls(cfg.source, cfg.tables, cfg.staging, cfg.warehouse.format)
 
 
+def native_decoder(source: SourceConfig) -> bool:
+    """Whether rows are decoded by the native module (``[source] decoder``).
+
+    Raises:
+        ExtractError: the native decoder is asked for and not built: never the slow path unasked.
+    """
+    if source.decoder != "native":
+        return False
+    try:
+        import loader._native  # noqa: F401
+    except ImportError as exc:
+        raise ExtractError(
+            f"the native decoder (loader._native) is not built ({exc}): run make setup (or pip install .) "
+            'to build it, or set [source] decoder = "python" to extract with the Python decoder'
+        ) from None
+    return True
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -452,6 +492,7 @@ def _extract_range(
             gtid_state=result.gtids,
             mysql_gtids=result.mysql_gtids,
             seqno_epoch=epoch,
+            native=native_decoder(settings.source),
         )
         holding = False  # the open transaction handed out rows that writers hold
         for tx in txs:
@@ -954,6 +995,7 @@ def run_extract(
     ``interval_id`` extracts a recorded interval again, with its recorded boundaries (a rerun
     writes the same files).
     """
+    native_decoder(cfg.source)  # before any work: a decoder asked for and not built stops here
     store = open_store(cfg.staging)
     ledger = Ledger(store, cfg.source.name)
     creds = credentials(cfg.source)

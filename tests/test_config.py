@@ -68,6 +68,10 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
             {"LOADER__SOURCE__FAILOVER": "always"},
             "source.failover = 'always' is not accepted; accepted values: follow, stop",
         ),
+        (
+            {"LOADER__SOURCE__DECODER": "cython"},
+            "source.decoder = 'cython' is not accepted; accepted values: native, python",
+        ),
         ({"LOADER__SOURCE__PORT": "many"}, "source.port must be an integer"),
         (
             {"LOADER__SOURCE__SCHEDULE": "often"},

@@ -5,8 +5,14 @@ from __future__ import annotations
 import math
 import random
 import struct
+import sys
+
+import pytest
 
 from loader import _native
+from loader.config import SourceConfig
+from loader.errors import ExtractError
+from loader.extract import native_decoder
 from tests.conftest import random_seed
 
 
@@ -22,3 +28,15 @@ def test_float_text_is_pythons_repr_for_every_kind_of_double() -> None:
     drawn += [float(rnd.randint(-(10**18), 10**18)) for _ in range(5_000)]
     for value in special + drawn:
         assert _native.float_text(value) == repr(value), value.hex()
+
+
+def test_a_native_decoder_not_built_stops_extraction_saying_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert native_decoder(SourceConfig()) is True  # the default
+    monkeypatch.setitem(sys.modules, "loader._native", None)  # as if never built
+    with pytest.raises(ExtractError) as err:
+        native_decoder(SourceConfig())
+    assert "not built" in str(err.value) and "make setup" in str(err.value)
+    assert 'decoder = "python"' in str(err.value)
+    assert native_decoder(SourceConfig(decoder="python")) is False  # the Python decoder needs no module

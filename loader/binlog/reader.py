@@ -54,6 +54,7 @@ def read_transactions(
     gtid_state: dict[int, str] | None = None,
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
+    native: bool = False,
 ) -> Generator[Transaction, None, None]: ...
 
 
@@ -72,6 +73,7 @@ def read_transactions(
     gtid_state: dict[int, str] | None = None,
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
+    native: bool = False,
 ) -> Generator[Transaction | OpenRows, None, None]: ...
 
 
@@ -88,13 +90,15 @@ def read_transactions(
     gtid_state: dict[int, str] | None = None,
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
+    native: bool = False,
 ) -> Generator[Transaction | OpenRows, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
 
     ``skip_before`` passes over the rows of tables re-loaded after them, ``max_open_changes``
     hands out the rows of a large transaction before it commits, ``gtid_state`` receives the
-    last MariaDB GTID read in each domain and ``mysql_gtids`` every MySQL one, ``seqno_epoch`` is the history the positions belong to
-    (see ``TransactionReader``).
+    last MariaDB GTID read in each domain and ``mysql_gtids`` every MySQL one, ``seqno_epoch`` is
+    the history the positions belong to, ``native`` decodes rows with the native module (see
+    ``TransactionReader``).
 
     Raises:
         DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
@@ -109,6 +113,7 @@ def read_transactions(
         gtid_state=gtid_state,
         seqno_epoch=seqno_epoch,
         mysql_gtids=mysql_gtids,
+        native=native,
     )
     try:
         yield from reader.read(transport.events(start, end))

@@ -436,7 +436,7 @@ _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 def _inline(tm: TableMap, pc: PlanColumn, col: Column) -> Inline | None:
     """How the generated decoder reads a column in place, when it can (see ``rowcode``)."""
     t = pc.type
-    size = _INT_SIZES.get(t)
+    size = INT_SIZES.get(t)
     if size is not None and size != 3:
         fmt = _INT_FORMATS[size]
         return Fixed("<" + (fmt.upper() if pc.unsigned else fmt), size)
@@ -546,7 +546,7 @@ def _codec(tm: TableMap, pc: PlanColumn) -> str | None:
         raise _column_error(tm, pc.name, str(exc)) from None
 
 
-_INT_SIZES: dict[int, int] = {
+INT_SIZES: dict[int, int] = {
     ColumnType.TINY: 1,
     ColumnType.SHORT: 2,
     ColumnType.INT24: 3,
@@ -567,8 +567,8 @@ def _reader(
 ) -> Reader:
     t = pc.type
     try:
-        if t in _INT_SIZES:
-            return numeric.int_reader(_INT_SIZES[t], pc.unsigned)
+        if t in INT_SIZES:
+            return numeric.int_reader(INT_SIZES[t], pc.unsigned)
         if t in _SIMPLE:
             return _SIMPLE[t]()
         if t == ColumnType.NEWDECIMAL:

@@ -12,10 +12,12 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from loader.binlog import events as ev
 from loader.binlog.constants import ColumnType, EventType
 from loader.binlog.fingerprint import Fingerprint, of_event
+from loader.binlog.nativeplan import native_plan
 from loader.binlog.parser import BinlogParser
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
@@ -24,6 +26,9 @@ from loader.errors import DecodeError, IncidentError
 from loader.gtids import GtidSet
 from loader.positions import Position, seqno_of
 from loader.tables import reload_remedy
+
+if TYPE_CHECKING:
+    from loader._native import EncodedRows, RowPlan
 
 TableFilter = Callable[[str, str], bool]
 log = logging.getLogger(__name__)
@@ -38,6 +43,8 @@ class RowsBatch:
     rows: list[tuple[Row | None, Row | None]]
     first_row_id: int
     position: Position
+    # The native decoder's staging rows instead of ``rows`` (``TransactionReader(native=True)``).
+    encoded: EncodedRows | None = None
 
     def row_ids(self) -> Iterator[int]:
         """The row_id of each row: updates take two (their D and their I)."""
@@ -46,6 +53,8 @@ class RowsBatch:
 
     @property
     def change_count(self) -> int:
+        if self.encoded is not None:
+            return self.encoded.changes
         return len(self.rows) * (2 if self.op == "U" else 1)
 
 
@@ -126,6 +135,9 @@ class TransactionReader:
             rows it could not decode).
         max_open_changes: hand out the rows of a transaction not committed yet as ``OpenRows``
             once this many changes are held (None: every transaction comes whole).
+        native: decode rows with the native module into staging rows (``RowsBatch.encoded``)
+            where it takes the table; other tables' rows (and rows it refuses, whose error the
+            Python decoder then gives) come decoded as values.
     """
 
     def __init__(
@@ -138,8 +150,10 @@ class TransactionReader:
         gtid_state: dict[int, str] | None = None,
         seqno_epoch: int = 0,
         mysql_gtids: GtidSet | None = None,
+        native: bool = False,
     ) -> None:
         self.parser = BinlogParser()
+        self.native = native
         self.seqno_epoch = seqno_epoch  # the binlog history the positions belong to (``seqno_of``)
         # The last MariaDB GTID read in each domain (every GTID event, committed or not): the
         # stream's own account of the GTID position it reaches (``gtids.advance``).
@@ -151,8 +165,9 @@ class TransactionReader:
         self.skip_before = skip_before
         self.schema = schema
         self.strict = strict
-        # Plans by table map record (the parser hands out the same record for the same bytes).
-        self._plans: dict[int, tuple[ev.TableMap, TablePlan | None]] = {}
+        # Plans by table map record (the parser hands out the same record for the same bytes),
+        # with their native decoder when there is one.
+        self._plans: dict[int, tuple[ev.TableMap, TablePlan | None, RowPlan | None]] = {}
         self._open: _Open | None = None
         self.file = ""
         self.last_position: Position | None = None  # end of the last event read
@@ -349,20 +364,47 @@ class TransactionReader:
             until = self.skip_before.get((tm.schema, tm.table)) if tm is not None else None
             if until is not None and tx.start < until:
                 return
-        plan = self._plan(rows.table_id, pos)
-        if plan is not None:
-            decoded = plan.decode(rows, str(pos))
-            batch = RowsBatch(plan, rows.kind, decoded, tx.row_id, pos)
-            tx.batches.append(batch)
-            tx.row_id += batch.change_count
+        plan, native = self._plan(rows.table_id, pos)
+        if plan is None:
+            return
+        encoded = self._encode(native, rows, len(plan.columns), pos) if native is not None else None
+        if encoded is not None:
+            batch = RowsBatch(plan, rows.kind, [], tx.row_id, pos, encoded)
+        else:
+            batch = RowsBatch(plan, rows.kind, plan.decode(rows, str(pos)), tx.row_id, pos)
+        tx.batches.append(batch)
+        tx.row_id += batch.change_count
 
-    def _plan(self, table_id: int, pos: Position) -> TablePlan | None:
+    @staticmethod
+    def _encode(native: RowPlan, rows: ev.Rows, columns: int, pos: Position) -> EncodedRows | None:
+        """The native decoder's staging rows of a rows event; None where the Python decoder
+        must speak: images lacking columns, partial JSON, bytes the native path refuses (the
+        Python decoder names the row and column, or decodes them and its writer refuses them)."""
+        full = (1 << columns) - 1
+        if (
+            rows.partial
+            or rows.column_count != columns
+            or rows.present & full != full
+            or (rows.kind == "U" and rows.present_after & full != full)
+        ):
+            return None
+        try:
+            return native.encode(rows.data, rows.rows_off, rows.kind)
+        except ValueError:
+            return None
+        except BaseException as exc:  # a panic in the native module: a bug, never a crash
+            if type(exc).__name__ != "PanicException":
+                raise
+            log.warning("the native decoder failed at %s (%s); the Python decoder takes these rows", pos, exc)
+            return None
+
+    def _plan(self, table_id: int, pos: Position) -> tuple[TablePlan | None, RowPlan | None]:
         tm = self.parser.tables.get(table_id)
         if tm is None:
             raise DecodeError(f"rows event for table id {table_id} without a table map before it", str(pos))
         cached = self._plans.get(id(tm))
         if cached is not None and cached[0] is tm:
-            return cached[1]
+            return cached[1], cached[2]
         plan: TablePlan | None = None
         if self.table_filter is None or self.table_filter(tm.schema, tm.table):
             source = None
@@ -374,10 +416,11 @@ class TransactionReader:
                 plan = compile_plan(tm, source, strict=self.strict, mariadb=self.parser.fde.is_mariadb)
             except DecodeError as exc:
                 raise DecodeError(exc.message, str(pos), "TABLE_MAP") from None
+        native = native_plan(plan) if self.native and plan is not None else None
         if len(self._plans) > 4096:
             self._plans.clear()
-        self._plans[id(tm)] = (tm, plan)
-        return plan
+        self._plans[id(tm)] = (tm, plan, native)
+        return plan, native
 
     def _needs_fsp(self, tm: ev.TableMap) -> bool:
         """MariaDB's pre-10.1 temporal columns hide their precision even from full metadata."""

@@ -1,0 +1,95 @@
+"""A table plan for the native decoder (``loader._native``): each column as the Rust row path
+reads it, chosen as ``rowplan._reader`` chooses the Python reader, and written as
+``extract.csv_kind`` says the Python encoder writes it.
+
+A table with a column the native path does not take (JSON, a charset other than UTF-8, ASCII and
+latin1, labels or a charset the binlog and the schema left unknown) gets no native plan: its
+rows take the Python path, which is the reference.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loader.binlog.constants import ColumnType
+from loader.binlog.rowplan import INT_SIZES, PlanColumn, TablePlan
+from loader.binlog.values.strings import string_meta
+
+if TYPE_CHECKING:
+    from loader._native import ColumnSpec, RowPlan
+
+_PLAIN: dict[int, str] = {
+    ColumnType.FLOAT: "float",
+    ColumnType.DOUBLE: "double",
+    ColumnType.YEAR: "year",
+    ColumnType.DATE: "date",
+    ColumnType.NEWDATE: "date",
+}
+_FSP: dict[int, str] = {
+    ColumnType.TIME2: "time2",
+    ColumnType.DATETIME2: "datetime2",
+    ColumnType.TIMESTAMP2: "timestamp2",
+}
+_OLD_TEMPORAL: dict[int, str] = {
+    ColumnType.TIME: "time",
+    ColumnType.DATETIME: "datetime",
+    ColumnType.TIMESTAMP: "timestamp",
+}
+# A column's charset -> the native text encodings (binary is 0): those it decodes exactly.
+_TEXT = {"utf8mb4": 1, "utf8mb3": 1, "utf8": 1, "ascii": 2, "latin1": 3}
+
+
+def column_spec(pc: PlanColumn) -> ColumnSpec | None:
+    """``(kind, a, b, c, labels)`` of a column for ``loader._native.RowPlan``, or None when the
+    native path does not decode it."""
+    t, meta = pc.type, pc.meta
+    if t in INT_SIZES:
+        return ("int", INT_SIZES[t], int(pc.unsigned), 0, None)
+    if t in _PLAIN:
+        return (_PLAIN[t], 0, 0, 0, None)
+    if t == ColumnType.NEWDECIMAL:
+        return ("decimal", meta >> 8, meta & 0xFF, 0, None)
+    if t == ColumnType.BIT:
+        return ("bit", ((meta >> 8) * 8 + (meta & 0xFF) + 7) // 8, 0, 0, None)
+    if t in _FSP:
+        return (_FSP[t], meta, 0, 0, None)
+    if t in _OLD_TEMPORAL:
+        # MariaDB's "hires" forms: the precision comes from the source schema (``PlanColumn.fsp``).
+        return (
+            (f"{_OLD_TEMPORAL[t]}_hires", pc.fsp, 0, 0, None) if pc.fsp else (_OLD_TEMPORAL[t], 0, 0, 0, None)
+        )
+    if t in (ColumnType.ENUM, ColumnType.SET):
+        real, size = string_meta(meta)
+        if real != t or pc.labels is None:
+            return None
+        return ("enum" if t == ColumnType.ENUM else "set", size, 0, 0, list(pc.labels))
+    if t in (ColumnType.GEOMETRY, ColumnType.VECTOR):
+        return ("bytes", meta, 0, 0, None)
+    text = 0 if pc.charset is None else _TEXT.get(pc.charset.lower())
+    if text is None:
+        return None
+    if t in (ColumnType.VARCHAR, ColumnType.VAR_STRING):
+        return ("bytes", 1 if meta < 256 else 2, text, 0, None)
+    if t == ColumnType.STRING:
+        real, max_len = string_meta(meta)
+        if real != ColumnType.STRING:
+            return None
+        # BINARY(n): the zero bytes the binlog drops are put back.
+        return ("bytes", 1 if max_len < 256 else 2, text, max_len if pc.charset is None else 0, None)
+    if t == ColumnType.BLOB:
+        return ("bytes", meta, text, 0, None)
+    return None
+
+
+def native_plan(plan: TablePlan) -> RowPlan | None:
+    """The native decoder of ``plan``'s rows, or None when one of its columns needs the Python
+    path."""
+    from loader._native import RowPlan
+
+    specs = [column_spec(c) for c in plan.columns]
+    if any(s is None for s in specs):
+        return None
+    try:
+        return RowPlan([s for s in specs if s is not None])
+    except ValueError:  # metadata the native path refuses: the Python path says what it makes of it
+        return None

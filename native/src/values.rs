@@ -1,0 +1,353 @@
+//! One column's value in a row image to its CSV field (`loader/binlog/values/` decodes, and
+//! `loader/staging/csvformat.py` writes, the same values; both are the reference).
+
+use std::io::Write;
+
+use crate::csvtext::{push_base64, push_quoted};
+use crate::floats;
+use crate::temporal::{self, FRAC_BYTES, HIRES_DATETIME_BYTES, HIRES_TIME_BYTES};
+
+/// How a string column's bytes become text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Text {
+    /// Kept as bytes: base64.
+    Binary,
+    Utf8,
+    Ascii,
+    /// MySQL's latin1: Windows-1252 with its five undefined bytes as the C1 controls.
+    Latin1,
+}
+
+/// A column as the plan reads it (`rowplan._reader` picks the same).
+#[derive(Clone, Debug)]
+pub enum Col {
+    Int {
+        size: usize,
+        unsigned: bool,
+    },
+    Float,
+    Double,
+    Year,
+    Bit {
+        size: usize,
+    },
+    Decimal {
+        intg: usize,
+        scale: usize,
+        size: usize,
+    },
+    Date,
+    Time,
+    Time2 {
+        fsp: usize,
+    },
+    Datetime,
+    Datetime2 {
+        fsp: usize,
+    },
+    Timestamp,
+    Timestamp2 {
+        fsp: usize,
+    },
+    TimeHires {
+        fsp: usize,
+    },
+    DatetimeHires {
+        fsp: usize,
+    },
+    TimestampHires {
+        fsp: usize,
+    },
+    /// VARCHAR, CHAR, BINARY, BLOB/TEXT, GEOMETRY, VECTOR: a length in `len_bytes`, then the
+    /// bytes; BINARY(n) is padded back to `pad` zero bytes.
+    Bytes {
+        len_bytes: usize,
+        text: Text,
+        pad: usize,
+    },
+    Enum {
+        size: usize,
+        labels: Vec<Vec<u8>>,
+    },
+    Set {
+        size: usize,
+        labels: Vec<Vec<u8>>,
+    },
+}
+
+const DIG2BYTES: [usize; 10] = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4];
+
+/// Bytes a DECIMAL(precision, scale) value takes.
+pub fn decimal_size(precision: usize, scale: usize) -> usize {
+    let intg = precision - scale;
+    intg / 9 * 4 + DIG2BYTES[intg % 9] + scale / 9 * 4 + DIG2BYTES[scale % 9]
+}
+
+/// A row image's bytes, read forward; every read checks the bounds.
+pub struct Cursor<'a> {
+    pub data: &'a [u8],
+    pub off: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        let end = self.off.checked_add(n).filter(|&e| e <= self.data.len());
+        match end {
+            Some(end) => {
+                let s = &self.data[self.off..end];
+                self.off = end;
+                Ok(s)
+            }
+            None => Err(format!("{what} value runs past the event")),
+        }
+    }
+
+    fn le(&mut self, n: usize, what: &str) -> Result<u64, String> {
+        Ok(self
+            .take(n, what)?
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| acc << 8 | u64::from(b)))
+    }
+}
+
+impl Col {
+    /// Read one value and write its CSV field.
+    pub fn encode(&self, cur: &mut Cursor<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+        match self {
+            Col::Int { size, unsigned } => {
+                let raw = cur.le(*size, "integer")?;
+                if *unsigned {
+                    let _ = write!(out, "{raw}");
+                } else {
+                    let bits = 8 * *size as u32;
+                    let v = if bits < 64 && raw >> (bits - 1) & 1 == 1 {
+                        raw as i64 - (1i64 << bits)
+                    } else {
+                        raw as i64
+                    };
+                    let _ = write!(out, "{v}");
+                }
+            }
+            Col::Float => {
+                let b = cur.take(4, "FLOAT")?;
+                out.extend_from_slice(
+                    floats::repr(f64::from(f32::from_le_bytes(b.try_into().unwrap()))).as_bytes(),
+                );
+            }
+            Col::Double => {
+                let b = cur.take(8, "DOUBLE")?;
+                out.extend_from_slice(
+                    floats::repr(f64::from_le_bytes(b.try_into().unwrap())).as_bytes(),
+                );
+            }
+            Col::Year => {
+                let v = cur.take(1, "YEAR")?[0];
+                let _ = write!(out, "{}", if v == 0 { 0 } else { 1900 + u32::from(v) });
+            }
+            Col::Bit { size } => {
+                let b = cur.take(*size, "BIT")?;
+                let v = b.iter().fold(0u128, |acc, &x| acc << 8 | u128::from(x));
+                let _ = write!(out, "{v}");
+            }
+            Col::Decimal { intg, scale, size } => {
+                decimal(cur.take(*size, "DECIMAL")?, *intg, *scale, out)?
+            }
+            Col::Date => quoted(out, temporal::date, cur.take(3, "DATE")?),
+            Col::Time => quoted(out, temporal::time, cur.take(3, "TIME")?),
+            Col::Time2 { fsp } => {
+                let b = cur.take(3 + FRAC_BYTES[*fsp], "TIME2")?;
+                quoted(out, |o, b| temporal::time2(o, b, *fsp), b);
+            }
+            Col::Datetime => quoted(
+                out,
+                temporal::datetime,
+                cur.take(8, "DATETIME")?,
+            ),
+            Col::Datetime2 { fsp } => {
+                let b = cur.take(5 + FRAC_BYTES[*fsp], "DATETIME2")?;
+                quoted(out, |o, b| temporal::datetime2(o, b, *fsp), b);
+            }
+            Col::Timestamp => quoted(
+                out,
+                temporal::timestamp,
+                cur.take(4, "TIMESTAMP")?,
+            ),
+            Col::Timestamp2 { fsp } => {
+                let b = cur.take(4 + FRAC_BYTES[*fsp], "TIMESTAMP2")?;
+                quoted(out, |o, b| temporal::timestamp2(o, b, *fsp), b);
+            }
+            Col::TimeHires { fsp } => {
+                let b = cur.take(HIRES_TIME_BYTES[*fsp], "TIME")?;
+                quoted(out, |o, b| temporal::time_hires(o, b, *fsp), b);
+            }
+            Col::DatetimeHires { fsp } => {
+                let b = cur.take(HIRES_DATETIME_BYTES[*fsp], "DATETIME")?;
+                quoted(out, |o, b| temporal::datetime_hires(o, b, *fsp), b);
+            }
+            Col::TimestampHires { fsp } => {
+                let b = cur.take(4 + FRAC_BYTES[*fsp], "TIMESTAMP")?;
+                quoted(out, |o, b| temporal::timestamp_hires(o, b, *fsp), b);
+            }
+            Col::Bytes {
+                len_bytes,
+                text,
+                pad,
+            } => {
+                let n = cur.le(*len_bytes, "string")?;
+                let value =
+                    cur.take(usize::try_from(n).map_err(|_| "string too long")?, "string")?;
+                match text {
+                    Text::Binary if value.len() < *pad => {
+                        let mut padded = value.to_vec();
+                        padded.resize(*pad, 0);
+                        push_base64(out, &padded);
+                    }
+                    Text::Binary => push_base64(out, value),
+                    Text::Utf8 => {
+                        std::str::from_utf8(value).map_err(|e| format!("invalid utf-8: {e}"))?;
+                        push_quoted(out, value)?;
+                    }
+                    Text::Ascii => {
+                        if let Some(b) = value.iter().find(|b| !b.is_ascii()) {
+                            return Err(format!("invalid ascii byte {b:#x}"));
+                        }
+                        push_quoted(out, value)?;
+                    }
+                    Text::Latin1 => push_quoted(out, &latin1_to_utf8(value))?,
+                }
+            }
+            Col::Enum { size, labels } => {
+                let idx = cur.le(*size, "ENUM")? as usize;
+                if idx == 0 {
+                    out.extend_from_slice(b"\"\"");
+                } else {
+                    let label = labels
+                        .get(idx - 1)
+                        .ok_or_else(|| format!("ENUM index {idx} beyond its labels"))?;
+                    push_quoted(out, label)?;
+                }
+            }
+            Col::Set { size, labels } => {
+                let mask = cur.le(*size, "SET")?;
+                if labels.len() < 64 && mask >> labels.len() != 0 {
+                    return Err(format!("SET bitmask {mask:#x} has bits beyond its labels"));
+                }
+                let members: Vec<&[u8]> = labels
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask >> i & 1 == 1)
+                    .map(|(_, l)| l.as_slice())
+                    .collect();
+                let joined = members.join(&b","[..]);
+                push_quoted(out, &joined)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Temporal text (of the value's bytes `b`) needs no quote doubling.
+fn quoted<'a>(out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>, &'a [u8]), b: &'a [u8]) {
+    out.push(b'"');
+    f(out, b);
+    out.push(b'"');
+}
+
+/// DECIMAL (`strings/decimal.c`: bin2decimal): digit groups of nine per 4 big-endian bytes, a
+/// shorter leading and trailing group; the sign the inverted top bit, negatives all inverted.
+/// Written as `format(Decimal, "f")` writes it: `-0.50`, `12`, `-0`.
+fn decimal(raw: &[u8], intg: usize, scale: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    let negative = raw[0] & 0x80 == 0;
+    let mut bytes = raw.to_vec();
+    bytes[0] ^= 0x80;
+    if negative {
+        for b in &mut bytes {
+            *b ^= 0xFF;
+        }
+        bytes[0] &= 0x7F;
+    }
+    let mut pos = 0;
+    let mut group = |n: usize, digits: usize| -> Result<u32, String> {
+        let v = bytes[pos..pos + n]
+            .iter()
+            .fold(0u32, |acc, &b| acc << 8 | u32::from(b));
+        pos += n;
+        if u64::from(v) >= 10u64.pow(digits as u32) {
+            return Err("DECIMAL digit group holds more digits than it may".to_owned());
+        }
+        Ok(v)
+    };
+    let mut int_digits = String::new();
+    if intg % 9 > 0 {
+        let _ = std::fmt::Write::write_fmt(
+            &mut int_digits,
+            format_args!("{}", group(DIG2BYTES[intg % 9], intg % 9)?),
+        );
+    }
+    for _ in 0..intg / 9 {
+        let _ = std::fmt::Write::write_fmt(&mut int_digits, format_args!("{:09}", group(4, 9)?));
+    }
+    let mut frac_digits = String::new();
+    for _ in 0..scale / 9 {
+        let _ = std::fmt::Write::write_fmt(&mut frac_digits, format_args!("{:09}", group(4, 9)?));
+    }
+    if scale % 9 > 0 {
+        let v = group(DIG2BYTES[scale % 9], scale % 9)?;
+        let _ =
+            std::fmt::Write::write_fmt(&mut frac_digits, format_args!("{:0w$}", v, w = scale % 9));
+    }
+    if negative {
+        out.push(b'-');
+    }
+    let trimmed = int_digits.trim_start_matches('0');
+    out.extend_from_slice(if trimmed.is_empty() {
+        b"0"
+    } else {
+        trimmed.as_bytes()
+    });
+    if scale > 0 {
+        out.push(b'.');
+        out.extend_from_slice(frac_digits.as_bytes());
+    }
+    Ok(())
+}
+
+const CP1252_80: [u16; 32] = [
+    0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039,
+    0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
+    0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178,
+];
+
+fn latin1_to_utf8(value: &[u8]) -> Vec<u8> {
+    let mut text = String::with_capacity(value.len() + 8);
+    for &b in value {
+        let c = if (0x80..0xA0).contains(&b) {
+            u32::from(CP1252_80[usize::from(b - 0x80)])
+        } else {
+            u32::from(b)
+        };
+        text.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
+    }
+    text.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(raw: &[u8], precision: usize, scale: usize) -> String {
+        let mut out = Vec::new();
+        decimal(raw, precision - scale, scale, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn decimals_as_python_formats_them() {
+        // DECIMAL(5,2) 123.45 and -123.45 (decimal.c's own example layout).
+        assert_eq!(dec(&[0x80, 0x7B, 0x2D], 5, 2), "123.45");
+        assert_eq!(dec(&[0x7F, 0x84, 0xD2], 5, 2), "-123.45");
+        assert_eq!(dec(&[0x80, 0x00, 0x00], 5, 2), "0.00");
+        assert_eq!(dec(&[0x7F, 0xFF, 0xFF], 5, 2), "-0.00");
+    }
+}
