@@ -8,6 +8,7 @@ writes the same bytes.
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import gzip
 import hashlib
@@ -28,7 +29,7 @@ from loader.binlog.fingerprint import Fingerprint
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
-from loader.binlog.transactions import OpenRows, RowsBatch, Transaction
+from loader.binlog.transactions import NativeRun, OpenRows, RowsBatch, Transaction
 from loader.config import Config, SourceConfig, StagingConfig, TablesConfig
 from loader.errors import ExtractError, HistoryError, TableKeyError
 from loader.gtids import GtidSet
@@ -251,6 +252,24 @@ class TableWriter:
             raise ExtractError(f"{batch.position}: {self.entry.schema}.{self.entry.table}: {exc}") from None
         n = batch.change_count
         self._append(data, n, {"D": n // 2, "I": n // 2} if batch.op == "U" else {batch.op: n})
+
+    def write_segment(self, data: bytes, ends: bytes, changes: bytes, deletes: bytes, where: str) -> None:
+        """Rows the native reader wrote for several rows events (``ends``, ``changes`` and
+        ``deletes``: native u64s, cumulative after each), parts closed after the rows event
+        where ``write_batch`` would close them."""
+        if self.first_position is None:
+            self.first_position = where
+        end_at, changed, deleted = (memoryview(a).cast("Q") for a in (ends, changes, deletes))
+        i = start = rows_before = deletes_before = 0
+        while i < len(end_at):
+            part = self.part or self._open_part()
+            # The first rows event that fills the part: it closes there.
+            j = min(bisect.bisect_left(end_at, start + self.part_bytes - part.bytes, lo=i), len(end_at) - 1)
+            rows, dels = changed[j] - rows_before, deleted[j] - deletes_before
+            self._append(
+                data[start : end_at[j]], rows, {op: n for op, n in (("D", dels), ("I", rows - dels)) if n}
+            )
+            i, start, rows_before, deletes_before = j + 1, end_at[j], changed[j], deleted[j]
 
     def _hold(self, lines: list[bytes]) -> None:
         if self.held is None:
@@ -493,6 +512,10 @@ def _extract_range(
             mysql_gtids=result.mysql_gtids,
             seqno_epoch=epoch,
             native=native_decoder(settings.source),
+            # Whole transactions decoded natively at once; not where a test counts each
+            # transaction's crash point.
+            runs=not crashpoints.enabled(),
+            budget=max_changes,
         )
         holding = False  # the open transaction handed out rows that writers hold
         for tx in txs:
@@ -503,25 +526,33 @@ def _extract_range(
                 _write_batches(tx.batches, 0, "", settings, writers, folder, pending, layouts, held=True)
                 holding = not tx.rolled_back
                 continue
-            result.transactions += 1
-            if tx.fingerprint is not None:
-                result.last_txn = tx.fingerprint
-            _check_statements(
-                tx,
-                selector,
-                writers,
-                loaded_at or {},
-                pending,
-                result.created,
-                settings.tables.schema_changes,
-            )
-            n = _write_transaction(tx, settings, writers, folder, pending, layouts, holding)
-            holding = False
+            if isinstance(tx, NativeRun):  # whole transactions the native reader took
+                result.transactions += tx.result.transactions
+                last_txn = tx.last_txn
+                n = _write_native(tx, settings, writers, folder, pending, layouts)
+                first, last, commit_ts = tx.result.seqno_min, tx.result.seqno_max, tx.result.commit_ts_max
+            else:
+                result.transactions += 1
+                last_txn = tx.fingerprint
+                _check_statements(
+                    tx,
+                    selector,
+                    writers,
+                    loaded_at or {},
+                    pending,
+                    result.created,
+                    settings.tables.schema_changes,
+                )
+                n = _write_transaction(tx, settings, writers, folder, pending, layouts, holding)
+                holding = False
+                first = last = tx.seqno
+                commit_ts = tx.commit_ts
+            result.last_txn = last_txn or result.last_txn
             if n:
                 result.changes += n
-                result.seqno_min = tx.seqno if result.seqno_min is None else result.seqno_min
-                result.seqno_max = tx.seqno
-                result.commit_ts_max = max(result.commit_ts_max or 0, tx.commit_ts)
+                result.seqno_min = first if result.seqno_min is None else result.seqno_min
+                result.seqno_max = last
+                result.commit_ts_max = max(result.commit_ts_max or 0, commit_ts or 0)
             if max_changes and result.changes >= max_changes and tx.end < end_pos:
                 result.stopped_at = str(tx.end)
                 txs.close()
@@ -950,28 +981,57 @@ def _write_batches(
 ) -> int:
     written = 0
     for batch in batches:
-        plan = batch.table
-        key = (plan.schema, plan.table)
-        writer = writers.get(key)
         where = str(batch.position)
-        if writer is None:
-            folder = workdir / layout.safe_component(plan.schema) / layout.safe_component(plan.table)
-            folder.mkdir(parents=True, exist_ok=True)
-            writer = TableWriter(
-                TableEntry(plan.schema, plan.table, _primary_key(plan, settings.tables, where)),
-                folder,
-                settings.staging.part_bytes,
-                settings.staging.gzip,
-                previous.get(key),
-                settings.warehouse_format,
-            )
-            writers[key] = writer
-            writer.entry.statements.extend(pending.pop(key, []))
-        statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
-        writer.use(plan, where, statement)
+        writer = _writer_for(batch.table, where, settings, writers, workdir, pending, previous)
         writer.write_batch(batch, seqno, commit, held)
         written += batch.change_count
     return written
+
+
+def _write_native(
+    run: NativeRun,
+    settings: ExtractSettings,
+    writers: dict[tuple[str, str], TableWriter],
+    workdir: Path,
+    pending: dict[tuple[str, str], list[dict[str, str]]],
+    previous: dict[tuple[str, str], list[ColumnSpec]],
+) -> int:
+    """Write the rows of the transactions the native reader took; how many."""
+    for _table, number, data, ends, changes, deletes, first in run.result.segments:
+        where = str(Position(run.run.file, run.run.position(first)))
+        writer = _writer_for(run.plans[number], where, settings, writers, workdir, pending, previous)
+        writer.write_segment(data, ends, changes, deletes, where)
+    return run.changes
+
+
+def _writer_for(
+    plan: TablePlan,
+    where: str,
+    settings: ExtractSettings,
+    writers: dict[tuple[str, str], TableWriter],
+    workdir: Path,
+    pending: dict[tuple[str, str], list[dict[str, str]]],
+    previous: dict[tuple[str, str], list[ColumnSpec]],
+) -> TableWriter:
+    """The writer of ``plan``'s table (made on its first rows), switched to ``plan``'s layout."""
+    key = (plan.schema, plan.table)
+    writer = writers.get(key)
+    if writer is None:
+        folder = workdir / layout.safe_component(plan.schema) / layout.safe_component(plan.table)
+        folder.mkdir(parents=True, exist_ok=True)
+        writer = TableWriter(
+            TableEntry(plan.schema, plan.table, _primary_key(plan, settings.tables, where)),
+            folder,
+            settings.staging.part_bytes,
+            settings.staging.gzip,
+            previous.get(key),
+            settings.warehouse_format,
+        )
+        writers[key] = writer
+        writer.entry.statements.extend(pending.pop(key, []))
+    statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
+    writer.use(plan, where, statement)
+    return writer
 
 
 def _primary_key(plan: TablePlan, tables: TablesConfig, where: str) -> list[str]:

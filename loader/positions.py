@@ -6,6 +6,7 @@ This module is the only place that parses or formats a position; everything else
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -67,6 +68,7 @@ class Position:
         return cls(f"{basename}.{lognum:06d}", logpos)
 
 
+@functools.lru_cache(maxsize=256)  # positions compare per event read: a file's number, once
 def lognum_of(file: str) -> int:
     """The numeric suffix of a binlog file name; raises ConfigError when there is none."""
     m = _SUFFIX.search(file)

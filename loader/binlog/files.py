@@ -6,7 +6,7 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,7 +18,7 @@ from loader.binlog.constants import (
     event_name,
 )
 from loader.binlog.parser import BinlogParser
-from loader.binlog.transport import RawEvent
+from loader.binlog.transport import EventRun, RawEvent
 from loader.errors import DecodeError, SourceError
 from loader.positions import Position, lognum_of
 
@@ -92,6 +92,16 @@ class BinlogFiles:
         """Files are opened per read; nothing to release."""
 
     def events(self, start: Position, end: Position | None) -> Iterator[RawEvent]:
+        for item in self._events(start, end, runs=False):
+            assert isinstance(item, RawEvent)
+            yield item
+
+    def runs(self, start: Position, end: Position | None) -> Iterator[RawEvent | EventRun]:
+        """``events``, with the events between a file's format description and its rotate or
+        stop handed out in runs of whole events (for the native reader)."""
+        return self._events(start, end, runs=True)
+
+    def _events(self, start: Position, end: Position | None, runs: bool) -> Iterator[RawEvent | EventRun]:
         files = self.list_files()
         names = [p.name for p in files]
         if start.file not in names:
@@ -106,7 +116,7 @@ class BinlogFiles:
             path = files[i]
             next_name: str | None = None
             with open(path, "rb", buffering=_READ_BUFFER) as f:
-                for raw in self._file_events(f, path.name, pos, end):
+                for raw in self._file_events(f, path.name, pos, end, runs):
                     if isinstance(raw, str):
                         next_name = raw
                         break
@@ -134,9 +144,10 @@ class BinlogFiles:
             pos = 4
 
     def _file_events(
-        self, f: BinaryIO, name: str, pos: int, end: Position | None
-    ) -> Iterator[RawEvent | str]:
-        """Events of one file; yields the next file's name (a str) on a rotate or stop."""
+        self, f: BinaryIO, name: str, pos: int, end: Position | None, runs: bool = False
+    ) -> Iterator[RawEvent | EventRun | str]:
+        """Events of one file (``runs``: in runs of whole events where it can); yields the next
+        file's name (a str) on a rotate or stop."""
         if f.read(4) != BINLOG_MAGIC:
             raise DecodeError("not a binlog file (bad magic number)", f"{name}:0")
         fde = _read_event(f, name, 4)
@@ -162,7 +173,20 @@ class BinlogFiles:
             f.seek(pos)
             _check_boundary(f, name, pos, checksum)
         end_pos = end.pos if end is not None and end.file == name else None
+        whole = _whole_events() if runs else None
         while end_pos is None or pos < end_pos:
+            if whole is not None:
+                block = f.read(_READ_BUFFER if end_pos is None else min(_READ_BUFFER, end_pos - pos))
+                n = whole(block)
+                if n:
+                    if n < len(block):
+                        f.seek(pos + n)
+                    yield EventRun(name, pos, block[:n] if n < len(block) else block)
+                    pos += n
+                    continue
+                # A rotate, a stop, an event past the end position or larger than a block, or
+                # a damaged one: read alone, as without runs.
+                f.seek(pos)
             raw = _read_event(f, name, pos)
             if raw is None:
                 return
@@ -179,6 +203,12 @@ class BinlogFiles:
             if typ == EventType.STOP:
                 yield ""
                 return
+
+
+def _whole_events() -> Callable[[bytes], int]:
+    from loader._native import whole_events
+
+    return whole_events
 
 
 def _read_event(f: BinaryIO, name: str, pos: int) -> bytes | None:

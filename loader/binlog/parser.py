@@ -71,6 +71,8 @@ class BinlogParser:
         self.file = file
         self.fde: ev.FormatDescription = DEFAULT_FDE
         self.tables: dict[int, ev.TableMap] = {}
+        # The bytes each table id's table map was read from (after the header, before the CRC).
+        self.table_keys: dict[int, bytes] = {}
         # Every transaction repeats its table maps; identical bytes give the identical record,
         # so plans compiled for it can be reused.
         self._table_map_cache: dict[bytes, ev.TableMap] = {}
@@ -125,6 +127,7 @@ class BinlogParser:
             cached = self._table_map_cache.get(key)
             if cached is not None:
                 self.tables[cached.table_id] = cached
+                self.table_keys[cached.table_id] = key
                 return ev.Event(header, cached)
         decode = _DECODERS.get(header.type)
         if decode is None:
@@ -138,6 +141,7 @@ class BinlogParser:
             raise DecodeError(str(exc), self.where(pos), name) from None
         if isinstance(body, ev.TableMap):
             self.tables[body.table_id] = body
+            self.table_keys[body.table_id] = raw[HEADER_LEN:end]
             if len(self._table_map_cache) > 4096:
                 self._table_map_cache.clear()
             self._table_map_cache[raw[HEADER_LEN:end]] = body
@@ -178,6 +182,7 @@ class BinlogParser:
             )
         self.fde = fde
         self.tables.clear()
+        self.table_keys.clear()
         self._table_map_cache.clear()
         return fde
 

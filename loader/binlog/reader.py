@@ -10,8 +10,8 @@ from typing import overload
 from loader.binlog.files import BinlogFiles
 from loader.binlog.schema import InformationSchema, SchemaProvider
 from loader.binlog.server import BinlogServer
-from loader.binlog.transactions import OpenRows, TableFilter, Transaction, TransactionReader
-from loader.binlog.transport import Transport
+from loader.binlog.transactions import NativeRun, OpenRows, TableFilter, Transaction, TransactionReader
+from loader.binlog.transport import Transport, in_runs
 from loader.config import SourceConfig
 from loader.errors import DecodeError
 from loader.gtids import GtidSet
@@ -74,7 +74,9 @@ def read_transactions(
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
     native: bool = False,
-) -> Generator[Transaction | OpenRows, None, None]: ...
+    runs: bool = False,
+    budget: int | None = None,
+) -> Generator[Transaction | OpenRows | NativeRun, None, None]: ...
 
 
 def read_transactions(
@@ -91,14 +93,18 @@ def read_transactions(
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
     native: bool = False,
-) -> Generator[Transaction | OpenRows, None, None]:
+    runs: bool = False,
+    budget: int | None = None,
+) -> Generator[Transaction | OpenRows | NativeRun, None, None]:
     """Committed transactions from ``start`` up to ``end`` (both transaction boundaries).
 
     ``skip_before`` passes over the rows of tables re-loaded after them, ``max_open_changes``
     hands out the rows of a large transaction before it commits, ``gtid_state`` receives the
     last MariaDB GTID read in each domain and ``mysql_gtids`` every MySQL one, ``seqno_epoch`` is
     the history the positions belong to, ``native`` decodes rows with the native module (see
-    ``TransactionReader``).
+    ``TransactionReader``); with ``runs`` too, whole transactions of a transport that hands out
+    runs of events come as ``NativeRun``s, the native reader stopping at the transaction that
+    brings the changes handed out to ``budget``.
 
     Raises:
         DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
@@ -116,7 +122,12 @@ def read_transactions(
         native=native,
     )
     try:
-        yield from reader.read(transport.events(start, end))
+        if native and runs:
+            reader.scan_budget = budget
+            files = getattr(transport, "runs", None)
+            yield from reader.read_runs(files(start, end) if files else in_runs(transport.events(start, end)))
+        else:
+            yield from reader.read(transport.events(start, end))
     finally:
         transport.close()
     since = reader.open_since

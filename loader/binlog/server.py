@@ -46,7 +46,8 @@ class BinlogServer:
         self.read_timeout = read_timeout
         self._conn: Any = None
         self._checksum = False
-        self._read_to: Position | None = None  # where the stream has been read to, for an error
+        # Where the stream has been read to (file, end of the last event), for an error.
+        self._read_to: tuple[str, int] | None = None
 
     def close(self) -> None:
         if self._conn is not None:
@@ -93,7 +94,7 @@ class BinlogServer:
         conn._execute_command(command, payload)
 
     def events(self, start: Position, end: Position | None) -> Iterator[RawEvent]:
-        self._read_to = start
+        self._read_to = (start.file, start.pos)
         try:
             conn = self._open()
             name = start.file.encode("utf-8")
@@ -108,7 +109,8 @@ class BinlogServer:
             if code in (2003, 2006, 2013):
                 raise TransientError(
                     f"lost the replication connection to the source: {message}; the binlog was read "
-                    f"from {start} to {self._read_to}, and the next run reads it again"
+                    f"from {start} to {Position(*self._read_to) if self._read_to else start}, and the next "
+                    "run reads it again"
                 ) from None
             raise SourceError(f"the source refused the binlog dump from {start}: {message}") from None
         finally:
@@ -117,6 +119,9 @@ class BinlogServer:
     def _stream(self, conn: Any, start: Position, end: Position | None) -> Iterator[RawEvent]:
         file = start.file
         first = True
+        # Positions compared as numbers: this runs for every event.
+        end_key = end.key() if end is not None else None
+        lognum = start.lognum
         for data in _packets(conn):
             if data[0] == 0xFE and len(data) < 9:  # EOF: the end of the server's log
                 if end is not None:
@@ -131,6 +136,7 @@ class BinlogServer:
             if typ == EventType.ROTATE and (log_pos == 0 or timestamp == 0):
                 # The server's fake rotate names the file that follows.
                 file = _rotate_name(raw, self._checksum)
+                lognum = Position(file, 0).lognum
                 yield RawEvent(file, 0, raw, artificial=True)
                 continue
             if log_pos == 0 or typ in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2):
@@ -144,14 +150,15 @@ class BinlogServer:
                 yield RawEvent(file, pos, raw, artificial=True)
                 continue
             first = False
-            if end is not None and Position(file, pos) >= end:
+            if end_key is not None and (lognum, pos) >= end_key:
                 return
             yield RawEvent(file, pos, raw)
-            self._read_to = Position(file, log_pos)
-            if end is not None and self._read_to >= end:
+            self._read_to = (file, log_pos)
+            if end_key is not None and (lognum, log_pos) >= end_key:
                 return
             if typ == EventType.ROTATE:
                 file = _rotate_name(raw, self._checksum)
+                lognum = Position(file, 0).lognum
 
     def _ended_early(self, file: str, end: Position) -> Exception:
         """The stream's EOF came before ``end``: a server shutting down ends its dumps so (a

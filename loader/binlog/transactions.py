@@ -21,14 +21,14 @@ from loader.binlog.nativeplan import native_plan
 from loader.binlog.parser import BinlogParser
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
-from loader.binlog.transport import RawEvent
-from loader.errors import DecodeError, IncidentError
+from loader.binlog.transport import EventRun, RawEvent
+from loader.errors import DecodeError, IncidentError, LoaderError
 from loader.gtids import GtidSet
 from loader.positions import Position, seqno_of
 from loader.tables import reload_remedy
 
 if TYPE_CHECKING:
-    from loader._native import EncodedRows, RowPlan
+    from loader._native import EncodedRows, RowPlan, Scanner, ScanResult
 
 TableFilter = Callable[[str, str], bool]
 log = logging.getLogger(__name__)
@@ -94,6 +94,23 @@ class OpenRows:
 
     batches: list[RowsBatch]
     rolled_back: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NativeRun:
+    """Whole committed transactions the native reader took from a run of events at once
+    (``TransactionReader(native=True)`` reading ``EventRun``s): their staging rows per table,
+    in segments of one plan each, and what they add up to."""
+
+    run: EventRun  # what it was read from (its segments' offsets count in it)
+    end: Position  # the end of the last transaction taken
+    result: ScanResult
+    plans: tuple[TablePlan, ...]  # by the segments' plan numbers
+    last_txn: Fingerprint | None  # of the last transaction taken
+
+    @property
+    def changes(self) -> int:
+        return self.result.changes
 
 
 _OLD_TEMPORAL = frozenset({ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP})
@@ -171,6 +188,16 @@ class TransactionReader:
         self._open: _Open | None = None
         self.file = ""
         self.last_position: Position | None = None  # end of the last event read
+        # The native reader of whole transactions (runs of events), for the format in force;
+        # the plans registered with it by number, and the tables' numbers.
+        self._scanner: Scanner | None = None
+        self._scanner_fde: ev.FormatDescription | None = None
+        self._scan_plans: list[TablePlan] = []
+        self._scan_tables: dict[tuple[str, str], int] = {}
+        # Changes handed out so far, and (``scan_budget``) how many before the caller stops: the
+        # native reader stops at the transaction that reaches it, as the caller would.
+        self.changes_read = 0
+        self.scan_budget: int | None = None
 
     def read(self, raw_events: Iterable[RawEvent]) -> Iterator[Transaction | OpenRows]:
         """Yield each committed transaction of the stream, in log order (and, with
@@ -188,6 +215,84 @@ class TransactionReader:
             end = Position(raw.file, raw.pos + len(raw.data))
             self.last_position = end
             yield from self._handle(event, Position(raw.file, raw.pos), end)
+
+    def read_runs(self, items: Iterable[RawEvent | EventRun]) -> Iterator[Transaction | OpenRows | NativeRun]:
+        """``read``, for a stream that hands out runs of whole events too: whole transactions of
+        a run the native reader takes come as one ``NativeRun``; the rest as ``read`` gives them."""
+        for item in items:
+            if isinstance(item, EventRun):
+                yield from self._run(item)
+            else:
+                yield from self._counted(self.read((item,)))
+
+    def _counted(self, items: Iterator[Transaction | OpenRows]) -> Iterator[Transaction | OpenRows]:
+        for item in items:
+            self.changes_read += (
+                item.change_count
+                if isinstance(item, Transaction)
+                else sum(b.change_count for b in item.batches)
+            )
+            yield item
+
+    def _run(self, run: EventRun) -> Iterator[Transaction | OpenRows | NativeRun]:
+        if run.file != self.file:
+            self.file = run.file
+            self.parser.file = run.file
+        data, off = run.data, 0
+        try:
+            base = seqno_of(run.file, 0, self.seqno_epoch)
+        except LoaderError:  # a file name without a number: the Python reader says so at a commit
+            base = None
+        while off < len(data):
+            scanner = self._scanner_now() if self._open is None and base is not None else None
+            if scanner is not None:
+                budget = 1 << 62 if self.scan_budget is None else self.scan_budget - self.changes_read
+                most = 1 << 62 if self.max_open_changes is None else self.max_open_changes - 1
+                assert base is not None
+                result = scanner.scan(
+                    data, off, base, run.pos, run.gap_offsets, run.gap_positions, max(budget, 1), most
+                )
+                if result.consumed > off:
+                    yield self._native_run(run, result)
+                    off = result.consumed
+                    continue
+            # One event the Python reader reads: it may open the transaction the native one
+            # left (and read it to its end), or lie between two.
+            size = int.from_bytes(data[off + 9 : off + 13], "little")
+            raw = RawEvent(run.file, run.position(off), data[off : off + size])
+            yield from self._counted(self.read((raw,)))
+            off += size
+
+    def _scanner_now(self) -> Scanner | None:
+        """The native reader for the format description in force (a new one forgets the
+        plans, which register again with it as they are compiled)."""
+        if self.parser.fde is not self._scanner_fde:
+            from loader._native import Scanner
+
+            self._scanner_fde = self.parser.fde
+            self._scanner = Scanner(self.parser.checksum, self.parser.fde.post_header_lengths)
+            self._forget_plans()
+        return self._scanner
+
+    def _forget_plans(self) -> None:
+        self._plans.clear()
+        self._scan_plans = []
+        if self._scanner is not None:
+            self._scanner.clear()
+
+    def _native_run(self, run: EventRun, result: ScanResult) -> NativeRun:
+        for domain, server_id, seq_no in result.gtids:
+            self.gtid_state[domain] = f"{domain}-{server_id}-{seq_no}"
+        last_txn = None
+        if result.last_gtid is not None:
+            at = result.last_gtid
+            size = int.from_bytes(run.data[at + 9 : at + 13], "little")
+            where = Position(run.file, run.position(at))
+            last_txn = of_event(self.parser.parse(run.data[at : at + size], where.pos), where)
+        end = Position(run.file, result.end_pos)
+        self.last_position = end
+        self.changes_read += result.changes
+        return NativeRun(run, end, result, tuple(self._scan_plans), last_txn)
 
     @property
     def open_since(self) -> Position | None:
@@ -244,7 +349,7 @@ class TransactionReader:
                 "changes here; load the affected tables again with a new initial load"
             )
         elif isinstance(body, ev.FormatDescription):
-            self._plans.clear()
+            self._forget_plans()
         elif isinstance(body, ev.Skipped) and body.reason.startswith(("unknown", "ignorable")):
             log.warning("skipped %s at %s", body.reason, pos)
 
@@ -296,7 +401,7 @@ class TransactionReader:
     def _forget_tables(self, schema: str) -> None:
         """After a statement, which may have changed any table: plans are compiled again, from
         fresh schemas."""
-        self._plans.clear()
+        self._forget_plans()
         if self.schema is not None and schema:
             self.schema.invalidate(schema)
 
@@ -418,8 +523,16 @@ class TransactionReader:
                 raise DecodeError(exc.message, str(pos), "TABLE_MAP") from None
         native = native_plan(plan) if self.native and plan is not None else None
         if len(self._plans) > 4096:
-            self._plans.clear()
+            self._forget_plans()
         self._plans[id(tm)] = (tm, plan, native)
+        key = self.parser.table_keys.get(table_id)
+        if self._scanner is not None and key is not None:
+            if plan is None or native is None:
+                self._scanner.register_other(key, python=plan is not None)
+            else:
+                number = self._scan_tables.setdefault((plan.schema, plan.table), len(self._scan_tables))
+                self._scan_plans.append(plan)
+                assert self._scanner.register_native(key, native, number) == len(self._scan_plans) - 1
         return plan, native
 
     def _needs_fsp(self, tm: ev.TableMap) -> bool:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from loader.binlog.constants import EventType
 from loader.positions import Position
 
 
@@ -19,6 +21,27 @@ class RawEvent:
     pos: int
     data: bytes
     artificial: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EventRun:
+    """Whole events of one file one after the other in ``data``, the first at ``pos``: what the
+    native reader takes in one call. Events the server does not send (MariaDB's annotations)
+    leave gaps: the event after each starts at offset ``gap_offsets[i]`` in ``data`` and at
+    ``gap_positions[i]`` in the file."""
+
+    file: str
+    pos: int
+    data: bytes
+    gap_offsets: tuple[int, ...] = ()
+    gap_positions: tuple[int, ...] = ()
+
+    def position(self, offset: int) -> int:
+        """The file position of the event that starts at ``offset``."""
+        i = bisect.bisect_right(self.gap_offsets, offset)
+        if i == 0:
+            return self.pos + offset
+        return self.gap_positions[i - 1] + offset - self.gap_offsets[i - 1]
 
 
 class Transport(Protocol):
@@ -35,3 +58,36 @@ class Transport(Protocol):
     def close(self) -> None:
         """Release files or connections."""
         ...
+
+
+# Events the reader must see alone: they change how the events after them are read or which
+# file they are in.
+_ALONE = frozenset({EventType.ROTATE, EventType.STOP, EventType.FORMAT_DESCRIPTION})
+RUN_BYTES = 1 << 20
+
+
+def in_runs(events: Iterable[RawEvent], most: int = RUN_BYTES) -> Iterator[RawEvent | EventRun]:
+    """Events of one file as runs of up to about ``most`` bytes (for the native reader);
+    artificial events, rotates, stops and format descriptions alone, as they come."""
+    parts: list[bytes] = []
+    offsets: list[int] = []
+    positions: list[int] = []
+    file, start, size, end = "", 0, 0, 0
+    for raw in events:
+        alone = raw.artificial or raw.data[4] in _ALONE
+        if parts and (alone or raw.file != file or size >= most):
+            yield EventRun(file, start, b"".join(parts), tuple(offsets), tuple(positions))
+            parts, offsets, positions = [], [], []
+        if alone:
+            yield raw
+            continue
+        if not parts:
+            file, start, size, end = raw.file, raw.pos, 0, raw.pos
+        elif raw.pos != end:
+            offsets.append(size)
+            positions.append(raw.pos)
+        parts.append(raw.data)
+        size += len(raw.data)
+        end = raw.pos + len(raw.data)
+    if parts:
+        yield EventRun(file, start, b"".join(parts), tuple(offsets), tuple(positions))

@@ -1,6 +1,8 @@
 //! The loader's native module, `loader._native`: the row path of extraction (row images to the
 //! staging files' CSV lines) and the float text it needs.
 
+use std::collections::HashMap;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -8,6 +10,7 @@ use pyo3::types::PyBytes;
 mod csvtext;
 mod floats;
 mod rows;
+mod scan;
 mod temporal;
 mod values;
 
@@ -180,10 +183,196 @@ impl EncodedRows {
     }
 }
 
+/// Bytes of whole events at the start of `data`, before any rotate, stop or format
+/// description (which the files transport reads alone).
+#[pyfunction]
+fn whole_events(data: &[u8]) -> usize {
+    scan::whole_events(data)
+}
+
+/// Whole transactions of runs of events, decoded into staging rows without Python (see
+/// `scan.rs`), for the table maps registered with it.
+#[pyclass(module = "loader._native")]
+struct Scanner {
+    fmt: scan::Format,
+    tables: HashMap<Vec<u8>, scan::Reg>,
+    plans: Vec<Py<RowPlan>>,
+}
+
+#[pymethods]
+impl Scanner {
+    /// For a file whose format description says `checksum` (CRC32) and `post_header` lengths.
+    #[new]
+    fn new(checksum: bool, post_header: Vec<u8>) -> Self {
+        Scanner {
+            fmt: scan::Format {
+                checksum,
+                post_header,
+            },
+            tables: HashMap::new(),
+            plans: Vec::new(),
+        }
+    }
+
+    /// A table map (its bytes after the header, before the checksum) whose rows `plan` decodes
+    /// into the rows of table number `table`; the plan's number.
+    fn register_native(&mut self, table_map: Vec<u8>, plan: Py<RowPlan>, table: usize) -> usize {
+        self.plans.push(plan);
+        let id = self.plans.len() - 1;
+        self.tables
+            .insert(table_map, scan::Reg::Native { plan: id, table });
+        id
+    }
+
+    /// A table map whose rows are passed over (`python` false: a table not selected) or read
+    /// by Python (`python` true).
+    fn register_other(&mut self, table_map: Vec<u8>, python: bool) {
+        self.tables.insert(
+            table_map,
+            if python {
+                scan::Reg::Python
+            } else {
+                scan::Reg::Skip
+            },
+        );
+    }
+
+    /// Forget every table map (after a statement or a format description, as Python does).
+    fn clear(&mut self) {
+        self.tables.clear();
+        self.plans.clear();
+    }
+
+    /// Whole transactions of `data` from `start` on (see `scan::Scanner::scan`).
+    /// `gap_offsets`, `gap_positions`: where each event after a gap starts in `data` and in
+    /// the file.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (data, start, seqno_base, file_pos, gap_offsets, gap_positions, budget, max_open))]
+    fn scan(
+        &self,
+        py: Python<'_>,
+        data: &[u8],
+        start: usize,
+        seqno_base: u64,
+        file_pos: u64,
+        gap_offsets: Vec<usize>,
+        gap_positions: Vec<u64>,
+        budget: u64,
+        max_open: u64,
+    ) -> ScanResult {
+        let plans: Vec<&rows::Plan> = self.plans.iter().map(|p| &p.get().plan).collect();
+        let scanner = scan::Scanner {
+            fmt: &self.fmt,
+            tables: &self.tables,
+            plans: &plans,
+        };
+        let gaps = gap_offsets.into_iter().zip(gap_positions).collect();
+        let limits = scan::Limits {
+            seqno_base,
+            file_pos,
+            gaps,
+            budget,
+            max_open,
+        };
+        let out = py.detach(|| scanner.scan(data, start, &limits));
+        ScanResult { out }
+    }
+}
+
+/// What a scan took: counts, the last GTIDs, and each table's rows in segments.
+#[pyclass(module = "loader._native")]
+struct ScanResult {
+    out: scan::ScanOut,
+}
+
+fn u64s<'py>(py: Python<'py>, values: &[u64]) -> Bound<'py, PyBytes> {
+    let raw: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    PyBytes::new(py, &raw)
+}
+
+#[pymethods]
+impl ScanResult {
+    #[getter]
+    fn consumed(&self) -> usize {
+        self.out.consumed
+    }
+    #[getter]
+    fn end_pos(&self) -> u64 {
+        self.out.end_pos
+    }
+    #[getter]
+    fn transactions(&self) -> u64 {
+        self.out.transactions
+    }
+    #[getter]
+    fn changes(&self) -> u64 {
+        self.out.changes
+    }
+    #[getter]
+    fn seqno_min(&self) -> Option<u64> {
+        self.out.seqno_min
+    }
+    #[getter]
+    fn seqno_max(&self) -> Option<u64> {
+        self.out.seqno_max
+    }
+    #[getter]
+    fn commit_ts_max(&self) -> Option<u64> {
+        self.out.commit_ts_max
+    }
+    #[getter]
+    fn gtids(&self) -> Vec<(u32, u32, u64)> {
+        self.out.gtids.clone()
+    }
+    #[getter]
+    fn last_gtid(&self) -> Option<usize> {
+        self.out.last_gtid
+    }
+    #[getter]
+    fn stop(&self) -> &'static str {
+        self.out.stop
+    }
+    /// `(table, plan, rows, byte ends, changes, deletes, first offset)` per segment; the three
+    /// arrays are native-endian u64s, one per rows event, cumulative.
+    #[allow(clippy::type_complexity)]
+    #[getter]
+    fn segments<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> Vec<(
+        usize,
+        usize,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        usize,
+    )> {
+        self.out
+            .segments
+            .iter()
+            .map(|s| {
+                (
+                    s.table,
+                    s.plan,
+                    PyBytes::new(py, &s.data),
+                    u64s(py, &s.ends),
+                    u64s(py, &s.changes),
+                    u64s(py, &s.deletes),
+                    s.first_offset,
+                )
+            })
+            .collect()
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(float_text, m)?)?;
+    m.add_function(wrap_pyfunction!(whole_events, m)?)?;
     m.add_class::<RowPlan>()?;
     m.add_class::<EncodedRows>()?;
+    m.add_class::<Scanner>()?;
+    m.add_class::<ScanResult>()?;
     Ok(())
 }

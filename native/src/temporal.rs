@@ -225,6 +225,11 @@ pub fn timestamp_text(out: &mut Vec<u8>, seconds: i64, micro: i128, fsp: usize) 
         push_frac(out, 0, fsp);
         return;
     }
+    utc_text(out, seconds, micro, fsp);
+}
+
+/// Seconds since the epoch as UTC text, `fsp` digits of `micro`.
+pub fn utc_text(out: &mut Vec<u8>, seconds: i64, micro: i128, fsp: usize) {
     let (y, m, d) = civil(seconds.div_euclid(86400));
     let s = seconds.rem_euclid(86400);
     push_datetime(

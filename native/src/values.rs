@@ -159,20 +159,12 @@ impl Col {
                 let b = cur.take(3 + FRAC_BYTES[*fsp], "TIME2")?;
                 quoted(out, |o, b| temporal::time2(o, b, *fsp), b);
             }
-            Col::Datetime => quoted(
-                out,
-                temporal::datetime,
-                cur.take(8, "DATETIME")?,
-            ),
+            Col::Datetime => quoted(out, temporal::datetime, cur.take(8, "DATETIME")?),
             Col::Datetime2 { fsp } => {
                 let b = cur.take(5 + FRAC_BYTES[*fsp], "DATETIME2")?;
                 quoted(out, |o, b| temporal::datetime2(o, b, *fsp), b);
             }
-            Col::Timestamp => quoted(
-                out,
-                temporal::timestamp,
-                cur.take(4, "TIMESTAMP")?,
-            ),
+            Col::Timestamp => quoted(out, temporal::timestamp, cur.take(4, "TIMESTAMP")?),
             Col::Timestamp2 { fsp } => {
                 let b = cur.take(4 + FRAC_BYTES[*fsp], "TIMESTAMP2")?;
                 quoted(out, |o, b| temporal::timestamp2(o, b, *fsp), b);

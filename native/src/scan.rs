@@ -1,0 +1,503 @@
+//! Whole transactions of a run of binlog events, from their bytes to staging rows, without an
+//! event crossing into Python: the shape OLTP traffic has on MariaDB (GTID, table maps, rows
+//! events, XID), for tables whose table map Python has registered. At anything else the scan
+//! stops before the transaction it is in, and Python's reader (the reference) takes over from
+//! there: a statement, a format description, a table map not seen yet, an image the native path
+//! refuses, a transaction too large to hold.
+
+use std::collections::HashMap;
+
+use crate::rows::{Encoded, Plan};
+use crate::temporal;
+
+pub const HEADER_LEN: usize = 19;
+const STOP: u8 = 3;
+const ROTATE: u8 = 4;
+const XID: u8 = 16;
+const FORMAT_DESCRIPTION: u8 = 15;
+const TABLE_MAP: u8 = 19;
+const WRITE_ROWS_V1: u8 = 23;
+const UPDATE_ROWS_V1: u8 = 24;
+const DELETE_ROWS_V1: u8 = 25;
+const WRITE_ROWS: u8 = 30;
+const UPDATE_ROWS: u8 = 31;
+const DELETE_ROWS: u8 = 32;
+const MARIA_ANNOTATE_ROWS: u8 = 160;
+const MARIA_BINLOG_CHECKPOINT: u8 = 161;
+const MARIA_GTID: u8 = 162;
+const MARIA_GTID_LIST: u8 = 163;
+const MARIA_FL_STANDALONE: u8 = 1;
+const MARIA_FL_GROUP_COMMIT_ID: u8 = 2;
+
+/// What a table map (by its bytes after the header) stands for, as Python registered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reg {
+    /// Not selected: its rows are passed over undecoded.
+    Skip,
+    /// Rows of it take Python's path (no native plan, or passed over before a re-load).
+    Python,
+    /// Decoded with the plan `plan` into the rows of the table `table` (Python's numbers).
+    Native { plan: usize, table: usize },
+}
+
+/// How the file's events are written (from its format description).
+pub struct Format {
+    pub checksum: bool,
+    /// Post-header lengths by event type - 1.
+    pub post_header: Vec<u8>,
+}
+
+impl Format {
+    fn post_header_len(&self, typ: u8) -> usize {
+        self.post_header
+            .get(usize::from(typ).wrapping_sub(1))
+            .copied()
+            .map_or(0, usize::from)
+    }
+
+    fn id_len(&self, typ: u8, default: usize) -> usize {
+        let post = match self.post_header_len(typ) {
+            0 => default,
+            n => n,
+        };
+        if post == 6 {
+            4
+        } else {
+            6
+        }
+    }
+}
+
+/// One table's staging rows of a scan under one plan, with the byte end, the changes and the
+/// deletes (cumulative) after each rows event, so that Python cuts parts where its own writer
+/// would.
+pub struct Segment {
+    pub table: usize,
+    pub plan: usize,
+    pub data: Vec<u8>,
+    pub ends: Vec<u64>,
+    pub changes: Vec<u64>,
+    pub deletes: Vec<u64>,
+    /// Offset in the scanned data of the segment's first rows event.
+    pub first_offset: usize,
+}
+
+/// What a scan did.
+#[derive(Default)]
+pub struct ScanOut {
+    /// Bytes of whole transactions (and events between them) taken from the start.
+    pub consumed: usize,
+    /// The file position where the last event taken ends.
+    pub end_pos: u64,
+    pub transactions: u64,
+    pub changes: u64,
+    pub seqno_min: Option<u64>,
+    pub seqno_max: Option<u64>,
+    pub commit_ts_max: Option<u64>,
+    /// The last GTID read per domain: (domain, server id, sequence number).
+    pub gtids: Vec<(u32, u32, u64)>,
+    /// Offset of the GTID event of the last transaction taken.
+    pub last_gtid: Option<usize>,
+    pub segments: Vec<Segment>,
+    /// Why the scan stopped: "end" (the data), "changes" (the budget), or what Python must read.
+    pub stop: &'static str,
+}
+
+/// Limits of a scan.
+pub struct Limits {
+    /// seqno of a commit ending at offset 0 of the file (its history and file number).
+    pub seqno_base: u64,
+    /// Where `data[0]` lies in its file.
+    pub file_pos: u64,
+    /// (offset, file position) of each event after a gap (events the stream left out).
+    pub gaps: Vec<(usize, u64)>,
+    /// Stop after the transaction that brings the changes to this many.
+    pub budget: u64,
+    /// A transaction of more changes is left to Python (it hands them out before the commit).
+    pub max_open: u64,
+}
+
+impl Limits {
+    /// The file position of the event starting at `off`.
+    fn position(&self, off: usize) -> u64 {
+        let i = self.gaps.partition_point(|g| g.0 <= off);
+        let (at, pos) = if i == 0 {
+            (0, self.file_pos)
+        } else {
+            self.gaps[i - 1]
+        };
+        pos + (off - at) as u64
+    }
+}
+
+struct Event<'a> {
+    typ: u8,
+    server_id: u32,
+    /// After the header, before the checksum.
+    body: &'a [u8],
+    size: usize,
+}
+
+/// The event at `off`, whole and with a good checksum; None when it is not (Python says why).
+fn event<'a>(data: &'a [u8], off: usize, fmt: &Format) -> Option<Event<'a>> {
+    let head = data.get(off..off + HEADER_LEN)?;
+    let size = u32::from_le_bytes(head[9..13].try_into().ok()?) as usize;
+    if size < HEADER_LEN || off + size > data.len() {
+        return None;
+    }
+    let raw = &data[off..off + size];
+    let mut end = size;
+    if fmt.checksum && raw[4] != FORMAT_DESCRIPTION {
+        end = size.checked_sub(4).filter(|&e| e >= HEADER_LEN)?;
+        let expected = u32::from_le_bytes(raw[end..].try_into().ok()?);
+        if crc32fast::hash(&raw[..end]) != expected {
+            return None;
+        }
+    }
+    Some(Event {
+        typ: raw[4],
+        server_id: u32::from_le_bytes(raw[5..9].try_into().ok()?),
+        body: &raw[HEADER_LEN..end],
+        size,
+    })
+}
+
+/// Bytes of whole events from the start of `data`, up to (not including) an event the reader
+/// of files must see alone (a rotate, a stop, a format description).
+pub fn whole_events(data: &[u8]) -> usize {
+    let mut off = 0;
+    while let Some(head) = data.get(off..off + HEADER_LEN) {
+        let size = u32::from_le_bytes(head[9..13].try_into().unwrap()) as usize;
+        if size < HEADER_LEN
+            || off + size > data.len()
+            || matches!(head[4], ROTATE | STOP | FORMAT_DESCRIPTION)
+        {
+            break;
+        }
+        off += size;
+    }
+    off
+}
+
+fn lenenc(b: &[u8], pos: usize) -> Option<(u64, usize)> {
+    let first = *b.get(pos)?;
+    let n = match first {
+        0..=0xFA => return Some((u64::from(first), pos + 1)),
+        0xFC => 2,
+        0xFD => 3,
+        0xFE => 8,
+        _ => return None,
+    };
+    let raw = b.get(pos + 1..pos + 1 + n)?;
+    Some((
+        raw.iter()
+            .rev()
+            .fold(0u64, |acc, &x| acc << 8 | u64::from(x)),
+        pos + 1 + n,
+    ))
+}
+
+fn le(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0u64, |acc, &x| acc << 8 | u64::from(x))
+}
+
+/// A rows event of one transaction, decoded, waiting for its commit.
+struct Pending {
+    table: usize,
+    plan: usize,
+    kind: u8,
+    rows: Encoded,
+    offset: usize,
+}
+
+enum Step {
+    /// The transaction committed: where its XID event starts and ends.
+    Committed { xid_at: usize, end: usize },
+    /// Python reads the transaction: why.
+    Python(&'static str),
+}
+
+pub struct Scanner<'p> {
+    pub fmt: &'p Format,
+    pub tables: &'p HashMap<Vec<u8>, Reg>,
+    pub plans: &'p [&'p Plan],
+}
+
+impl Scanner<'_> {
+    /// Whole transactions from `data[start..]`.
+    pub fn scan(&self, data: &[u8], start: usize, limits: &Limits) -> ScanOut {
+        let mut out = ScanOut {
+            consumed: start,
+            stop: "end",
+            ..ScanOut::default()
+        };
+        let mut latest: HashMap<usize, usize> = HashMap::new(); // table -> its current segment
+        let mut off = start;
+        while off < data.len() {
+            let Some(ev) = event(data, off, self.fmt) else {
+                out.stop = if off + HEADER_LEN > data.len() {
+                    "end"
+                } else {
+                    "event"
+                };
+                break;
+            };
+            match ev.typ {
+                MARIA_GTID_LIST | MARIA_BINLOG_CHECKPOINT => {
+                    out.end_pos = limits.position(off) + ev.size as u64;
+                    off += ev.size;
+                    out.consumed = off;
+                    continue;
+                }
+                MARIA_GTID => {}
+                _ => {
+                    out.stop = "event";
+                    break;
+                }
+            }
+            let mut pending = Vec::new();
+            match self.transaction(data, off, &ev, limits, &mut pending) {
+                Step::Python(why) => {
+                    out.stop = why;
+                    break;
+                }
+                Step::Committed { xid_at, end } => {
+                    self.commit(
+                        data,
+                        off,
+                        xid_at,
+                        end,
+                        &ev,
+                        limits,
+                        pending,
+                        &mut out,
+                        &mut latest,
+                    );
+                    off = end;
+                    out.consumed = off;
+                    if out.changes >= limits.budget {
+                        out.stop = "changes";
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The events of the transaction whose GTID event `gtid` is at `start`, to its XID.
+    fn transaction(
+        &self,
+        data: &[u8],
+        start: usize,
+        gtid: &Event<'_>,
+        limits: &Limits,
+        pending: &mut Vec<Pending>,
+    ) -> Step {
+        let b = gtid.body;
+        if b.len() < 13
+            || b[12] & MARIA_FL_STANDALONE != 0
+            || (b[12] & MARIA_FL_GROUP_COMMIT_ID != 0 && b.len() < 21)
+        {
+            return Step::Python("event");
+        }
+        let mut maps: HashMap<u64, Reg> = HashMap::new();
+        let mut changes = 0u64;
+        let mut off = start + gtid.size;
+        loop {
+            let Some(ev) = event(data, off, self.fmt) else {
+                return Step::Python(if off + HEADER_LEN > data.len() {
+                    "end"
+                } else {
+                    "event"
+                });
+            };
+            match ev.typ {
+                MARIA_ANNOTATE_ROWS => {}
+                TABLE_MAP => {
+                    let id_len = self.fmt.id_len(TABLE_MAP, 8);
+                    match self.tables.get(ev.body) {
+                        Some(Reg::Python) => return Step::Python("table"),
+                        Some(&reg) if ev.body.len() >= id_len => {
+                            maps.insert(le(&ev.body[..id_len]), reg);
+                        }
+                        _ => return Step::Python("table map"),
+                    }
+                }
+                WRITE_ROWS_V1 | UPDATE_ROWS_V1 | DELETE_ROWS_V1 | WRITE_ROWS | UPDATE_ROWS
+                | DELETE_ROWS => match self.rows(&ev, &maps) {
+                    Ok(None) => {}
+                    Ok(Some((plan, table, kind, pos))) => {
+                        let Ok(rows) = self.plans[plan].encode(ev.body, pos, kind) else {
+                            return Step::Python("rows");
+                        };
+                        changes += rows.len() as u64;
+                        if changes > limits.max_open {
+                            return Step::Python("large");
+                        }
+                        pending.push(Pending {
+                            table,
+                            plan,
+                            kind,
+                            rows,
+                            offset: off,
+                        });
+                    }
+                    Err(why) => return Step::Python(why),
+                },
+                XID if ev.body.len() >= 8 => {
+                    return Step::Committed {
+                        xid_at: off,
+                        end: off + ev.size,
+                    }
+                }
+                _ => return Step::Python("event"),
+            }
+            off += ev.size;
+        }
+    }
+
+    /// A rows event's plan, table, kind and where its images start; None for a table passed
+    /// over; Err when Python must read it.
+    #[allow(clippy::type_complexity)]
+    fn rows(
+        &self,
+        ev: &Event<'_>,
+        maps: &HashMap<u64, Reg>,
+    ) -> Result<Option<(usize, usize, u8, usize)>, &'static str> {
+        let v2 = ev.typ >= WRITE_ROWS;
+        let id_len = self.fmt.id_len(ev.typ, if v2 { 10 } else { 8 });
+        let b = ev.body;
+        let table_id = le(b.get(..id_len).ok_or("event")?);
+        let (plan, table) = match maps.get(&table_id) {
+            Some(Reg::Skip) => return Ok(None),
+            Some(Reg::Native { plan, table }) => (*plan, *table),
+            _ => return Err("table map"),
+        };
+        let mut pos = id_len + 2;
+        if v2 {
+            // Extra data (NDB or partition info) is rare: Python reads it.
+            if b.get(pos..pos + 2) != Some(&[2, 0][..]) {
+                return Err("rows");
+            }
+            pos += 2;
+        }
+        let kind = match ev.typ {
+            WRITE_ROWS_V1 | WRITE_ROWS => b'I',
+            DELETE_ROWS_V1 | DELETE_ROWS => b'D',
+            _ => b'U',
+        };
+        let (ncols, p) = lenenc(b, pos).ok_or("event")?;
+        let ncols = usize::try_from(ncols).map_err(|_| "event")?;
+        if ncols != self.plans[plan].cols.len() {
+            return Err("rows");
+        }
+        pos = p;
+        let nb = ncols.div_ceil(8);
+        let images = if kind == b'U' { 2 } else { 1 };
+        for _ in 0..images {
+            // Every column in the image, or Python says what is missing.
+            let bitmap = b.get(pos..pos + nb).ok_or("event")?;
+            let full = (0..ncols).all(|i| bitmap[i >> 3] >> (i & 7) & 1 == 1);
+            if !full {
+                return Err("rows");
+            }
+            pos += nb;
+        }
+        Ok(Some((plan, table, kind, pos)))
+    }
+
+    /// A committed transaction's rows into its tables' segments, and its counts.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        data: &[u8],
+        start: usize,
+        xid_at: usize,
+        end: usize,
+        gtid: &Event<'_>,
+        limits: &Limits,
+        pending: Vec<Pending>,
+        out: &mut ScanOut,
+        latest: &mut HashMap<usize, usize>,
+    ) {
+        let end_pos = limits.position(xid_at) + (end - xid_at) as u64;
+        out.end_pos = end_pos;
+        let seqno = limits.seqno_base + end_pos;
+        // The XID's time: a MariaDB GTID event carries none finer (the second).
+        let seconds = u32::from_le_bytes(data[xid_at..xid_at + 4].try_into().unwrap());
+        let ts = u64::from(seconds) * 1_000_000;
+        let mut commit_ts = Vec::with_capacity(26);
+        temporal::utc_text(&mut commit_ts, i64::from(seconds), 0, 6);
+        let b = gtid.body;
+        let domain = u32::from_le_bytes(b[8..12].try_into().unwrap());
+        let seq = u64::from_le_bytes(b[0..8].try_into().unwrap());
+        match out.gtids.iter_mut().find(|g| g.0 == domain) {
+            Some(g) => *g = (domain, gtid.server_id, seq),
+            None => out.gtids.push((domain, gtid.server_id, seq)),
+        }
+        out.last_gtid = Some(start);
+        out.transactions += 1;
+        let mut row_id = 0u64;
+        for p in pending {
+            let seg_index = match latest.get(&p.table) {
+                Some(&i) if out.segments[i].plan == p.plan => i,
+                _ => {
+                    out.segments.push(Segment {
+                        table: p.table,
+                        plan: p.plan,
+                        data: Vec::new(),
+                        ends: Vec::new(),
+                        changes: Vec::new(),
+                        deletes: Vec::new(),
+                        first_offset: p.offset,
+                    });
+                    latest.insert(p.table, out.segments.len() - 1);
+                    out.segments.len() - 1
+                }
+            };
+            let seg = &mut out.segments[seg_index];
+            let n = p.rows.len() as u64;
+            for i in 0..p.rows.len() {
+                p.rows
+                    .push_line(&mut seg.data, i, seqno, row_id, &commit_ts);
+            }
+            row_id += n;
+            let deletes = match p.kind {
+                b'D' => n,
+                b'U' => n / 2,
+                _ => 0,
+            };
+            seg.ends.push(seg.data.len() as u64);
+            seg.changes
+                .push(seg.changes.last().copied().unwrap_or(0) + n);
+            seg.deletes
+                .push(seg.deletes.last().copied().unwrap_or(0) + deletes);
+        }
+        if row_id > 0 {
+            out.changes += row_id;
+            out.seqno_min.get_or_insert(seqno);
+            out.seqno_max = Some(seqno);
+            out.commit_ts_max = Some(out.commit_ts_max.map_or(ts, |m| m.max(ts)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_events_stop_before_a_partial_or_a_rotate() {
+        let mut data = Vec::new();
+        for typ in [XID, XID, ROTATE] {
+            let mut ev = vec![0u8; HEADER_LEN + 8];
+            ev[4] = typ;
+            ev[9] = (HEADER_LEN + 8) as u8;
+            data.extend_from_slice(&ev);
+        }
+        assert_eq!(whole_events(&data), 2 * (HEADER_LEN + 8));
+        assert_eq!(whole_events(&data[..HEADER_LEN + 10]), HEADER_LEN + 8);
+        assert_eq!(whole_events(&data[..5]), 0);
+    }
+}
