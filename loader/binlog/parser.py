@@ -520,7 +520,8 @@ def _commit_ts(body: bytes, pos: int) -> tuple[int, int, int]:
     return immediate, original, pos
 
 
-def _format_uuid(raw: bytes) -> str:
+def uuid_text(raw: bytes) -> str:
+    """A server uuid of 16 bytes as MySQL writes it."""
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
@@ -529,7 +530,7 @@ def _gtid(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     if len(body) < 25:
         raise BodyError("GTID event truncated")
     flags = body[0]
-    sid = _format_uuid(body[1:17])
+    sid = uuid_text(body[1:17])
     gno = _U64.unpack_from(body, 17)[0]
     last_committed = seq = imm = orig = 0
     pos = 25
@@ -589,7 +590,7 @@ def _gtid_tagged(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
                 if b > 255:
                     raise BodyError("tagged GTID uuid byte out of range")
                 raw.append(b)
-            sid = _format_uuid(bytes(raw))
+            sid = uuid_text(bytes(raw))
         elif field == _TAG_GNO:
             gno, pos = _varlen_signed(body, pos)
         elif field == _TAG_TAG:
@@ -727,7 +728,7 @@ def _previous_gtids(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
             first, end = struct.unpack("<qq", span)
             if first < 1 or end <= first:
                 raise BodyError(f"previous GTIDs range [{first}, {end}) is not a transaction range")
-            out.add_range(_format_uuid(raw), tag, first, end - 1)
+            out.add_range(uuid_text(raw), tag, first, end - 1)
     return ev.PreviousGtids(out.text())
 
 

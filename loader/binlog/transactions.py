@@ -18,7 +18,7 @@ from loader.binlog import events as ev
 from loader.binlog.constants import ColumnType, EventType
 from loader.binlog.fingerprint import Fingerprint, of_event
 from loader.binlog.nativeplan import native_plan
-from loader.binlog.parser import BinlogParser
+from loader.binlog.parser import BinlogParser, uuid_text
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
 from loader.binlog.transport import EventRun, RawEvent
@@ -283,6 +283,8 @@ class TransactionReader:
     def _native_run(self, run: EventRun, result: ScanResult) -> NativeRun:
         for domain, server_id, seq_no in result.gtids:
             self.gtid_state[domain] = f"{domain}-{server_id}-{seq_no}"
+        for sid, first, last in result.mysql_gtids:
+            self.mysql_gtids.add_range(uuid_text(sid), "", first, last)
         last_txn = None
         if result.last_gtid is not None:
             at = result.last_gtid

@@ -324,6 +324,11 @@ impl ScanResult {
     fn gtids(&self) -> Vec<(u32, u32, u64)> {
         self.out.gtids.clone()
     }
+    /// MySQL's GTIDs read: (source uuid bytes, first, last) ranges.
+    #[getter]
+    fn mysql_gtids<'py>(&self, py: Python<'py>) -> Vec<(Bound<'py, PyBytes>, u64, u64)> {
+        self.out.mysql_gtids.iter().map(|(sid, a, b)| (PyBytes::new(py, sid), *a, *b)).collect()
+    }
     #[getter]
     fn last_gtid(&self) -> Option<usize> {
         self.out.last_gtid

@@ -1,6 +1,7 @@
 //! Whole transactions of a run of binlog events, from their bytes to staging rows, without an
-//! event crossing into Python: the shape OLTP traffic has on MariaDB (GTID, table maps, rows
-//! events, XID), for tables whose table map Python has registered. At anything else the scan
+//! event crossing into Python: the shape OLTP traffic has (MariaDB: GTID, table maps, rows
+//! events, XID; MySQL: GTID or anonymous GTID, BEGIN, table maps, rows events, XID), for
+//! tables whose table map Python has registered. At anything else the scan
 //! stops before the transaction it is in, and Python's reader (the reference) takes over from
 //! there: a statement, a format description, a table map not seen yet, an image the native path
 //! refuses, a transaction too large to hold.
@@ -11,6 +12,7 @@ use crate::rows::{Encoded, Plan};
 use crate::temporal;
 
 pub const HEADER_LEN: usize = 19;
+const QUERY: u8 = 2;
 const STOP: u8 = 3;
 const ROTATE: u8 = 4;
 const XID: u8 = 16;
@@ -22,6 +24,9 @@ const DELETE_ROWS_V1: u8 = 25;
 const WRITE_ROWS: u8 = 30;
 const UPDATE_ROWS: u8 = 31;
 const DELETE_ROWS: u8 = 32;
+const ROWS_QUERY: u8 = 29;
+const GTID: u8 = 33;
+const ANONYMOUS_GTID: u8 = 34;
 const MARIA_ANNOTATE_ROWS: u8 = 160;
 const MARIA_BINLOG_CHECKPOINT: u8 = 161;
 const MARIA_GTID: u8 = 162;
@@ -96,6 +101,8 @@ pub struct ScanOut {
     pub commit_ts_max: Option<u64>,
     /// The last GTID read per domain: (domain, server id, sequence number).
     pub gtids: Vec<(u32, u32, u64)>,
+    /// MySQL's GTIDs read, as (source uuid, first, last) ranges in the order read.
+    pub mysql_gtids: Vec<([u8; 16], u64, u64)>,
     /// Offset of the GTID event of the last transaction taken.
     pub last_gtid: Option<usize>,
     pub segments: Vec<Segment>,
@@ -249,7 +256,7 @@ impl Scanner<'_> {
                     out.consumed = off;
                     continue;
                 }
-                MARIA_GTID => {}
+                MARIA_GTID | GTID | ANONYMOUS_GTID => {}
                 _ => {
                     out.stop = "event";
                     break;
@@ -295,7 +302,12 @@ impl Scanner<'_> {
         pending: &mut Vec<Pending>,
     ) -> Step {
         let b = gtid.body;
-        if b.len() < 13
+        let mysql = gtid.typ != MARIA_GTID;
+        if mysql {
+            if b.len() < 25 || (gtid.typ == GTID && le(&b[17..25]) == 0) {
+                return Step::Python("event");
+            }
+        } else if b.len() < 13
             || b[12] & MARIA_FL_STANDALONE != 0
             || (b[12] & MARIA_FL_GROUP_COMMIT_ID != 0 && b.len() < 21)
         {
@@ -304,6 +316,8 @@ impl Scanner<'_> {
         let mut maps: HashMap<u64, Reg> = HashMap::new();
         let mut changes = 0u64;
         let mut off = start + gtid.size;
+        // MySQL's transaction opens with BEGIN; MariaDB's GTID event opens it.
+        let mut begun = !mysql;
         loop {
             let Some(ev) = event(data, off, self.fmt) else {
                 return Step::Python(if off + HEADER_LEN > data.len() {
@@ -312,8 +326,16 @@ impl Scanner<'_> {
                     "event"
                 });
             };
+            if !begun {
+                if ev.typ != QUERY || self.query_text(ev.body) != Some(&b"BEGIN"[..]) {
+                    return Step::Python("event");
+                }
+                begun = true;
+                off += ev.size;
+                continue;
+            }
             match ev.typ {
-                MARIA_ANNOTATE_ROWS => {}
+                MARIA_ANNOTATE_ROWS | ROWS_QUERY => {}
                 TABLE_MAP => {
                     let id_len = self.fmt.id_len(TABLE_MAP, 8);
                     match self.tables.get(ev.body) {
@@ -355,6 +377,17 @@ impl Scanner<'_> {
             }
             off += ev.size;
         }
+    }
+
+    /// A query event's statement (`_query` in Python's parser).
+    fn query_text<'a>(&self, b: &'a [u8]) -> Option<&'a [u8]> {
+        let post = match self.fmt.post_header_len(QUERY) {
+            0 => 13,
+            n => n,
+        };
+        let db_len = usize::from(*b.get(8)?);
+        let status_len = usize::from(u16::from_le_bytes(b.get(11..13)?.try_into().ok()?));
+        b.get(post + status_len + db_len + 1..)
     }
 
     /// A rows event's plan, table, kind and where its images start; None for a table passed
@@ -424,18 +457,49 @@ impl Scanner<'_> {
         let end_pos = limits.position(xid_at) + (end - xid_at) as u64;
         out.end_pos = end_pos;
         let seqno = limits.seqno_base + end_pos;
-        // The XID's time: a MariaDB GTID event carries none finer (the second).
-        let seconds = u32::from_le_bytes(data[xid_at..xid_at + 4].try_into().unwrap());
-        let ts = u64::from(seconds) * 1_000_000;
-        let mut commit_ts = Vec::with_capacity(26);
-        temporal::utc_text(&mut commit_ts, i64::from(seconds), 0, 6);
         let b = gtid.body;
-        let domain = u32::from_le_bytes(b[8..12].try_into().unwrap());
-        let seq = u64::from_le_bytes(b[0..8].try_into().unwrap());
-        match out.gtids.iter_mut().find(|g| g.0 == domain) {
-            Some(g) => *g = (domain, gtid.server_id, seq),
-            None => out.gtids.push((domain, gtid.server_id, seq)),
+        // MySQL's original commit time (µs), when its GTID event has one; else the XID's second
+        // (MariaDB's GTID event carries none finer).
+        let mut ts = 0u64;
+        if gtid.typ == MARIA_GTID {
+            let domain = u32::from_le_bytes(b[8..12].try_into().unwrap());
+            let seq = u64::from_le_bytes(b[0..8].try_into().unwrap());
+            match out.gtids.iter_mut().find(|g| g.0 == domain) {
+                Some(g) => *g = (domain, gtid.server_id, seq),
+                None => out.gtids.push((domain, gtid.server_id, seq)),
+            }
+        } else {
+            if b.len() >= 25 + 17 && b[25] == 2 && b.len() >= 42 + 7 {
+                let immediate = le(&b[42..49]);
+                ts = immediate;
+                if immediate & 1 << 55 != 0 {
+                    ts = immediate & !(1 << 55);
+                    if b.len() >= 49 + 7 {
+                        ts = le(&b[49..56]);
+                    }
+                }
+            }
+            if gtid.typ == GTID {
+                let sid: [u8; 16] = b[1..17].try_into().unwrap();
+                let gno = le(&b[17..25]);
+                match out.mysql_gtids.last_mut() {
+                    Some(last) if last.0 == sid && last.2 + 1 == gno => last.2 = gno,
+                    _ => out.mysql_gtids.push((sid, gno, gno)),
+                }
+            }
         }
+        if ts == 0 {
+            ts = u64::from(u32::from_le_bytes(
+                data[xid_at..xid_at + 4].try_into().unwrap(),
+            )) * 1_000_000;
+        }
+        let mut commit_ts = Vec::with_capacity(26);
+        temporal::utc_text(
+            &mut commit_ts,
+            (ts / 1_000_000) as i64,
+            i128::from(ts % 1_000_000),
+            6,
+        );
         out.last_gtid = Some(start);
         out.transactions += 1;
         let mut row_id = 0u64;

@@ -16,60 +16,67 @@ from loader.binlog.events import Column, Rows, TableMap
 from loader.binlog.files import BinlogFiles
 from loader.binlog.nativeplan import native_plan
 from loader.binlog.rowplan import compile_plan
-from loader.binlog.transactions import OpenRows, RowsBatch, Transaction, TransactionReader
-from loader.errors import DecodeError
-from loader.extract import batch_csv, batch_lines, commit_ts_text, csv_kind
+from loader.binlog.schema import StaticSchema
+from loader.binlog.transactions import NativeRun, RowsBatch, Transaction, TransactionReader
+from loader.errors import DecodeError, LoaderError
+from loader.extract import batch_csv, commit_ts_text, csv_kind
 from loader.positions import Position
 from loader.staging import csvformat
+from tests.binlog.reference import prepare
 from tests.binlog.test_testdata import FILES, SCHEMAS
 from tests.conftest import BINLOG_TESTDATA
 
 
-def _read(path: Path, native: bool) -> list[Transaction | OpenRows] | str:
-    reader = TransactionReader(
-        schema=SCHEMAS.get(str(path.relative_to(BINLOG_TESTDATA))), strict=False, native=native
-    )
+def staged(
+    path: Path, native: bool, schema: StaticSchema | None = None
+) -> tuple[str, dict[str, bytes], dict[int, str], str, int]:
+    """What extraction stages per table from a binlog file: the Python reader's transactions,
+    or (``native``) the native decoder's rows and its reader's runs of whole transactions; with
+    the error it stopped at, the MariaDB and MySQL GTIDs read, and how many transactions (and
+    rows events) the native path took."""
+    reader = TransactionReader(schema=schema, strict=False, native=native)
+    files = BinlogFiles(path)
+    start = Position(path.name, 4)
+    out: dict[str, list[bytes]] = {}
+    took = 0
     try:
-        return list(reader.read(BinlogFiles(path).events(Position(path.name, 4), None)))
-    except Exception as exc:  # the damaged files: both decoders stop alike
-        return f"{type(exc).__name__}: {exc}"
-
-
-def _staged(batch: RowsBatch, seqno: int, commit: str) -> bytes | str:
-    encode = csvformat.row_encoder([csv_kind(c) for c in batch.table.columns])
-    try:
-        data = batch_csv(batch, encode, seqno, commit)
-        assert b"".join(batch_lines(batch, encode, seqno, commit)) == data
-        return data
-    except (csvformat.CsvValueError, AttributeError, TypeError) as exc:  # values the format refuses
-        return f"{type(exc).__name__}: {exc}"
+        for item in (
+            reader.read_runs(files.runs(start, None)) if native else reader.read(files.events(start, None))
+        ):
+            if isinstance(item, NativeRun):
+                took += item.result.transactions
+                for _, plan, data, *_ in item.result.segments:
+                    name = item.plans[plan].qualified
+                    out.setdefault(name, []).append(data)
+            elif isinstance(item, Transaction):
+                for b in item.batches:
+                    took += b.encoded is not None
+                    encode = csvformat.row_encoder([csv_kind(c) for c in b.table.columns])
+                    data = batch_csv(b, encode, item.seqno, commit_ts_text(item.commit_ts))
+                    out.setdefault(b.table.qualified, []).append(data)
+    except (LoaderError, csvformat.CsvValueError, AttributeError, TypeError) as exc:
+        # Damaged files stop both alike; values the staging format cannot hold (strict=False
+        # keeps raw values of columns the log does not describe) fail both alike.
+        error = f"{type(exc).__name__}: {exc}"
+    else:
+        error = ""
+    joined = {name: b"".join(parts) for name, parts in out.items()}
+    return error, joined, reader.gtid_state, reader.mysql_gtids.text(), took
 
 
 @pytest.mark.parametrize("rel", FILES)
-def test_native_rows_are_the_python_rows(rel: str) -> None:
-    path = BINLOG_TESTDATA / rel
-    python, native = _read(path, native=False), _read(path, native=True)
-    if isinstance(python, str) or isinstance(native, str):
-        assert python == native
-        return
-    assert len(python) == len(native)
-    for p, n in zip(python, native, strict=True):
-        assert isinstance(p, Transaction) and isinstance(n, Transaction)
-        assert (p.seqno, p.gtid, p.change_count) == (n.seqno, n.gtid, n.change_count)
-        commit = commit_ts_text(p.commit_ts)
-        for pb, nb in zip(p.batches, n.batches, strict=True):
-            assert pb.encoded is None
-            assert _staged(pb, p.seqno, commit) == _staged(nb, n.seqno, commit), (rel, str(nb.position))
+def test_native_rows_are_the_python_rows(rel: str, tmp_path: Path) -> None:
+    path = prepare(BINLOG_TESTDATA / rel, tmp_path)
+    schema = SCHEMAS.get(rel)
+    assert staged(path, native=True, schema=schema)[:4] == staged(path, native=False, schema=schema)[:4]
 
 
-def test_most_test_data_rows_take_the_native_path() -> None:
+def test_most_test_data_rows_take_the_native_path(tmp_path: Path) -> None:
     took: Counter[str] = Counter()
-    for rel in FILES:
-        txs = _read(BINLOG_TESTDATA / rel, native=True)
-        if not isinstance(txs, str):
-            took[rel] = sum(
-                b.encoded is not None for tx in txs if isinstance(tx, Transaction) for b in tx.batches
-            )
+    for n, rel in enumerate(FILES):
+        (tmp_path / str(n)).mkdir()
+        path = prepare(BINLOG_TESTDATA / rel, tmp_path / str(n))
+        took[rel] = staged(path, native=True, schema=SCHEMAS.get(rel))[4]
     # The others' tables have columns whose charset or labels neither the log nor a schema gives
     # (read here without one), or JSON: those take the Python path.
     assert sum(n > 0 for n in took.values()) >= 20, took
@@ -206,7 +213,7 @@ def _image(rng: random.Random, tm: TableMap) -> bytes:
     return bitmap + b"".join(values)
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(3))
 def test_random_images_of_every_kind_stage_alike(seed: int) -> None:
     rng = random.Random(seed)
     tm = _table()
@@ -216,7 +223,7 @@ def test_random_images_of_every_kind_stage_alike(seed: int) -> None:
     encode = csvformat.row_encoder([csv_kind(c) for c in plan.columns])
     full = (1 << len(tm.columns)) - 1
     agreed = Counter[str]()
-    for n in range(3000):
+    for n in range(2500):
         kind = rng.choice("IDU")
         data = b"".join(_image(rng, tm) for _ in range(rng.randrange(1, 4) * (2 if kind == "U" else 1)))
         if rng.random() < 0.05:  # cut short
@@ -238,4 +245,4 @@ def test_random_images_of_every_kind_stage_alike(seed: int) -> None:
         # The same bytes, or refused where the Python path refuses (which then names the fault).
         assert mine == (python if isinstance(python, bytes) else "refused"), (n, kind, data.hex())
         agreed["refused" if isinstance(python, str) else "rows"] += 1
-    assert agreed["rows"] > 1000 and agreed["refused"] > 100, agreed
+    assert agreed["rows"] > 800 and agreed["refused"] > 100, agreed
