@@ -73,3 +73,13 @@ class ScanResult:
     def stop(self) -> str: ...
     @property
     def segments(self) -> list[Segment]: ...
+
+class PacketStream:
+    """A replication stream's packets to runs of events."""
+
+    def __init__(self) -> None: ...
+    def feed(
+        self, chunk: bytes, limit: int, most: int
+    ) -> list[bytes | tuple[int, bytes, list[int], list[int], int]]:
+        """``chunk`` added; then a run ``(first position, events, gap offsets, gap positions,
+        end)`` and/or a packet's payload to read; none when more must be read."""

@@ -16,7 +16,7 @@ from typing import Any
 import pymysql
 
 from loader.binlog.constants import HEADER_LEN, EventType
-from loader.binlog.transport import RawEvent
+from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent
 from loader.errors import DecodeError, SourceError, TransientError
 from loader.positions import Position
 from loader.source import Credentials, connect, current_position
@@ -94,13 +94,23 @@ class BinlogServer:
         conn._execute_command(command, payload)
 
     def events(self, start: Position, end: Position | None) -> Iterator[RawEvent]:
+        for item in self._dump(start, end, runs=False):
+            assert isinstance(item, RawEvent)
+            yield item
+
+    def runs(self, start: Position, end: Position | None) -> Iterator[RawEvent | EventRun]:
+        """``events``, with the plain events of the stream handed out in runs (for the native
+        reader): its packets are split natively, not one by one here."""
+        return self._dump(start, end, runs=True)
+
+    def _dump(self, start: Position, end: Position | None, runs: bool) -> Iterator[RawEvent | EventRun]:
         self._read_to = (start.file, start.pos)
         try:
             conn = self._open()
             name = start.file.encode("utf-8")
             dump = struct.pack("<IHI", start.pos, BINLOG_DUMP_NON_BLOCK, self.server_id) + name
             self._command(conn, COM_BINLOG_DUMP, dump)
-            yield from self._stream(conn, start, end)
+            yield from self._stream(conn, _Reading(start, end), runs)
         except pymysql.err.OperationalError as exc:
             code = exc.args[0] if exc.args else 0
             message = exc.args[-1] if exc.args else str(exc)
@@ -116,49 +126,76 @@ class BinlogServer:
         finally:
             self.close()
 
-    def _stream(self, conn: Any, start: Position, end: Position | None) -> Iterator[RawEvent]:
-        file = start.file
-        first = True
-        # Positions compared as numbers: this runs for every event.
-        end_key = end.key() if end is not None else None
-        lognum = start.lognum
+    def _stream(self, conn: Any, at: _Reading, runs: bool) -> Iterator[RawEvent | EventRun]:
         for data in _packets(conn):
-            if data[0] == 0xFE and len(data) < 9:  # EOF: the end of the server's log
-                if end is not None:
-                    raise self._ended_early(file, end)
+            event = self._event(data, at)
+            if event is not None:
+                yield event
+            if at.done:
                 return
-            raw = data[1:]
-            if len(raw) < HEADER_LEN:
-                raise DecodeError(f"the source sent an event of {len(raw)} bytes", file)
-            timestamp, typ, _sid, size, log_pos, _flags = _HEADER.unpack_from(raw, 0)
-            if size != len(raw):
-                raise DecodeError(f"event size {size} does not match the {len(raw)} bytes received", file)
-            if typ == EventType.ROTATE and (log_pos == 0 or timestamp == 0):
-                # The server's fake rotate names the file that follows.
-                file = _rotate_name(raw, self._checksum)
-                lognum = Position(file, 0).lognum
-                yield RawEvent(file, 0, raw, artificial=True)
+            if runs and not at.first:
+                break  # the start is checked: the rest in runs
+        else:
+            return
+        from loader._native import PacketStream
+
+        stream = PacketStream()
+        fresh = b""
+        while not at.done:
+            items = stream.feed(fresh, at.limit(), RUN_BYTES)
+            if not items:
+                fresh = _read_some(conn)
                 continue
-            if log_pos == 0 or typ in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2):
-                yield RawEvent(file, 0, raw, artificial=True)
-                continue
-            pos = log_pos - size
-            if first and typ != EventType.FORMAT_DESCRIPTION and pos != start.pos:
-                raise SourceError(f"the source started at {file}:{pos}, not at the requested {start}")
-            if typ == EventType.FORMAT_DESCRIPTION and start.pos > 4 and file == start.file and pos == 4:
-                # Re-sent so that the stream can be decoded from a position inside the file.
-                yield RawEvent(file, pos, raw, artificial=True)
-                continue
-            first = False
-            if end_key is not None and (lognum, pos) >= end_key:
-                return
-            yield RawEvent(file, pos, raw)
-            self._read_to = (file, log_pos)
-            if end_key is not None and (lognum, log_pos) >= end_key:
-                return
-            if typ == EventType.ROTATE:
-                file = _rotate_name(raw, self._checksum)
-                lognum = Position(file, 0).lognum
+            fresh = b""
+            for item in items:
+                if isinstance(item, bytes):
+                    _check_error(item)
+                    event = self._event(item, at)
+                    if event is not None:
+                        yield event
+                else:
+                    pos, data, offsets, positions, end = item
+                    yield EventRun(at.file, pos, data, tuple(offsets), tuple(positions))
+                    self._read_to = (at.file, end)
+                    at.done = at.end_key is not None and (at.lognum, end) >= at.end_key
+                if at.done:
+                    return
+
+    def _event(self, data: bytes, at: _Reading) -> RawEvent | None:
+        """The event of one packet of the dump, and where the stream is (``at``)."""
+        if data[0] == 0xFE and len(data) < 9:  # EOF: the end of the server's log
+            if at.end is not None:
+                raise self._ended_early(at.file, at.end)
+            at.done = True
+            return None
+        raw = data[1:]
+        if len(raw) < HEADER_LEN:
+            raise DecodeError(f"the source sent an event of {len(raw)} bytes", at.file)
+        timestamp, typ, _sid, size, log_pos, _flags = _HEADER.unpack_from(raw, 0)
+        if size != len(raw):
+            raise DecodeError(f"event size {size} does not match the {len(raw)} bytes received", at.file)
+        if typ == EventType.ROTATE and (log_pos == 0 or timestamp == 0):
+            # The server's fake rotate names the file that follows.
+            at.move_to(_rotate_name(raw, self._checksum))
+            return RawEvent(at.file, 0, raw, artificial=True)
+        if log_pos == 0 or typ in (EventType.HEARTBEAT, EventType.HEARTBEAT_V2):
+            return RawEvent(at.file, 0, raw, artificial=True)
+        pos = log_pos - size
+        if at.first and typ != EventType.FORMAT_DESCRIPTION and pos != at.start.pos:
+            raise SourceError(f"the source started at {at.file}:{pos}, not at the requested {at.start}")
+        if typ == EventType.FORMAT_DESCRIPTION and at.start.pos > 4 and at.file == at.start.file and pos == 4:
+            # Re-sent so that the stream can be decoded from a position inside the file.
+            return RawEvent(at.file, pos, raw, artificial=True)
+        at.first = False
+        if at.end_key is not None and (at.lognum, pos) >= at.end_key:
+            at.done = True
+            return None
+        event = RawEvent(at.file, pos, raw)
+        self._read_to = (at.file, log_pos)
+        at.done = at.end_key is not None and (at.lognum, log_pos) >= at.end_key
+        if typ == EventType.ROTATE:
+            at.move_to(_rotate_name(raw, self._checksum))
+        return event
 
     def _ended_early(self, file: str, end: Position) -> Exception:
         """The stream's EOF came before ``end``: a server shutting down ends its dumps so (a
@@ -183,6 +220,51 @@ class BinlogServer:
         )
 
 
+class _Reading:
+    """Where a dump stands: its file, whether its first event is still to come, its end."""
+
+    def __init__(self, start: Position, end: Position | None) -> None:
+        self.start, self.end = start, end
+        self.file, self.lognum = start.file, start.lognum
+        self.first = True
+        self.done = False
+        # Positions compared as numbers: this runs for every event.
+        self.end_key = end.key() if end is not None else None
+
+    def move_to(self, file: str) -> None:
+        self.file, self.lognum = file, Position(file, 0).lognum
+
+    def limit(self) -> int:
+        """The position in the current file where the dump ends (past any event: none here)."""
+        if self.end_key is None or self.end_key[0] > self.lognum:
+            return 1 << 63
+        return self.end_key[1] if self.end_key[0] == self.lognum else 0
+
+
+def _read_some(conn: Any) -> bytes:
+    """What the connection has to read (at least a byte), as pymysql's own reads fail."""
+    conn._sock.settimeout(conn._read_timeout)
+    try:
+        data: bytes = conn._rfile.read1(1 << 20)
+    except OSError as exc:
+        conn._force_close()
+        raise pymysql.err.OperationalError(
+            2013, f"Lost connection to MySQL server during query ({exc})"
+        ) from None
+    if not data:
+        conn._force_close()
+        raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+    return data
+
+
+def _check_error(payload: bytes) -> None:
+    """An error packet as the exception pymysql gives for it."""
+    if payload[:1] == b"\xff":
+        code = int.from_bytes(payload[1:3], "little")
+        message = payload[9:] if payload[3:4] == b"#" else payload[3:]
+        raise pymysql.err.OperationalError(code, message.decode("utf-8", "replace"))
+
+
 def _packets(conn: Any) -> Iterator[bytes]:
     """Packet payloads straight from the connection's buffered socket reader.
 
@@ -198,10 +280,7 @@ def _packets(conn: Any) -> Iterator[bytes]:
             header = read(4)
             length = header[0] | header[1] << 8 | header[2] << 16
             payload += read(length)
-        if payload[:1] == b"\xff":
-            code = int.from_bytes(payload[1:3], "little")
-            message = payload[9:] if payload[3:4] == b"#" else payload[3:]
-            raise pymysql.err.OperationalError(code, message.decode("utf-8", "replace"))
+        _check_error(payload)
         yield payload
 
 

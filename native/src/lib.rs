@@ -9,6 +9,7 @@ use pyo3::types::PyBytes;
 
 mod csvtext;
 mod floats;
+mod packets;
 mod rows;
 mod scan;
 mod temporal;
@@ -327,7 +328,11 @@ impl ScanResult {
     /// MySQL's GTIDs read: (source uuid bytes, first, last) ranges.
     #[getter]
     fn mysql_gtids<'py>(&self, py: Python<'py>) -> Vec<(Bound<'py, PyBytes>, u64, u64)> {
-        self.out.mysql_gtids.iter().map(|(sid, a, b)| (PyBytes::new(py, sid), *a, *b)).collect()
+        self.out
+            .mysql_gtids
+            .iter()
+            .map(|(sid, a, b)| (PyBytes::new(py, sid), *a, *b))
+            .collect()
     }
     #[getter]
     fn last_gtid(&self) -> Option<usize> {
@@ -371,6 +376,50 @@ impl ScanResult {
     }
 }
 
+/// A replication stream's packets to runs of events (see `packets.rs`).
+#[pyclass(module = "loader._native")]
+#[derive(Default)]
+struct PacketStream {
+    stream: packets::PacketStream,
+}
+
+#[pymethods]
+impl PacketStream {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// `chunk` added to what was read; then a run of plain events before `limit`, as
+    /// `(first position, events, gap offsets, gap positions, end)`, and/or the payload of a
+    /// packet the caller must read (bytes); none when more must be read.
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        chunk: &[u8],
+        limit: u64,
+        most: usize,
+    ) -> Vec<Bound<'py, PyAny>> {
+        self.stream
+            .feed(chunk, limit, most)
+            .into_iter()
+            .map(|item| match item {
+                packets::Item::Packet(p) => PyBytes::new(py, &p).into_any(),
+                packets::Item::Run(r) => (
+                    r.pos,
+                    PyBytes::new(py, &r.data),
+                    r.gap_offsets,
+                    r.gap_positions,
+                    r.end,
+                )
+                    .into_pyobject(py)
+                    .expect("a tuple of ints, bytes and lists")
+                    .into_any(),
+            })
+            .collect()
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(float_text, m)?)?;
@@ -379,5 +428,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EncodedRows>()?;
     m.add_class::<Scanner>()?;
     m.add_class::<ScanResult>()?;
+    m.add_class::<PacketStream>()?;
     Ok(())
 }
