@@ -219,7 +219,10 @@ def measure(
     cmd = [sys.executable, script, "--child", run, "--port", str(port), "--datadir", str(datadir)]
     cmd += ["--file", str(info["file"]), "--start", str(info["start"])]
     cmd += ["--end", str(end if end is not None else info["end"])]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    # Modules compiled once, as an installed package has them: a shell that turned bytecode
+    # files off would add their compiling to every run.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,7 @@ from loader.binlog.nativeplan import native_plan
 from loader.binlog.parser import BinlogParser, uuid_text
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
-from loader.binlog.transport import EventRun, RawEvent
+from loader.binlog.transport import EventRun, RawEvent, joined
 from loader.errors import DecodeError, IncidentError, LoaderError
 from loader.gtids import GtidSet
 from loader.positions import Position, seqno_of
@@ -112,6 +112,10 @@ class NativeRun:
     def changes(self) -> int:
         return self.result.changes
 
+
+# A transaction a run ends inside of is carried over to the next run while what is carried is
+# smaller than this; a larger one is read by the Python reader (which holds large ones on disk).
+_CARRY_BYTES = 8 << 20
 
 _OLD_TEMPORAL = frozenset({ColumnType.TIME, ColumnType.DATETIME, ColumnType.TIMESTAMP})
 _BEGIN = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION|XA\s+START)\b", re.I)
@@ -218,12 +222,32 @@ class TransactionReader:
 
     def read_runs(self, items: Iterable[RawEvent | EventRun]) -> Iterator[Transaction | OpenRows | NativeRun]:
         """``read``, for a stream that hands out runs of whole events too: whole transactions of
-        a run the native reader takes come as one ``NativeRun``; the rest as ``read`` gives them."""
-        for item in items:
+        a run the native reader takes come as one ``NativeRun``; the rest as ``read`` gives them.
+        A transaction a run ends inside of waits for the next run of the file (up to a bound)."""
+        left: EventRun | None = None
+        stream = iter(items)
+        while True:
+            try:
+                item = next(stream)
+            except StopIteration:
+                break
+            except LoaderError:  # the stream broke off: what came before it is read first
+                if left is not None:
+                    yield from self._run(left, last=True)
+                raise
             if isinstance(item, EventRun):
-                yield from self._run(item)
+                if left is not None and left.file == item.file and len(left.data) < _CARRY_BYTES:
+                    item = joined(left, item)
+                elif left is not None:
+                    yield from self._run(left, last=True)
+                left = yield from self._run(item)
             else:
+                if left is not None:
+                    yield from self._run(left, last=True)
+                    left = None
                 yield from self._counted(self.read((item,)))
+        if left is not None:
+            yield from self._run(left, last=True)
 
     def _counted(self, items: Iterator[Transaction | OpenRows]) -> Iterator[Transaction | OpenRows]:
         for item in items:
@@ -234,7 +258,11 @@ class TransactionReader:
             )
             yield item
 
-    def _run(self, run: EventRun) -> Iterator[Transaction | OpenRows | NativeRun]:
+    def _run(
+        self, run: EventRun, last: bool = False
+    ) -> Generator[Transaction | OpenRows | NativeRun, None, EventRun | None]:
+        """The transactions of a run; what is left of it when it ends inside a transaction the
+        native reader would take with the next run (not the ``last``)."""
         if run.file != self.file:
             self.file = run.file
             self.parser.file = run.file
@@ -252,9 +280,13 @@ class TransactionReader:
                 result = scanner.scan(
                     data, off, base, run.pos, run.gap_offsets, run.gap_positions, max(budget, 1), most
                 )
-                if result.consumed > off:
+                took = result.consumed > off
+                if took:
                     yield self._native_run(run, result)
                     off = result.consumed
+                if result.stop == "end" and off < len(data) and not last:
+                    return run.rest(off)
+                if took:
                     continue
             # One event the Python reader reads: it may open the transaction the native one
             # left (and read it to its end), or lie between two.
@@ -262,6 +294,7 @@ class TransactionReader:
             raw = RawEvent(run.file, run.position(off), data[off : off + size])
             yield from self._counted(self.read((raw,)))
             off += size
+        return None
 
     def _scanner_now(self) -> Scanner | None:
         """The native reader for the format description in force (a new one forgets the
@@ -533,8 +566,9 @@ class TransactionReader:
                 self._scanner.register_other(key, python=plan is not None)
             else:
                 number = self._scan_tables.setdefault((plan.schema, plan.table), len(self._scan_tables))
+                # The scanner numbers its plans as they come, as this list does.
+                self._scanner.register_native(key, native, number)
                 self._scan_plans.append(plan)
-                assert self._scanner.register_native(key, native, number) == len(self._scan_plans) - 1
         return plan, native
 
     def _needs_fsp(self, tm: ev.TableMap) -> bool:

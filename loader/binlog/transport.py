@@ -43,6 +43,30 @@ class EventRun:
             return self.pos + offset
         return self.gap_positions[i - 1] + offset - self.gap_offsets[i - 1]
 
+    def rest(self, offset: int) -> EventRun:
+        """The events from ``offset`` on, as a run of their own."""
+        i = bisect.bisect_right(self.gap_offsets, offset)
+        return EventRun(
+            self.file,
+            self.position(offset),
+            self.data[offset:],
+            tuple(o - offset for o in self.gap_offsets[i:]),
+            self.gap_positions[i:],
+        )
+
+
+def joined(first: EventRun, then: EventRun) -> EventRun:
+    """Two runs of one file, one after the other, as one."""
+    at = len(first.data)
+    gap = () if then.pos == first.position(at) else ((at,), (then.pos,))
+    return EventRun(
+        first.file,
+        first.pos,
+        first.data + then.data,
+        first.gap_offsets + (gap[0] if gap else ()) + tuple(o + at for o in then.gap_offsets),
+        first.gap_positions + (gap[1] if gap else ()) + then.gap_positions,
+    )
+
 
 class Transport(Protocol):
     """A source of raw binlog events between two positions."""
