@@ -1,80 +1,118 @@
 //! Float text as Python's `repr` writes it: the shortest digits that read back as the same
 //! double, in fixed notation from 1e-4 up to 1e16 and in scientific notation (`1e+16`, `1e-05`)
 //! outside, `.0` on whole numbers; `inf`, `-inf`, `nan`, `-0.0`. Rust's own formatting differs
-//! (`1e16`, `0.00001`), so the digits come from it and the layout from here.
+//! (`1e16`, `0.00001`), so the digits come from Ryu and the layout from here.
 
 /// `repr(value)` as CPython gives it.
 pub fn repr(value: f64) -> String {
+    let mut out = Vec::with_capacity(24);
+    push_repr(&mut out, value);
+    String::from_utf8(out).expect("ASCII")
+}
+
+/// `repr(value)` written into `out`.
+pub fn push_repr(out: &mut Vec<u8>, value: f64) {
     if value.is_nan() {
-        return "nan".to_owned();
+        out.extend_from_slice(b"nan");
+        return;
     }
     if value.is_infinite() {
-        return if value > 0.0 { "inf" } else { "-inf" }.to_owned();
+        out.extend_from_slice(if value > 0.0 { b"inf" } else { b"-inf" });
+        return;
     }
     if value == 0.0 {
-        return if value.is_sign_negative() {
-            "-0.0"
+        out.extend_from_slice(if value.is_sign_negative() {
+            b"-0.0"
         } else {
-            "0.0"
-        }
-        .to_owned();
+            b"0.0"
+        });
+        return;
     }
-    // Rust's shortest round-trip digits, as d.ddde±x. Where two strings of that many digits read
-    // back as the value, Python takes the one nearer to it (its even one on a tie), Rust not
-    // always: the value correctly rounded to that many digits is Python's, when it reads back.
-    let shortest = format!("{value:e}");
-    let digit_count = shortest
-        .split_once('e')
-        .map_or(0, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
-    let nearest = format!("{value:.*e}", digit_count.saturating_sub(1));
-    let scientific = if nearest.parse::<f64>() == Ok(value) {
-        nearest
-    } else {
-        shortest
+    // Ryu's digits: the shortest that read back as the value, the nearest to it among them, as
+    // Python's. Its layout (`1e16`, `0.001`, `123.0`) is not Python's: digits and exponent are
+    // taken from it.
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(value).as_bytes();
+    let (negative, text) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
     };
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .expect("LowerExp writes an exponent");
-    let exponent: i32 = exponent
-        .parse()
-        .expect("LowerExp writes a decimal exponent");
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", mantissa),
+    let (mantissa, exp) = match text.iter().position(|&c| c == b'e') {
+        Some(e) => (&text[..e], parse_exponent(&text[e + 1..])),
+        None => (text, 0),
     };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let mut out = String::with_capacity(digits.len() + 8);
-    out.push_str(sign);
+    let point = mantissa
+        .iter()
+        .position(|&c| c == b'.')
+        .unwrap_or(mantissa.len());
+    let mut digits = [0u8; 40];
+    let mut n = 0;
+    let mut leading = 0i32; // zeros before the first significant digit, counted from the point
+    for (i, &c) in mantissa.iter().enumerate() {
+        if c == b'.' || (n == 0 && c == b'0') {
+            if c == b'0' && i > point {
+                leading += 1;
+            }
+            continue;
+        }
+        digits[n] = c;
+        n += 1;
+    }
+    while n > 1 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    let digits = &digits[..n];
+    // The decimal exponent of the first digit.
+    let int_len = mantissa[..point].iter().skip_while(|&&c| c == b'0').count() as i32;
+    let exponent = exp
+        + if int_len > 0 {
+            int_len - 1
+        } else {
+            -leading - 1
+        };
+    if negative {
+        out.push(b'-');
+    }
     if !(-4..16).contains(&exponent) {
-        out.push_str(&digits[..1]);
+        out.push(digits[0]);
         if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
         }
-        out.push('e');
-        out.push(if exponent < 0 { '-' } else { '+' });
-        out.push_str(&format!("{:02}", exponent.abs()));
+        out.push(b'e');
+        out.push(if exponent < 0 { b'-' } else { b'+' });
+        crate::digits::push_padded(out, u64::from(exponent.unsigned_abs()), 2);
     } else if exponent < 0 {
-        out.push_str("0.");
-        for _ in 0..(-exponent - 1) {
-            out.push('0');
-        }
-        out.push_str(&digits);
+        out.extend_from_slice(b"0.");
+        out.extend(std::iter::repeat_n(b'0', (-exponent - 1) as usize));
+        out.extend_from_slice(digits);
     } else {
         let point = exponent as usize + 1;
         if digits.len() <= point {
-            out.push_str(&digits);
-            for _ in digits.len()..point {
-                out.push('0');
-            }
-            out.push_str(".0");
+            out.extend_from_slice(digits);
+            out.extend(std::iter::repeat_n(b'0', point - digits.len()));
+            out.extend_from_slice(b".0");
         } else {
-            out.push_str(&digits[..point]);
-            out.push('.');
-            out.push_str(&digits[point..]);
+            out.extend_from_slice(&digits[..point]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[point..]);
         }
     }
-    out
+}
+
+fn parse_exponent(text: &[u8]) -> i32 {
+    let (negative, text) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let v = text
+        .iter()
+        .fold(0i32, |acc, &c| acc * 10 + i32::from(c - b'0'));
+    if negative {
+        -v
+    } else {
+        v
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 mod csvtext;
+mod digits;
 mod floats;
 mod packets;
 mod rows;

@@ -69,7 +69,7 @@ impl Encoded {
         first_row_id: u64,
         commit_ts: &[u8],
     ) {
-        use std::io::Write;
+        use crate::digits::push_u64;
         let op = match self.kind {
             b'U' if i % 2 == 0 => b'D',
             b'U' => b'I',
@@ -77,7 +77,11 @@ impl Encoded {
         };
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         out.push(op);
-        let _ = write!(out, ",{seqno},{},\"", first_row_id + i as u64);
+        out.push(b',');
+        push_u64(out, seqno);
+        out.push(b',');
+        push_u64(out, first_row_id + i as u64);
+        out.extend_from_slice(b",\"");
         out.extend_from_slice(commit_ts);
         out.extend_from_slice(b"\",");
         out.extend_from_slice(&self.body[start..self.ends[i]]);

@@ -1,7 +1,7 @@
 //! Dates and times as the staging files write them (`loader/binlog/values/temporal.py` is the
 //! reference: the same arithmetic, so out-of-range values give the same text).
 
-use std::io::Write;
+use crate::digits::{push_padded, push_u64};
 
 pub const FRAC_BYTES: [usize; 7] = [0, 1, 1, 2, 2, 3, 3];
 /// Microseconds per unit of a fraction of `fsp` digits as TIME2/DATETIME2/TIMESTAMP2 store it.
@@ -19,9 +19,10 @@ pub fn push_frac(out: &mut Vec<u8>, micro: i128, fsp: usize) {
     if fsp == 0 {
         return;
     }
-    let text = format!("{micro:06}");
     out.push(b'.');
-    out.extend_from_slice(&text.as_bytes()[..fsp.min(text.len())]);
+    let start = out.len();
+    push_padded(out, micro as u64, 6);
+    out.truncate(start + fsp.min(out.len() - start));
 }
 
 pub fn push_time(
@@ -33,8 +34,14 @@ pub fn push_time(
     micro: i128,
     fsp: usize,
 ) {
-    let sign = if negative { "-" } else { "" };
-    let _ = write!(out, "{sign}{h:02}:{m:02}:{s:02}");
+    if negative {
+        out.push(b'-');
+    }
+    push_padded(out, h as u64, 2);
+    out.push(b':');
+    push_padded(out, m as u64, 2);
+    out.push(b':');
+    push_padded(out, s as u64, 2);
     push_frac(out, micro, fsp);
 }
 
@@ -50,24 +57,36 @@ pub fn push_datetime(
     micro: i128,
     fsp: usize,
 ) {
-    let _ = write!(out, "{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}");
+    push_padded(out, y as u64, 4);
+    out.push(b'-');
+    push_padded(out, mo as u64, 2);
+    out.push(b'-');
+    push_padded(out, d as u64, 2);
+    out.push(b' ');
+    push_padded(out, h as u64, 2);
+    out.push(b':');
+    push_padded(out, mi as u64, 2);
+    out.push(b':');
+    push_padded(out, s as u64, 2);
     push_frac(out, micro, fsp);
 }
 
 /// `date_text`: the key `(year*13+month) << 5 | day`.
 pub fn push_date_key(out: &mut Vec<u8>, ymd: i64) {
     let ym = ymd >> 5;
-    let _ = write!(out, "{:04}-{:02}-{:02}", ym / 13, ym % 13, ymd & 31);
+    push_padded(out, (ym / 13) as u64, 4);
+    out.push(b'-');
+    push_padded(out, (ym % 13) as u64, 2);
+    out.push(b'-');
+    push_padded(out, (ymd & 31) as u64, 2);
 }
 
 fn push_clock(out: &mut Vec<u8>, hms: i64) {
-    let _ = write!(
-        out,
-        "{:02}:{:02}:{:02}",
-        hms >> 12,
-        (hms >> 6) & 63,
-        hms & 63
-    );
+    push_padded(out, (hms >> 12) as u64, 2);
+    out.push(b':');
+    push_padded(out, ((hms >> 6) & 63) as u64, 2);
+    out.push(b':');
+    push_padded(out, (hms & 63) as u64, 2);
 }
 
 /// DATE: 3 bytes little-endian, day | month << 5 | year << 9.
@@ -181,10 +200,18 @@ pub fn datetime2(out: &mut Vec<u8>, b: &[u8], fsp: usize) {
     out.push(b' ');
     push_clock(out, v & 0x1FFFF);
     if fsp > 0 {
-        // Python's str(10**6 + micro)[1:1 + fsp].
-        let text = (1_000_000 + be(frac) * FRAC_SCALE[fsp]).to_string();
+        // Python's str(10**6 + micro)[1:1 + fsp]: micro's six digits, unless it holds more.
+        let micro = (be(frac) * FRAC_SCALE[fsp]) as u64;
         out.push(b'.');
-        out.extend_from_slice(&text.as_bytes()[1..(1 + fsp).min(text.len())]);
+        if micro < 1_000_000 {
+            let start = out.len();
+            push_padded(out, micro, 6);
+            out.truncate(start + fsp);
+        } else {
+            let mut text = Vec::with_capacity(12);
+            push_u64(&mut text, 1_000_000 + micro);
+            out.extend_from_slice(&text[1..(1 + fsp).min(text.len())]);
+        }
     }
 }
 

@@ -1,9 +1,8 @@
 //! One column's value in a row image to its CSV field (`loader/binlog/values/` decodes, and
 //! `loader/staging/csvformat.py` writes, the same values; both are the reference).
 
-use std::io::Write;
-
 use crate::csvtext::{push_base64, push_quoted};
+use crate::digits::{push_i64, push_padded, push_u64};
 use crate::floats;
 use crate::temporal::{self, FRAC_BYTES, HIRES_DATETIME_BYTES, HIRES_TIME_BYTES};
 
@@ -118,7 +117,7 @@ impl Col {
             Col::Int { size, unsigned } => {
                 let raw = cur.le(*size, "integer")?;
                 if *unsigned {
-                    let _ = write!(out, "{raw}");
+                    push_u64(out, raw);
                 } else {
                     let bits = 8 * *size as u32;
                     let v = if bits < 64 && raw >> (bits - 1) & 1 == 1 {
@@ -126,29 +125,24 @@ impl Col {
                     } else {
                         raw as i64
                     };
-                    let _ = write!(out, "{v}");
+                    push_i64(out, v);
                 }
             }
             Col::Float => {
                 let b = cur.take(4, "FLOAT")?;
-                out.extend_from_slice(
-                    floats::repr(f64::from(f32::from_le_bytes(b.try_into().unwrap()))).as_bytes(),
-                );
+                floats::push_repr(out, f64::from(f32::from_le_bytes(b.try_into().unwrap())));
             }
             Col::Double => {
                 let b = cur.take(8, "DOUBLE")?;
-                out.extend_from_slice(
-                    floats::repr(f64::from_le_bytes(b.try_into().unwrap())).as_bytes(),
-                );
+                floats::push_repr(out, f64::from_le_bytes(b.try_into().unwrap()));
             }
             Col::Year => {
                 let v = cur.take(1, "YEAR")?[0];
-                let _ = write!(out, "{}", if v == 0 { 0 } else { 1900 + u32::from(v) });
+                push_u64(out, if v == 0 { 0 } else { 1900 + u64::from(v) });
             }
             Col::Bit { size } => {
                 let b = cur.take(*size, "BIT")?;
-                let v = b.iter().fold(0u128, |acc, &x| acc << 8 | u128::from(x));
-                let _ = write!(out, "{v}");
+                push_u64(out, b.iter().fold(0u64, |acc, &x| acc << 8 | u64::from(x)));
             }
             Col::Decimal { intg, scale, size } => {
                 decimal(cur.take(*size, "DECIMAL")?, *intg, *scale, out)?
@@ -260,47 +254,49 @@ fn decimal(raw: &[u8], intg: usize, scale: usize, out: &mut Vec<u8>) -> Result<(
         bytes[0] &= 0x7F;
     }
     let mut pos = 0;
-    let mut group = |n: usize, digits: usize| -> Result<u32, String> {
+    let mut group = |n: usize, digits: usize| -> Result<u64, String> {
         let v = bytes[pos..pos + n]
             .iter()
-            .fold(0u32, |acc, &b| acc << 8 | u32::from(b));
+            .fold(0u64, |acc, &b| acc << 8 | u64::from(b));
         pos += n;
-        if u64::from(v) >= 10u64.pow(digits as u32) {
+        if v >= 10u64.pow(digits as u32) {
             return Err("DECIMAL digit group holds more digits than it may".to_owned());
         }
         Ok(v)
     };
-    let mut int_digits = String::new();
-    if intg % 9 > 0 {
-        let _ = std::fmt::Write::write_fmt(
-            &mut int_digits,
-            format_args!("{}", group(DIG2BYTES[intg % 9], intg % 9)?),
-        );
-    }
-    for _ in 0..intg / 9 {
-        let _ = std::fmt::Write::write_fmt(&mut int_digits, format_args!("{:09}", group(4, 9)?));
-    }
-    let mut frac_digits = String::new();
-    for _ in 0..scale / 9 {
-        let _ = std::fmt::Write::write_fmt(&mut frac_digits, format_args!("{:09}", group(4, 9)?));
-    }
-    if scale % 9 > 0 {
-        let v = group(DIG2BYTES[scale % 9], scale % 9)?;
-        let _ =
-            std::fmt::Write::write_fmt(&mut frac_digits, format_args!("{:0w$}", v, w = scale % 9));
-    }
     if negative {
         out.push(b'-');
     }
-    let trimmed = int_digits.trim_start_matches('0');
-    out.extend_from_slice(if trimmed.is_empty() {
-        b"0"
-    } else {
-        trimmed.as_bytes()
-    });
+    // The integer part without its leading zeros ("0" when it is all zeros).
+    let start = out.len();
+    let mut seen = false;
+    let mut int_group = |out: &mut Vec<u8>, v: u64, width: usize| {
+        if seen {
+            push_padded(out, v, width);
+        } else if v > 0 {
+            push_u64(out, v);
+            seen = true;
+        }
+    };
+    if intg % 9 > 0 {
+        let v = group(DIG2BYTES[intg % 9], intg % 9)?;
+        int_group(out, v, intg % 9);
+    }
+    for _ in 0..intg / 9 {
+        let v = group(4, 9)?;
+        int_group(out, v, 9);
+    }
+    if out.len() == start {
+        out.push(b'0');
+    }
     if scale > 0 {
         out.push(b'.');
-        out.extend_from_slice(frac_digits.as_bytes());
+        for _ in 0..scale / 9 {
+            push_padded(out, group(4, 9)?, 9);
+        }
+        if scale % 9 > 0 {
+            push_padded(out, group(DIG2BYTES[scale % 9], scale % 9)?, scale % 9);
+        }
     }
     Ok(())
 }
