@@ -12,6 +12,8 @@ class RowPlan:
     def __init__(self, columns: list[ColumnSpec]) -> None: ...
     def encode(self, data: bytes, rows_off: int, kind: str) -> EncodedRows:
         """The change rows of ``data[rows_off:]`` (every column present); ValueError on bad bytes."""
+    def encode_json(self, data: bytes, rows_off: int, kind: str, keys: list[bytes]) -> EncodedRows:
+        """The images as ``binlog show``'s JSON objects, ``keys`` the names as JSON text."""
 
 class EncodedRows:
     """The change rows of one rows event, waiting for their seqno and commit time."""
@@ -20,6 +22,7 @@ class EncodedRows:
     def changes(self) -> int: ...
     def csv(self, seqno: int, first_row_id: int, commit_ts: str) -> bytes: ...
     def lines(self, seqno: int, first_row_id: int, commit_ts: str) -> list[bytes]: ...
+    def json_lines(self, head: bytes, first_row_id: int, middle: bytes) -> bytes: ...
 
 def whole_events(data: bytes) -> int:
     """Bytes of whole events at the start of ``data``, before a rotate, stop or format description."""

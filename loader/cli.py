@@ -168,6 +168,7 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     from loader.binlog import show
     from loader.binlog.reader import open_transport, read_transactions, source_schema
     from loader.binlog.server import BinlogServer
+    from loader.extract import native_decoder
     from loader.source import credentials
     from loader.tables import TableSelector
 
@@ -186,8 +187,17 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
         schema = None
         if isinstance(transport, BinlogServer):
             schema = stack.enter_context(source_schema(credentials(cfg.source)))
+        native = args.format == "jsonl" and native_decoder(cfg.source)
         for tx in read_transactions(
-            transport, start, end, selector, schema, strict=schema is not None, allow_partial_end=True
+            transport,
+            start,
+            end,
+            selector,
+            schema,
+            strict=schema is not None,
+            allow_partial_end=True,
+            native=native,
+            native_json=native,
         ):
             txs += 1
             changes += tx.change_count

@@ -55,6 +55,7 @@ def read_transactions(
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
     native: bool = False,
+    native_json: bool = False,
 ) -> Generator[Transaction, None, None]: ...
 
 
@@ -74,6 +75,7 @@ def read_transactions(
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
     native: bool = False,
+    native_json: bool = False,
     runs: bool = False,
     budget: int | None = None,
 ) -> Generator[Transaction | OpenRows | NativeRun, None, None]: ...
@@ -93,6 +95,7 @@ def read_transactions(
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
     native: bool = False,
+    native_json: bool = False,
     runs: bool = False,
     budget: int | None = None,
 ) -> Generator[Transaction | OpenRows | NativeRun, None, None]:
@@ -104,7 +107,8 @@ def read_transactions(
     the history the positions belong to, ``native`` decodes rows with the native module (see
     ``TransactionReader``); with ``runs`` too, whole transactions of a transport that hands out
     runs of events come as ``NativeRun``s, the native reader stopping at the transaction that
-    brings the changes handed out to ``budget``.
+    brings the changes handed out to ``budget``; ``native_json`` has the native decoder write
+    ``binlog show``'s JSON images instead of staging rows.
 
     Raises:
         DecodeError: when ``end`` falls inside a transaction (unless ``allow_partial_end``: then
@@ -120,6 +124,7 @@ def read_transactions(
         seqno_epoch=seqno_epoch,
         mysql_gtids=mysql_gtids,
         native=native,
+        native_json=native_json,
     )
     try:
         if native and runs:

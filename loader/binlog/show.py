@@ -106,6 +106,9 @@ def jsonl(tx: Transaction) -> Iterator[str]:
             f'"table": {_encode(batch.table.table)}, "seqno": {seqno}, "row_id": '
         )
         middle = f', "position": {_encode(str(batch.position))}{shared}'
+        if batch.encoded is not None:  # the native decoder's JSON images: its lines whole
+            yield batch.encoded.json_lines(head.encode(), batch.first_row_id, middle.encode()).decode()
+            continue
         for row_id, (before, after) in zip(batch.row_ids(), batch.rows, strict=True):
             before_json = "null" if before is None else image(before)
             after_json = "null" if after is None else image(after)

@@ -8,6 +8,8 @@ selects; other tables' rows are passed over undecoded.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -159,6 +161,7 @@ class TransactionReader:
         native: decode rows with the native module into staging rows (``RowsBatch.encoded``)
             where it takes the table; other tables' rows (and rows it refuses, whose error the
             Python decoder then gives) come decoded as values.
+        native_json: with ``native``, the images as ``binlog show``'s JSON objects instead.
     """
 
     def __init__(
@@ -172,9 +175,11 @@ class TransactionReader:
         seqno_epoch: int = 0,
         mysql_gtids: GtidSet | None = None,
         native: bool = False,
+        native_json: bool = False,
     ) -> None:
         self.parser = BinlogParser()
         self.native = native
+        self.native_json = native_json
         self.seqno_epoch = seqno_epoch  # the binlog history the positions belong to (``seqno_of``)
         # The last MariaDB GTID read in each domain (every GTID event, committed or not): the
         # stream's own account of the GTID position it reaches (``gtids.advance``).
@@ -507,7 +512,7 @@ class TransactionReader:
         plan, native = self._plan(rows.table_id, pos)
         if plan is None:
             return
-        encoded = self._encode(native, rows, len(plan.columns), pos) if native is not None else None
+        encoded = self._encode(native, rows, plan, pos) if native is not None else None
         if encoded is not None:
             batch = RowsBatch(plan, rows.kind, [], tx.row_id, pos, encoded)
         else:
@@ -515,11 +520,11 @@ class TransactionReader:
         tx.batches.append(batch)
         tx.row_id += batch.change_count
 
-    @staticmethod
-    def _encode(native: RowPlan, rows: ev.Rows, columns: int, pos: Position) -> EncodedRows | None:
+    def _encode(self, native: RowPlan, rows: ev.Rows, plan: TablePlan, pos: Position) -> EncodedRows | None:
         """The native decoder's staging rows of a rows event; None where the Python decoder
         must speak: images lacking columns, partial JSON, bytes the native path refuses (the
         Python decoder names the row and column, or decodes them and its writer refuses them)."""
+        columns = len(plan.columns)
         full = (1 << columns) - 1
         if (
             rows.partial
@@ -529,6 +534,8 @@ class TransactionReader:
         ):
             return None
         try:
+            if self.native_json:
+                return native.encode_json(rows.data, rows.rows_off, rows.kind, json_keys(plan.names))
             return native.encode(rows.data, rows.rows_off, rows.kind)
         except ValueError:
             return None
@@ -613,6 +620,12 @@ class TransactionReader:
             off += size
             # Every inner event sits at the outer event's position; the commit ends where it ends.
             yield from self._handle(inner, pos, end)
+
+
+@functools.lru_cache(maxsize=1024)
+def json_keys(names: tuple[str, ...]) -> list[bytes]:
+    """Column names as JSON text, as ``binlog show``'s objects key them."""
+    return [json.dumps(name, ensure_ascii=False).encode() for name in names]
 
 
 def _savepoint_name(text: str) -> str:

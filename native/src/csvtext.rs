@@ -23,6 +23,43 @@ pub fn push_quoted(out: &mut Vec<u8>, text: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// A JSON string as Python's `json.dumps(text, ensure_ascii=False)` writes it: `"` and `\\`
+/// escaped, the control characters as `\n`, `\t`... or `\u00XX`; `text` is UTF-8.
+pub fn push_json_string(out: &mut Vec<u8>, text: &[u8]) {
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in text.iter().enumerate() {
+        let escaped: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0C => b"\\f",
+            0..=0x1F => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&text[start..i]);
+        if escaped.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]);
+        } else {
+            out.extend_from_slice(escaped);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&text[start..]);
+    out.push(b'"');
+}
+
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// `"base64"` of `data` (standard alphabet, padded), as Python's `base64.b64encode`.

@@ -136,6 +136,26 @@ impl RowPlan {
             .map_err(PyValueError::new_err)?;
         Ok(EncodedRows { rows: encoded })
     }
+
+    /// The images of a rows event as `binlog show`'s JSON objects, `keys` the columns' names
+    /// as JSON text. Raises ValueError on bytes that are not such images.
+    fn encode_json(
+        &self,
+        py: Python<'_>,
+        data: &[u8],
+        rows_off: usize,
+        kind: &str,
+        keys: Vec<Vec<u8>>,
+    ) -> PyResult<EncodedRows> {
+        let kind = match kind {
+            "I" | "D" | "U" => kind.as_bytes()[0],
+            _ => return Err(PyValueError::new_err(format!("rows kind {kind:?}"))),
+        };
+        let encoded = py
+            .detach(|| self.plan.encode_json(data, rows_off, kind, &keys))
+            .map_err(PyValueError::new_err)?;
+        Ok(EncodedRows { rows: encoded })
+    }
 }
 
 /// The change rows of one rows event, waiting for their transaction's seqno and commit time.
@@ -164,6 +184,17 @@ impl EncodedRows {
             py,
             &self.rows.csv(seqno, first_row_id, commit_ts.as_bytes()),
         )
+    }
+
+    /// `binlog show`'s JSON lines of JSON images (see `rows::Encoded::json_lines`).
+    fn json_lines<'py>(
+        &self,
+        py: Python<'py>,
+        head: &[u8],
+        first_row_id: u64,
+        middle: &[u8],
+    ) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.rows.json_lines(head, first_row_id, middle))
     }
 
     /// The same lines, one bytes object each.

@@ -1,7 +1,7 @@
 //! Row images of a rows event to the change rows of the staging files: a plan per table (one
 //! `Col` per column, built from the table map once), and the CSV lines of each image.
 
-use crate::values::{Col, Cursor};
+use crate::values::{Col, Cursor, Out};
 
 /// The columns of one table map, in order.
 pub struct Plan {
@@ -22,8 +22,38 @@ impl Plan {
     /// Every row image from `rows_off` to the end of `data`: each image a null bitmap and the
     /// values of the columns it does not mark NULL (every column present).
     pub fn encode(&self, data: &[u8], rows_off: usize, kind: u8) -> Result<Encoded, String> {
+        self.encode_as(data, rows_off, kind, None)
+    }
+
+    /// The same images as JSON objects of `binlog show` (`{"name": value, ...}`), the keys
+    /// given as their JSON text.
+    pub fn encode_json(
+        &self,
+        data: &[u8],
+        rows_off: usize,
+        kind: u8,
+        keys: &[Vec<u8>],
+    ) -> Result<Encoded, String> {
+        if keys.len() != self.cols.len() {
+            return Err(format!(
+                "{} names for {} columns",
+                keys.len(),
+                self.cols.len()
+            ));
+        }
+        self.encode_as(data, rows_off, kind, Some(keys))
+    }
+
+    fn encode_as(
+        &self,
+        data: &[u8],
+        rows_off: usize,
+        kind: u8,
+        keys: Option<&[Vec<u8>]>,
+    ) -> Result<Encoded, String> {
         let nb = self.cols.len().div_ceil(8);
         let images = if kind == b'U' { 2 } else { 1 };
+        let how = if keys.is_some() { Out::Json } else { Out::Csv };
         let mut cur = Cursor {
             data,
             off: rows_off,
@@ -36,15 +66,30 @@ impl Plan {
                 let nulls = cur
                     .take(nb, "null bitmap")
                     .map_err(|e| format!("row {row}: {e}"))?;
+                if keys.is_some() {
+                    body.push(b'{');
+                }
                 for (i, col) in self.cols.iter().enumerate() {
-                    if i > 0 {
+                    if let Some(keys) = keys {
+                        if i > 0 {
+                            body.extend_from_slice(b", ");
+                        }
+                        body.extend_from_slice(&keys[i]);
+                        body.extend_from_slice(b": ");
+                    } else if i > 0 {
                         body.push(b',');
                     }
                     if nulls[i >> 3] >> (i & 7) & 1 == 1 {
+                        if keys.is_some() {
+                            body.extend_from_slice(b"null");
+                        }
                         continue;
                     }
-                    col.encode(&mut cur, &mut body)
+                    col.encode_as(&mut cur, &mut body, how)
                         .map_err(|e| format!("row {row}, column {}: {e}", i + 1))?;
+                }
+                if keys.is_some() {
+                    body.push(b'}');
                 }
                 ends.push(body.len());
             }
@@ -86,6 +131,35 @@ impl Encoded {
         out.extend_from_slice(b"\",");
         out.extend_from_slice(&self.body[start..self.ends[i]]);
         out.push(b'\n');
+    }
+
+    /// The JSON lines of `binlog show` (JSON images): each row `head`, its row id, `middle`,
+    /// its before image, `, "after": `, its after image, `}`; lines joined by newlines. An
+    /// update is one line; its row id is its D's.
+    pub fn json_lines(&self, head: &[u8], first_row_id: u64, middle: &[u8]) -> Vec<u8> {
+        use crate::digits::push_u64;
+        let mut out =
+            Vec::with_capacity(self.body.len() + self.len() * (head.len() + middle.len() + 32));
+        let image = |i: usize| &self.body[if i == 0 { 0 } else { self.ends[i - 1] }..self.ends[i]];
+        let step = if self.kind == b'U' { 2 } else { 1 };
+        for row in 0..self.len() / step {
+            if row > 0 {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(head);
+            push_u64(&mut out, first_row_id + (row * step) as u64);
+            out.extend_from_slice(middle);
+            let (before, after): (&[u8], &[u8]) = match self.kind {
+                b'I' => (b"null", image(row)),
+                b'D' => (image(row), b"null"),
+                _ => (image(2 * row), image(2 * row + 1)),
+            };
+            out.extend_from_slice(before);
+            out.extend_from_slice(b", \"after\": ");
+            out.extend_from_slice(after);
+            out.push(b'}');
+        }
+        out
     }
 
     /// Every line, as the staging file holds them.

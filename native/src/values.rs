@@ -1,7 +1,7 @@
 //! One column's value in a row image to its CSV field (`loader/binlog/values/` decodes, and
 //! `loader/staging/csvformat.py` writes, the same values; both are the reference).
 
-use crate::csvtext::{push_base64, push_quoted};
+use crate::csvtext::{push_base64, push_json_string, push_quoted};
 use crate::digits::{push_i64, push_padded, push_u64};
 use crate::floats;
 use crate::temporal::{self, FRAC_BYTES, HIRES_DATETIME_BYTES, HIRES_TIME_BYTES};
@@ -110,9 +110,44 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// What a value is written as: a field of the staging CSV, or a JSON value of `binlog show`
+/// (`loader/binlog/show.py` is that one's reference).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Out {
+    Csv,
+    Json,
+}
+
+impl Out {
+    fn text(self, out: &mut Vec<u8>, text: &[u8]) -> Result<(), String> {
+        match self {
+            Out::Csv => push_quoted(out, text),
+            Out::Json => {
+                push_json_string(out, text);
+                Ok(())
+            }
+        }
+    }
+
+    fn double(self, out: &mut Vec<u8>, v: f64) {
+        match self {
+            Out::Json if v.is_nan() => out.extend_from_slice(b"NaN"),
+            Out::Json if v.is_infinite() => {
+                out.extend_from_slice(if v > 0.0 { b"Infinity" } else { b"-Infinity" })
+            }
+            _ => floats::push_repr(out, v),
+        }
+    }
+}
+
 impl Col {
-    /// Read one value and write its CSV field.
-    pub fn encode(&self, cur: &mut Cursor<'_>, out: &mut Vec<u8>) -> Result<(), String> {
+    /// Read one value and write it as `how` says.
+    pub fn encode_as(
+        &self,
+        cur: &mut Cursor<'_>,
+        out: &mut Vec<u8>,
+        how: Out,
+    ) -> Result<(), String> {
         match self {
             Col::Int { size, unsigned } => {
                 let raw = cur.le(*size, "integer")?;
@@ -130,11 +165,11 @@ impl Col {
             }
             Col::Float => {
                 let b = cur.take(4, "FLOAT")?;
-                floats::push_repr(out, f64::from(f32::from_le_bytes(b.try_into().unwrap())));
+                how.double(out, f64::from(f32::from_le_bytes(b.try_into().unwrap())));
             }
             Col::Double => {
                 let b = cur.take(8, "DOUBLE")?;
-                floats::push_repr(out, f64::from_le_bytes(b.try_into().unwrap()));
+                how.double(out, f64::from_le_bytes(b.try_into().unwrap()));
             }
             Col::Year => {
                 let v = cur.take(1, "YEAR")?[0];
@@ -144,8 +179,15 @@ impl Col {
                 let b = cur.take(*size, "BIT")?;
                 push_u64(out, b.iter().fold(0u64, |acc, &x| acc << 8 | u64::from(x)));
             }
+            // JSON: a string (exact).
             Col::Decimal { intg, scale, size } => {
-                decimal(cur.take(*size, "DECIMAL")?, *intg, *scale, out)?
+                if how == Out::Json {
+                    out.push(b'"');
+                }
+                decimal(cur.take(*size, "DECIMAL")?, *intg, *scale, out)?;
+                if how == Out::Json {
+                    out.push(b'"');
+                }
             }
             Col::Date => quoted(out, temporal::date, cur.take(3, "DATE")?),
             Col::Time => quoted(out, temporal::time, cur.take(3, "TIME")?),
@@ -192,15 +234,15 @@ impl Col {
                     Text::Binary => push_base64(out, value),
                     Text::Utf8 => {
                         std::str::from_utf8(value).map_err(|e| format!("invalid utf-8: {e}"))?;
-                        push_quoted(out, value)?;
+                        how.text(out, value)?;
                     }
                     Text::Ascii => {
                         if let Some(b) = value.iter().find(|b| !b.is_ascii()) {
                             return Err(format!("invalid ascii byte {b:#x}"));
                         }
-                        push_quoted(out, value)?;
+                        how.text(out, value)?;
                     }
-                    Text::Latin1 => push_quoted(out, &latin1_to_utf8(value))?,
+                    Text::Latin1 => how.text(out, &latin1_to_utf8(value))?,
                 }
             }
             Col::Enum { size, labels } => {
@@ -211,7 +253,7 @@ impl Col {
                     let label = labels
                         .get(idx - 1)
                         .ok_or_else(|| format!("ENUM index {idx} beyond its labels"))?;
-                    push_quoted(out, label)?;
+                    how.text(out, label)?;
                 }
             }
             Col::Set { size, labels } => {
@@ -226,7 +268,7 @@ impl Col {
                     .map(|(_, l)| l.as_slice())
                     .collect();
                 let joined = members.join(&b","[..]);
-                push_quoted(out, &joined)?;
+                how.text(out, &joined)?;
             }
         }
         Ok(())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from loader.binlog import show
 from loader.binlog.charsets import BINARY_COLLATION
 from loader.binlog.constants import ColumnType
 from loader.binlog.events import Column, Rows, TableMap
@@ -17,7 +18,7 @@ from loader.binlog.files import BinlogFiles
 from loader.binlog.nativeplan import native_plan
 from loader.binlog.rowplan import compile_plan
 from loader.binlog.schema import StaticSchema
-from loader.binlog.transactions import NativeRun, RowsBatch, Transaction, TransactionReader
+from loader.binlog.transactions import NativeRun, RowsBatch, Transaction, TransactionReader, json_keys
 from loader.errors import DecodeError, LoaderError
 from loader.extract import batch_csv, commit_ts_text, csv_kind
 from loader.positions import Position
@@ -69,6 +70,28 @@ def test_native_rows_are_the_python_rows(rel: str, tmp_path: Path) -> None:
     path = prepare(BINLOG_TESTDATA / rel, tmp_path)
     schema = SCHEMAS.get(rel)
     assert staged(path, native=True, schema=schema)[:4] == staged(path, native=False, schema=schema)[:4]
+
+
+@pytest.mark.parametrize("rel", FILES)
+def test_native_json_lines_are_the_python_ones(rel: str, tmp_path: Path) -> None:
+    """``binlog show --format jsonl``: the same lines from the native decoder's JSON images."""
+    path = prepare(BINLOG_TESTDATA / rel, tmp_path)
+
+    def lines(native: bool) -> tuple[str, list[str], int]:
+        reader = TransactionReader(schema=SCHEMAS.get(rel), strict=False, native=native, native_json=native)
+        out: list[str] = []
+        took = 0
+        try:
+            for tx in reader.read(BinlogFiles(path).events(Position(path.name, 4), None)):
+                took += sum(b.encoded is not None for b in tx.batches)
+                out.extend(show.jsonl(tx))
+        except LoaderError as exc:
+            return str(exc), out, took
+        return "", out, took
+
+    mine, python = lines(True), lines(False)
+    # A native rows event gives its lines as one piece: the same text.
+    assert (mine[0], "\n".join(mine[1])) == (python[0], "\n".join(python[1]))
 
 
 def test_most_test_data_rows_take_the_native_path(tmp_path: Path) -> None:
@@ -188,7 +211,7 @@ def _value(rng: random.Random, col: Column, valid: bool) -> bytes:
         return bytes([rng.randrange(0, top if valid else 255)])
     if t in (ColumnType.VARCHAR, ColumnType.STRING):
         size = meta if t == ColumnType.VARCHAR else meta & 0xFF
-        text = rng.choice(["", "plain", 'a "quoted", value', "naïve\n€", "\x00"])
+        text = rng.choice(["", "plain", 'a "quoted", value', "naïve\n€", "\x00", "\t\x08\x1f\\\r"])
         if col.collation == ASCII:
             text = text.encode("ascii", "replace").decode()
         data = text.encode() if col.collation != LATIN1 else bytes(rng.randrange(256) for _ in range(5))
@@ -244,5 +267,14 @@ def test_random_images_of_every_kind_stage_alike(seed: int) -> None:
             mine = "refused"
         # The same bytes, or refused where the Python path refuses (which then names the fault).
         assert mine == (python if isinstance(python, bytes) else "refused"), (n, kind, data.hex())
+        if isinstance(mine, bytes):  # and binlog show's JSON lines (no marker there)
+            tx = Transaction(Position("f", 4), Position("f", 90), 9, 1_700_000_000_123_456, "0-1-2")
+            tx.batches = [RowsBatch(plan, kind, plan.decode(rows, "f:4"), 7, Position("f", 4))]
+            expected = list(show.jsonl(tx))
+            keys = json_keys(plan.names)
+            tx.batches = [
+                RowsBatch(plan, kind, [], 7, Position("f", 4), native.encode_json(data, 0, kind, keys))
+            ]
+            assert list(show.jsonl(tx)) == ["\n".join(expected)], (n, kind, data.hex())
         agreed["refused" if isinstance(python, str) else "rows"] += 1
     assert agreed["rows"] > 800 and agreed["refused"] > 100, agreed
