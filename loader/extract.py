@@ -28,6 +28,7 @@ from loader.binlog.constants import ColumnType
 from loader.binlog.fingerprint import Fingerprint
 from loader.binlog.reader import open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
+from loader.binlog.server import BinlogServer
 from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
 from loader.binlog.transactions import NativeRun, OpenRows, RowsBatch, Transaction
 from loader.config import Config, SourceConfig, StagingConfig, TablesConfig
@@ -616,10 +617,16 @@ def _server_ranges(
     # Twice as many ranges as processes: the first is decoded after a quarter of the stream
     # has arrived, not half, and the last one decoded after the stream ends is smaller.
     parts = SERVER_RANGES_PER_WORKER * workers
+    # The native reader's processes read runs of events (split from the stream natively, not
+    # one by one here); the Python decoder's, events.
+    runs = native_decoder(source) and not crashpoints.enabled()
     try:
-        for i, piece in enumerate(
-            spool_pieces(transport.events(start, end), start, end, total, parts, folder)
-        ):
+        stream = (
+            transport.runs(start, end)
+            if runs and isinstance(transport, BinlogServer)
+            else transport.events(start, end)
+        )
+        for i, piece in enumerate(spool_pieces(stream, start, end, total, parts, folder)):
             progress(
                 f"extract: {label}: range {i + 1} ({piece.start} to {piece.end}, "
                 f"{piece.bytes / 1e6:,.1f} MB of {total / 1e6:,.1f}) read from the server, decoding"

@@ -10,6 +10,8 @@ the parent still reads the rest.
 
 from __future__ import annotations
 
+import array
+import bisect
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -17,12 +19,15 @@ from typing import BinaryIO
 
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.split import starts_transaction
-from loader.binlog.transport import RawEvent
+from loader.binlog.transport import EventRun, RawEvent, in_runs
 from loader.errors import DecodeError
 from loader.positions import Position
 
 _RECORD = struct.Struct("<BQI")  # kind, position, length of what follows
-_EVENT, _ARTIFICIAL, _FILE = 0, 1, 2
+# An event; one without a position of its own; the file the records after it are in; a run
+# of events (its position the first one's); the gaps of the run that follows (native u64s:
+# its offsets, then its positions; the position field holds how many).
+_EVENT, _ARTIFICIAL, _FILE, _RUN, _GAPS = 0, 1, 2, 3, 4
 _READ_BUFFER = 1 << 20
 
 
@@ -56,11 +61,18 @@ class _Writer:
         self.out: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
         self.file: str | None = None
 
-    def write(self, event: RawEvent, artificial: bool = False) -> None:
+    def write(self, event: RawEvent | EventRun, artificial: bool = False) -> None:
         if event.file != self.file:
             name = event.file.encode("utf-8")
             self.out.write(_RECORD.pack(_FILE, 0, len(name)) + name)
             self.file = event.file
+        if isinstance(event, EventRun):
+            if event.gap_offsets:
+                gaps = array.array("Q", event.gap_offsets + event.gap_positions).tobytes()
+                self.out.write(_RECORD.pack(_GAPS, len(event.gap_offsets), len(gaps)) + gaps)
+            self.out.write(_RECORD.pack(_RUN, event.pos, len(event.data)))
+            self.out.write(event.data)
+            return
         kind = _ARTIFICIAL if artificial or event.artificial else _EVENT
         self.out.write(_RECORD.pack(kind, event.pos, len(event.data)))
         self.out.write(event.data)
@@ -70,10 +82,11 @@ class _Writer:
 
 
 def spool_pieces(
-    events: Iterable[RawEvent], start: Position, end: Position, total: int, parts: int, folder: str
+    events: Iterable[RawEvent | EventRun], start: Position, end: Position, total: int, parts: int, folder: str
 ) -> Iterator[Piece]:
-    """Write the stream of ``[start, end)`` (``total`` bytes of log) to up to ``parts`` files of
-    similar sizes, each cut where a transaction starts; yields each piece once it is written."""
+    """Write the stream of ``[start, end)`` (``total`` bytes of log; events, or runs of them) to
+    up to ``parts`` files of similar sizes, each cut where a transaction starts; yields each
+    piece once it is written."""
     targets = [total * k // parts for k in range(1, parts)]
     number = 0
     writer = _Writer(f"{folder}/piece-{number:03d}.events")
@@ -83,6 +96,35 @@ def spool_pieces(
     fde: RawEvent | None = None  # the format description in force
     try:
         for event in events:
+            if isinstance(event, EventRun):
+                # Cut where a transaction starts past the target, as often as targets fall in it.
+                while targets and done + len(event.data) > targets[0]:
+                    cut = _transaction_start(event, targets[0] - done)
+                    if cut is None:
+                        break
+                    if cut > 0:
+                        writer.write(
+                            EventRun(event.file, event.pos, event.data[:cut], *_gaps_before(event, cut))
+                        )
+                        done += cut
+                        written += cut
+                    at = Position(event.file, event.position(cut))
+                    event = event.rest(cut)
+                    if at != begin:
+                        writer.close()
+                        yield Piece(begin, at, writer.path, written)
+                        number += 1
+                        writer = _Writer(f"{folder}/piece-{number:03d}.events")
+                        begin, written = at, 0
+                        if fde is not None:
+                            writer.write(fde, artificial=True)
+                    while targets and targets[0] <= done:
+                        targets.pop(0)
+                if event.data:
+                    writer.write(event)
+                    done += len(event.data)
+                    written += len(event.data)
+                continue
             data = event.data
             typ = data[4]
             if (
@@ -112,14 +154,41 @@ def spool_pieces(
     yield Piece(begin, end, writer.path, written)
 
 
+def _transaction_start(run: EventRun, at_least: int) -> int | None:
+    """The offset of the first event of ``run`` at or past ``at_least`` that starts a
+    transaction; None when none does."""
+    data, off = run.data, 0
+    while off < len(data):
+        typ = data[off + 4]
+        size = int.from_bytes(data[off + 9 : off + 13], "little")
+        if off >= at_least and starts_transaction(
+            typ, data[off + HEADER_LEN : off + size] if typ == EventType.QUERY else b""
+        ):
+            return off
+        off += size
+    return None
+
+
+def _gaps_before(run: EventRun, offset: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The gaps of ``run`` before ``offset``."""
+    i = bisect.bisect_left(run.gap_offsets, offset)
+    return run.gap_offsets[:i], run.gap_positions[:i]
+
+
 class SpooledEvents:
     """A transport that replays one spooled piece (what the server sent for it)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def events(self, start: Position, end: Position | None) -> Iterator[RawEvent]:
+    def runs(self, start: Position, end: Position | None) -> Iterator[RawEvent | EventRun]:
+        """The piece's events in runs (as they were spooled, or grouped here)."""
+        return in_runs(self._records(start))
+
+    def _records(self, start: Position) -> Iterator[RawEvent | EventRun]:
         file = start.file
+        offsets: tuple[int, ...] = ()
+        positions: tuple[int, ...] = ()
         with open(self.path, "rb", buffering=_READ_BUFFER) as f:
             while head := f.read(_RECORD.size):
                 kind, pos, size = _RECORD.unpack(head)
@@ -128,8 +197,25 @@ class SpooledEvents:
                     raise DecodeError(f"the spooled stream in {self.path} is cut short", f"{file}:{pos}")
                 if kind == _FILE:
                     file = data.decode("utf-8")
-                    continue
-                yield RawEvent(file, pos, data, kind == _ARTIFICIAL)
+                elif kind == _GAPS:
+                    values = array.array("Q", data).tolist()
+                    offsets, positions = tuple(values[:pos]), tuple(values[pos:])
+                elif kind == _RUN:
+                    yield EventRun(file, pos, data, offsets, positions)
+                    offsets = positions = ()
+                else:
+                    yield RawEvent(file, pos, data, kind == _ARTIFICIAL)
+
+    def events(self, start: Position, end: Position | None) -> Iterator[RawEvent]:
+        for item in self._records(start):
+            if isinstance(item, RawEvent):
+                yield item
+                continue
+            off = 0
+            while off < len(item.data):
+                size = int.from_bytes(item.data[off + 9 : off + 13], "little")
+                yield RawEvent(item.file, item.position(off), item.data[off : off + size])
+                off += size
 
     def close(self) -> None:
         """The file is opened per read; nothing to release."""

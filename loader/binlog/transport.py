@@ -90,14 +90,21 @@ _ALONE = frozenset({EventType.ROTATE, EventType.STOP, EventType.FORMAT_DESCRIPTI
 RUN_BYTES = 1 << 20
 
 
-def in_runs(events: Iterable[RawEvent], most: int = RUN_BYTES) -> Iterator[RawEvent | EventRun]:
+def in_runs(events: Iterable[RawEvent | EventRun], most: int = RUN_BYTES) -> Iterator[RawEvent | EventRun]:
     """Events of one file as runs of up to about ``most`` bytes (for the native reader);
-    artificial events, rotates, stops and format descriptions alone, as they come."""
+    artificial events, rotates, stops and format descriptions alone, as they come (and runs
+    as they are)."""
     parts: list[bytes] = []
     offsets: list[int] = []
     positions: list[int] = []
     file, start, size, end = "", 0, 0, 0
     for raw in events:
+        if isinstance(raw, EventRun):
+            if parts:
+                yield EventRun(file, start, b"".join(parts), tuple(offsets), tuple(positions))
+                parts, offsets, positions = [], [], []
+            yield raw
+            continue
         alone = raw.artificial or raw.data[4] in _ALONE
         if parts and (alone or raw.file != file or size >= most):
             yield EventRun(file, start, b"".join(parts), tuple(offsets), tuple(positions))
