@@ -34,7 +34,13 @@ class Scanner:
     """Whole transactions of runs of events, decoded natively for the table maps registered."""
 
     def __init__(self, checksum: bool, post_header: bytes) -> None: ...
-    def register_native(self, table_map: bytes, plan: RowPlan, table: int) -> int: ...
+    def register_native(
+        self,
+        table_map: bytes,
+        plan: RowPlan,
+        table: int,
+        json: tuple[list[bytes], bytes, bytes] | None = None,
+    ) -> int: ...
     def register_other(self, table_map: bytes, python: bool) -> None: ...
     def clear(self) -> None: ...
     def scan(
@@ -47,6 +53,7 @@ class Scanner:
         gap_positions: tuple[int, ...],
         budget: int,
         max_open: int,
+        json_file: bytes | None = None,
     ) -> ScanResult: ...
 
 class ScanResult:
@@ -76,6 +83,8 @@ class ScanResult:
     def stop(self) -> str: ...
     @property
     def segments(self) -> list[Segment]: ...
+    @property
+    def json(self) -> bytes: ...
 
 class PacketStream:
     """A replication stream's packets to runs of events."""

@@ -168,6 +168,7 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     from loader.binlog import show
     from loader.binlog.reader import open_transport, read_transactions, source_schema
     from loader.binlog.server import BinlogServer
+    from loader.binlog.transactions import NativeRun, Transaction
     from loader.extract import native_decoder
     from loader.source import credentials
     from loader.tables import TableSelector
@@ -187,6 +188,7 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
         schema = None
         if isinstance(transport, BinlogServer):
             schema = stack.enter_context(source_schema(credentials(cfg.source)))
+        # JSON lines straight from the native reader, where it takes whole transactions.
         native = args.format == "jsonl" and native_decoder(cfg.source)
         for tx in read_transactions(
             transport,
@@ -198,10 +200,16 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
             allow_partial_end=True,
             native=native,
             native_json=native,
+            runs=native,
         ):
-            txs += 1
-            changes += tx.change_count
-            sys.stdout.write("".join(f"{line}\n" for line in render(tx)))
+            if isinstance(tx, NativeRun):
+                txs += tx.result.transactions
+                changes += tx.changes
+                sys.stdout.write(tx.result.json.decode())
+            elif isinstance(tx, Transaction):
+                txs += 1
+                changes += tx.change_count
+                sys.stdout.write("".join(f"{line}\n" for line in render(tx)))
     print(
         f"binlog show: [{start}, {end}): {txs} transactions, {changes} change rows, "
         f"{time.monotonic() - started:.1f} s",

@@ -69,14 +69,14 @@ def read_transactions(
     strict: bool = True,
     allow_partial_end: bool = False,
     skip_before: Mapping[tuple[str, str], Position] | None = None,
-    *,
-    max_open_changes: int,
+    max_open_changes: int | None = None,
     gtid_state: dict[int, str] | None = None,
     seqno_epoch: int = 0,
     mysql_gtids: GtidSet | None = None,
     native: bool = False,
     native_json: bool = False,
-    runs: bool = False,
+    *,
+    runs: bool,
     budget: int | None = None,
 ) -> Generator[Transaction | OpenRows | NativeRun, None, None]: ...
 

@@ -13,7 +13,7 @@ import base64
 import functools
 import json
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any
@@ -24,9 +24,12 @@ from loader.binlog.transactions import Transaction
 _OPS = {"I": "INSERT INTO", "U": "UPDATE", "D": "DELETE FROM"}
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def iso_utc(micros: int) -> str:
-    """Microseconds since the epoch as ``2024-01-31T12:00:00.000000Z``."""
-    return datetime.fromtimestamp(micros / 1_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Microseconds since the epoch as ``2024-01-31T12:00:00.000000Z`` (exact: no float)."""
+    return (_EPOCH + timedelta(microseconds=micros)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def json_value(value: Any) -> Any:

@@ -161,7 +161,8 @@ class TransactionReader:
         native: decode rows with the native module into staging rows (``RowsBatch.encoded``)
             where it takes the table; other tables' rows (and rows it refuses, whose error the
             Python decoder then gives) come decoded as values.
-        native_json: with ``native``, the images as ``binlog show``'s JSON objects instead.
+        native_json: with ``native``, ``binlog show``'s JSON images (and a ``NativeRun``'s
+            JSON lines) instead of staging rows.
     """
 
     def __init__(
@@ -283,7 +284,15 @@ class TransactionReader:
                 most = 1 << 62 if self.max_open_changes is None else self.max_open_changes - 1
                 assert base is not None
                 result = scanner.scan(
-                    data, off, base, run.pos, run.gap_offsets, run.gap_positions, max(budget, 1), most
+                    data,
+                    off,
+                    base,
+                    run.pos,
+                    run.gap_offsets,
+                    run.gap_positions,
+                    max(budget, 1),
+                    most,
+                    run.file.encode() if self.native_json else None,
                 )
                 took = result.consumed > off
                 if took:
@@ -574,7 +583,11 @@ class TransactionReader:
             else:
                 number = self._scan_tables.setdefault((plan.schema, plan.table), len(self._scan_tables))
                 # The scanner numbers its plans as they come, as this list does.
-                self._scanner.register_native(key, native, number)
+                json = None
+                if self.native_json:
+                    schema, table = json_keys((plan.schema, plan.table))
+                    json = (json_keys(plan.names), schema, table)
+                self._scanner.register_native(key, native, number, json)
                 self._scan_plans.append(plan)
         return plan, native
 

@@ -230,6 +230,7 @@ struct Scanner {
     fmt: scan::Format,
     tables: HashMap<Vec<u8>, scan::Reg>,
     plans: Vec<Py<RowPlan>>,
+    json: Vec<Option<scan::JsonInfo>>,
 }
 
 #[pymethods]
@@ -244,13 +245,28 @@ impl Scanner {
             },
             tables: HashMap::new(),
             plans: Vec::new(),
+            json: Vec::new(),
         }
     }
 
     /// A table map (its bytes after the header, before the checksum) whose rows `plan` decodes
-    /// into the rows of table number `table`; the plan's number.
-    fn register_native(&mut self, table_map: Vec<u8>, plan: Py<RowPlan>, table: usize) -> usize {
+    /// into the rows of table number `table`; the plan's number. `json`: its columns' names,
+    /// schema and table as JSON text, for `binlog show`'s lines.
+    #[pyo3(signature = (table_map, plan, table, json=None))]
+    fn register_native(
+        &mut self,
+        table_map: Vec<u8>,
+        plan: Py<RowPlan>,
+        table: usize,
+        json: Option<(Vec<Vec<u8>>, Vec<u8>, Vec<u8>)>,
+    ) -> usize {
         self.plans.push(plan);
+        self.json
+            .push(json.map(|(keys, schema, table)| scan::JsonInfo {
+                keys,
+                schema,
+                table,
+            }));
         let id = self.plans.len() - 1;
         self.tables
             .insert(table_map, scan::Reg::Native { plan: id, table });
@@ -274,13 +290,15 @@ impl Scanner {
     fn clear(&mut self) {
         self.tables.clear();
         self.plans.clear();
+        self.json.clear();
     }
 
     /// Whole transactions of `data` from `start` on (see `scan::Scanner::scan`).
     /// `gap_offsets`, `gap_positions`: where each event after a gap starts in `data` and in
     /// the file.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (data, start, seqno_base, file_pos, gap_offsets, gap_positions, budget, max_open))]
+    /// `json_file`: `binlog show`'s JSON lines instead of staging rows, positions in this file.
+    #[pyo3(signature = (data, start, seqno_base, file_pos, gap_offsets, gap_positions, budget, max_open, json_file=None))]
     fn scan(
         &self,
         py: Python<'_>,
@@ -292,12 +310,16 @@ impl Scanner {
         gap_positions: Vec<u64>,
         budget: u64,
         max_open: u64,
+        json_file: Option<Vec<u8>>,
     ) -> ScanResult {
         let plans: Vec<&rows::Plan> = self.plans.iter().map(|p| &p.get().plan).collect();
         let scanner = scan::Scanner {
             fmt: &self.fmt,
             tables: &self.tables,
             plans: &plans,
+            json: json_file
+                .as_deref()
+                .map(|file| (self.json.as_slice(), file)),
         };
         let gaps = gap_offsets.into_iter().zip(gap_positions).collect();
         let limits = scan::Limits {
@@ -373,6 +395,11 @@ impl ScanResult {
     #[getter]
     fn stop(&self) -> &'static str {
         self.out.stop
+    }
+    /// `binlog show`'s JSON lines of the transactions taken (a scan given `json_file`).
+    #[getter]
+    fn json<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.out.json)
     }
     /// `(table, plan, rows, byte ends, changes, deletes, first offset)` per segment; the three
     /// arrays are native-endian u64s, one per rows event, cumulative.

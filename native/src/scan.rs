@@ -108,6 +108,8 @@ pub struct ScanOut {
     pub segments: Vec<Segment>,
     /// Why the scan stopped: "end" (the data), "changes" (the budget), or what Python must read.
     pub stop: &'static str,
+    /// `binlog show`'s JSON lines of the transactions taken, each ending in a newline.
+    pub json: Vec<u8>,
 }
 
 /// Limits of a scan.
@@ -224,10 +226,20 @@ enum Step {
     Python(&'static str),
 }
 
+/// What `binlog show`'s JSON lines of a plan's rows need: its columns' names, its schema and
+/// table name, as JSON text.
+pub struct JsonInfo {
+    pub keys: Vec<Vec<u8>>,
+    pub schema: Vec<u8>,
+    pub table: Vec<u8>,
+}
+
 pub struct Scanner<'p> {
     pub fmt: &'p Format,
     pub tables: &'p HashMap<Vec<u8>, Reg>,
     pub plans: &'p [&'p Plan],
+    /// JSON lines instead of staging rows: each plan's names, and the file's name.
+    pub json: Option<(&'p [Option<JsonInfo>], &'p [u8])>,
 }
 
 impl Scanner<'_> {
@@ -350,7 +362,16 @@ impl Scanner<'_> {
                 | DELETE_ROWS => match self.rows(&ev, &maps) {
                     Ok(None) => {}
                     Ok(Some((plan, table, kind, pos))) => {
-                        let Ok(rows) = self.plans[plan].encode(ev.body, pos, kind) else {
+                        let encoded = match self.json {
+                            None => self.plans[plan].encode(ev.body, pos, kind),
+                            Some((infos, _)) => match &infos[plan] {
+                                Some(info) => {
+                                    self.plans[plan].encode_json(ev.body, pos, kind, &info.keys)
+                                }
+                                None => return Step::Python("table"),
+                            },
+                        };
+                        let Ok(rows) = encoded else {
                             return Step::Python("rows");
                         };
                         changes += rows.len() as u64;
@@ -502,6 +523,10 @@ impl Scanner<'_> {
         );
         out.last_gtid = Some(start);
         out.transactions += 1;
+        if let Some((infos, file)) = self.json {
+            self.json_lines(infos, file, gtid, seqno, ts, limits, pending, out);
+            return;
+        }
         let mut row_id = 0u64;
         for p in pending {
             let seg_index = match latest.get(&p.table) {
@@ -537,6 +562,100 @@ impl Scanner<'_> {
                 .push(seg.changes.last().copied().unwrap_or(0) + n);
             seg.deletes
                 .push(seg.deletes.last().copied().unwrap_or(0) + deletes);
+        }
+        if row_id > 0 {
+            out.changes += row_id;
+            out.seqno_min.get_or_insert(seqno);
+            out.seqno_max = Some(seqno);
+            out.commit_ts_max = Some(out.commit_ts_max.map_or(ts, |m| m.max(ts)));
+        }
+    }
+
+    /// A committed transaction's rows as `binlog show`'s JSON lines (`loader/binlog/show.py`).
+    #[allow(clippy::too_many_arguments)]
+    fn json_lines(
+        &self,
+        infos: &[Option<JsonInfo>],
+        file: &[u8],
+        gtid: &Event<'_>,
+        seqno: u64,
+        ts: u64,
+        limits: &Limits,
+        pending: Vec<Pending>,
+        out: &mut ScanOut,
+    ) {
+        use crate::csvtext::push_json_string;
+        use crate::digits::push_u64;
+        let b = gtid.body;
+        let mut gtid_text = Vec::with_capacity(48);
+        match gtid.typ {
+            MARIA_GTID => {
+                push_u64(
+                    &mut gtid_text,
+                    u64::from(u32::from_le_bytes(b[8..12].try_into().unwrap())),
+                );
+                gtid_text.push(b'-');
+                push_u64(&mut gtid_text, u64::from(gtid.server_id));
+                gtid_text.push(b'-');
+                push_u64(
+                    &mut gtid_text,
+                    u64::from_le_bytes(b[0..8].try_into().unwrap()),
+                );
+            }
+            GTID => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                for (i, &x) in b[1..17].iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        gtid_text.push(b'-');
+                    }
+                    gtid_text
+                        .extend_from_slice(&[HEX[usize::from(x >> 4)], HEX[usize::from(x & 15)]]);
+                }
+                gtid_text.push(b':');
+                push_u64(&mut gtid_text, le(&b[17..25]));
+            }
+            _ => gtid_text.extend_from_slice(b"ANONYMOUS"),
+        }
+        // ISO 8601 UTC with microseconds: `2024-01-31T12:00:00.000000Z`.
+        let mut when = Vec::with_capacity(28);
+        temporal::utc_text(
+            &mut when,
+            (ts / 1_000_000) as i64,
+            i128::from(ts % 1_000_000),
+            6,
+        );
+        if let Some(space) = when.iter().position(|&c| c == b' ') {
+            when[space] = b'T';
+        }
+        when.push(b'Z');
+        let mut row_id = 0u64;
+        for p in pending {
+            let Some(info) = &infos[p.plan] else { continue };
+            let mut head = Vec::with_capacity(96);
+            head.extend_from_slice(b"{\"op\": \"");
+            head.push(p.kind);
+            head.extend_from_slice(b"\", \"schema\": ");
+            head.extend_from_slice(&info.schema);
+            head.extend_from_slice(b", \"table\": ");
+            head.extend_from_slice(&info.table);
+            head.extend_from_slice(b", \"seqno\": ");
+            push_u64(&mut head, seqno);
+            head.extend_from_slice(b", \"row_id\": ");
+            let mut middle = Vec::with_capacity(128);
+            middle.extend_from_slice(b", \"position\": ");
+            let mut position = file.to_vec();
+            position.push(b':');
+            push_u64(&mut position, limits.position(p.offset));
+            push_json_string(&mut middle, &position);
+            middle.extend_from_slice(b", \"commit_ts\": \"");
+            middle.extend_from_slice(&when);
+            middle.extend_from_slice(b"\", \"gtid\": ");
+            push_json_string(&mut middle, &gtid_text);
+            middle.extend_from_slice(b", \"before\": ");
+            out.json
+                .extend_from_slice(&p.rows.json_lines(&head, row_id, &middle));
+            out.json.push(b'\n');
+            row_id += p.rows.len() as u64;
         }
         if row_id > 0 {
             out.changes += row_id;

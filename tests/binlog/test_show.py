@@ -195,3 +195,25 @@ def test_json_lines_write_every_kind_of_value_as_json_does() -> None:
         json.loads(lines[0])["after"]["d"] == "-0.50"
         and json.loads(lines[1])["before"]["d"] == "0.0000000001"
     )
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "rust_mysql_common/mariadb-bin.000001",
+        "mysql-binlog-connector-java/mysql-bin.checksum-crc32",
+        "mysql-cdc-rs/binlog.000733",
+        "msmp/binlog.000001",
+    ],
+)
+def test_jsonl_from_the_native_reader_is_the_python_decoders(rel: str, tmp_path: Path) -> None:
+    """Whole transactions written by the native reader, the rest by the Python reader: the same
+    lines as the Python decoder's, and the same counts."""
+    path = prepare(BINLOG_TESTDATA / rel, tmp_path)
+    native = run("--file", str(path), "--format", "jsonl")
+    python = run(
+        "--file", str(path), "--format", "jsonl", env={**os.environ, "LOADER__SOURCE__DECODER": "python"}
+    )
+    assert native.returncode == python.returncode == 0, native.stderr + python.stderr
+    assert native.stdout == python.stdout and native.stdout
+    assert native.stderr.rsplit(",", 1)[0] == python.stderr.rsplit(",", 1)[0]  # all but the seconds
