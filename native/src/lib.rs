@@ -223,6 +223,9 @@ fn whole_events(data: &[u8]) -> usize {
     scan::whole_events(data)
 }
 
+/// A plan's columns' names, schema and table as JSON text.
+type JsonNames = (Vec<Vec<u8>>, Vec<u8>, Vec<u8>);
+
 /// Whole transactions of runs of events, decoded into staging rows without Python (see
 /// `scan.rs`), for the table maps registered with it.
 #[pyclass(module = "loader._native")]
@@ -258,7 +261,7 @@ impl Scanner {
         table_map: Vec<u8>,
         plan: Py<RowPlan>,
         table: usize,
-        json: Option<(Vec<Vec<u8>>, Vec<u8>, Vec<u8>)>,
+        json: Option<JsonNames>,
     ) -> usize {
         self.plans.push(plan);
         self.json
