@@ -166,10 +166,9 @@ def _binlog_range(args: argparse.Namespace, cfg: Config, transport: object) -> t
 def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     """Print the decoded changes between two positions, from files or from the server."""
     from loader.binlog import show
-    from loader.binlog.reader import open_transport, read_transactions, source_schema
+    from loader.binlog.reader import native_decoder, open_transport, read_transactions, source_schema
     from loader.binlog.server import BinlogServer
     from loader.binlog.transactions import NativeRun, Transaction
-    from loader.extract import native_decoder
     from loader.source import credentials
     from loader.tables import TableSelector
 

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 from loader import crashpoints, gtids, history, scratch, statements
 from loader.binlog.constants import ColumnType
 from loader.binlog.fingerprint import Fingerprint
-from loader.binlog.reader import open_transport, read_transactions, source_schema
+from loader.binlog.reader import native_decoder, open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.server import BinlogServer
 from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
@@ -446,24 +446,6 @@ class ExtractSettings:
     @classmethod
     def of(cls, cfg: Config) -> ExtractSettings:
         return cls(cfg.source, cfg.tables, cfg.staging, cfg.warehouse.format)
-
-
-def native_decoder(source: SourceConfig) -> bool:
-    """Whether rows are decoded by the native module (``[source] decoder``).
-
-    Raises:
-        ExtractError: the native decoder is asked for and not built: never the slow path unasked.
-    """
-    if source.decoder != "native":
-        return False
-    try:
-        import loader._native  # noqa: F401
-    except ImportError as exc:
-        raise ExtractError(
-            f"the native decoder (loader._native) is not built ({exc}): run make setup (or pip install .) "
-            'to build it, or set [source] decoder = "python" to extract with the Python decoder'
-        ) from None
-    return True
 
 
 def _stderr(message: str) -> None:

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from loader import _native
+from loader.binlog.reader import native_decoder
 from loader.config import SourceConfig
-from loader.errors import ExtractError
-from loader.extract import native_decoder
+from loader.errors import ConfigError
 from tests.conftest import random_seed
 
 
@@ -35,7 +35,7 @@ def test_a_native_decoder_not_built_stops_extraction_saying_what_to_do(
 ) -> None:
     assert native_decoder(SourceConfig()) is True  # the default
     monkeypatch.setitem(sys.modules, "loader._native", None)  # as if never built
-    with pytest.raises(ExtractError) as err:
+    with pytest.raises(ConfigError) as err:
         native_decoder(SourceConfig())
     assert "not built" in str(err.value) and "make setup" in str(err.value)
     assert 'decoder = "python"' in str(err.value)

@@ -13,7 +13,7 @@ from loader.binlog.server import BinlogServer
 from loader.binlog.transactions import NativeRun, OpenRows, TableFilter, Transaction, TransactionReader
 from loader.binlog.transport import Transport, in_runs
 from loader.config import SourceConfig
-from loader.errors import DecodeError
+from loader.errors import ConfigError, DecodeError
 from loader.gtids import GtidSet
 from loader.positions import Position
 from loader.source import Credentials, connect, credentials
@@ -28,6 +28,24 @@ def open_transport(cfg: SourceConfig, location: str | None = None, server_id: in
         return BinlogFiles(cfg.binlog_dir)
     creds = credentials(cfg)
     return BinlogServer(creds, cfg.server_id if server_id is None else server_id, creds.read_timeout)
+
+
+def native_decoder(source: SourceConfig) -> bool:
+    """Whether rows are decoded by the native module (``[source] decoder``).
+
+    Raises:
+        ConfigError: the native decoder is asked for and not built: never the slow path unasked.
+    """
+    if source.decoder != "native":
+        return False
+    try:
+        import loader._native  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"the native decoder (loader._native) is not built ({exc}): run make setup (or pip install .) "
+            'to build it, or set [source] decoder = "python" to extract with the Python decoder'
+        ) from None
+    return True
 
 
 @contextmanager
