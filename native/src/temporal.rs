@@ -37,12 +37,17 @@ pub fn push_time(
     if negative {
         out.push(b'-');
     }
-    push_padded(out, h as u64, 2);
-    out.push(b':');
-    push_padded(out, m as u64, 2);
-    out.push(b':');
-    push_padded(out, s as u64, 2);
+    push_hms(out, h as u64, m as u64, s as u64);
     push_frac(out, micro, fsp);
+}
+
+/// `HH:MM:SS` (each at least two digits).
+fn push_hms(out: &mut Vec<u8>, h: u64, m: u64, s: u64) {
+    push_padded(out, h, 2);
+    out.push(b':');
+    push_padded(out, m, 2);
+    out.push(b':');
+    push_padded(out, s, 2);
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -63,11 +68,7 @@ pub fn push_datetime(
     out.push(b'-');
     push_padded(out, d as u64, 2);
     out.push(b' ');
-    push_padded(out, h as u64, 2);
-    out.push(b':');
-    push_padded(out, mi as u64, 2);
-    out.push(b':');
-    push_padded(out, s as u64, 2);
+    push_hms(out, h as u64, mi as u64, s as u64);
     push_frac(out, micro, fsp);
 }
 
@@ -82,11 +83,7 @@ pub fn push_date_key(out: &mut Vec<u8>, ymd: i64) {
 }
 
 fn push_clock(out: &mut Vec<u8>, hms: i64) {
-    push_padded(out, (hms >> 12) as u64, 2);
-    out.push(b':');
-    push_padded(out, ((hms >> 6) & 63) as u64, 2);
-    out.push(b':');
-    push_padded(out, (hms & 63) as u64, 2);
+    push_hms(out, (hms >> 12) as u64, ((hms >> 6) & 63) as u64, (hms & 63) as u64);
 }
 
 /// DATE: 3 bytes little-endian, day | month << 5 | year << 9.
