@@ -474,13 +474,10 @@ def _extract_range(
     transport is read); removed once decoded.
     """
     selector = TableSelector(settings.tables.include, settings.tables.exclude)
-    writers: dict[tuple[str, str], TableWriter] = {}
-    # ALTER statements on tables without rows yet in this range, for the manifest of the first.
-    pending: dict[tuple[str, str], list[dict[str, str]]] = {}
+    # Path(workdir) once: a Path per transaction was 5% of a single-row transaction's cost.
+    tables = _RangeTables(settings, Path(workdir), previous or {})
     result = RangeResult({})
     end_pos = Position.parse(end)
-    folder = Path(workdir)  # once: a Path per transaction was 5% of a single-row transaction's cost
-    layouts = previous or {}
     last_report = time.monotonic()
     with source_schema(credentials(settings.source)) as schema:
         txs = read_transactions(
@@ -504,15 +501,15 @@ def _extract_range(
         for tx in txs:
             if isinstance(tx, OpenRows):  # a large transaction's rows before its commit
                 if tx.rolled_back:
-                    for writer in writers.values():
+                    for writer in tables.writers.values():
                         writer.forget()
-                _write_batches(tx.batches, 0, "", settings, writers, folder, pending, layouts, held=True)
+                tables.batches(tx.batches, 0, "", held=True)
                 holding = not tx.rolled_back
                 continue
             if isinstance(tx, NativeRun):  # whole transactions the native reader took
                 result.transactions += tx.result.transactions
                 last_txn = tx.last_txn
-                n = _write_native(tx, settings, writers, folder, pending, layouts)
+                n = tables.native(tx)
                 first, last, commit_ts = tx.result.seqno_min, tx.result.seqno_max, tx.result.commit_ts_max
             else:
                 result.transactions += 1
@@ -520,13 +517,13 @@ def _extract_range(
                 _check_statements(
                     tx,
                     selector,
-                    writers,
+                    tables.writers,
                     loaded_at or {},
-                    pending,
+                    tables.pending,
                     result.created,
                     settings.tables.schema_changes,
                 )
-                n = _write_transaction(tx, settings, writers, folder, pending, layouts, holding)
+                n = tables.transaction(tx, holding)
                 holding = False
                 first = last = tx.seqno
                 commit_ts = tx.commit_ts
@@ -545,7 +542,7 @@ def _extract_range(
                 progress(
                     f"extract: {label}: {result.changes:,} changes in {result.transactions:,} transactions, at {tx.end}"
                 )
-    result.tables = {key: writer.finish() for key, writer in writers.items()}
+    result.tables = {key: writer.finish() for key, writer in tables.writers.items()}
     if spool:  # decoded: the scratch disk holds only the ranges still to decode
         os.remove(spool)
     return result
@@ -939,88 +936,61 @@ def _stop_reason(change: statements.Change, hit: list[tuple[str, str]]) -> tuple
     return f"{change.verb} cannot be carried as row changes", remedy
 
 
-def _write_transaction(
-    tx: Transaction,
-    settings: ExtractSettings,
-    writers: dict[tuple[str, str], TableWriter],
-    workdir: Path,
-    pending: dict[tuple[str, str], list[dict[str, str]]],
-    previous: dict[tuple[str, str], list[ColumnSpec]],
-    holding: bool,
-) -> int:
-    """Write a committed transaction's rows (after the ones it handed out early, which the
-    writers hold when ``holding``); how many."""
-    commit = commit_ts_text(tx.commit_ts)
-    written = sum(writer.release(tx.seqno, commit) for writer in writers.values()) if holding else 0
-    written += _write_batches(tx.batches, tx.seqno, commit, settings, writers, workdir, pending, previous)
-    crashpoints.reached("after transaction written")
-    return written
+@dataclass
+class _RangeTables:
+    """The writers of one range's tables, and what making one takes."""
 
+    settings: ExtractSettings
+    workdir: Path
+    previous: dict[tuple[str, str], list[ColumnSpec]]  # each table's columns before the range
+    writers: dict[tuple[str, str], TableWriter] = field(default_factory=dict)
+    # ALTER statements on tables without rows yet in this range, for the manifest of the first.
+    pending: dict[tuple[str, str], list[dict[str, str]]] = field(default_factory=dict)
 
-def _write_batches(
-    batches: list[RowsBatch],
-    seqno: int,
-    commit: str,
-    settings: ExtractSettings,
-    writers: dict[tuple[str, str], TableWriter],
-    workdir: Path,
-    pending: dict[tuple[str, str], list[dict[str, str]]],
-    previous: dict[tuple[str, str], list[ColumnSpec]],
-    held: bool = False,
-) -> int:
-    written = 0
-    for batch in batches:
-        where = str(batch.position)
-        writer = _writer_for(batch.table, where, settings, writers, workdir, pending, previous)
-        writer.write_batch(batch, seqno, commit, held)
-        written += batch.change_count
-    return written
+    def transaction(self, tx: Transaction, holding: bool) -> int:
+        """Write a committed transaction's rows (after the ones it handed out early, which the
+        writers hold when ``holding``); how many."""
+        commit = commit_ts_text(tx.commit_ts)
+        written = sum(w.release(tx.seqno, commit) for w in self.writers.values()) if holding else 0
+        written += self.batches(tx.batches, tx.seqno, commit)
+        crashpoints.reached("after transaction written")
+        return written
 
+    def batches(self, batches: list[RowsBatch], seqno: int, commit: str, held: bool = False) -> int:
+        written = 0
+        for batch in batches:
+            self.writer(batch.table, str(batch.position)).write_batch(batch, seqno, commit, held)
+            written += batch.change_count
+        return written
 
-def _write_native(
-    run: NativeRun,
-    settings: ExtractSettings,
-    writers: dict[tuple[str, str], TableWriter],
-    workdir: Path,
-    pending: dict[tuple[str, str], list[dict[str, str]]],
-    previous: dict[tuple[str, str], list[ColumnSpec]],
-) -> int:
-    """Write the rows of the transactions the native reader took; how many."""
-    for _table, number, data, ends, changes, deletes, first in run.result.segments:
-        where = str(Position(run.run.file, run.run.position(first)))
-        writer = _writer_for(run.plans[number], where, settings, writers, workdir, pending, previous)
-        writer.write_segment(data, ends, changes, deletes, where)
-    return run.changes
+    def native(self, run: NativeRun) -> int:
+        """Write the rows of the transactions the native reader took; how many."""
+        for _table, number, data, ends, changes, deletes, first in run.result.segments:
+            where = str(Position(run.run.file, run.run.position(first)))
+            self.writer(run.plans[number], where).write_segment(data, ends, changes, deletes, where)
+        return run.changes
 
-
-def _writer_for(
-    plan: TablePlan,
-    where: str,
-    settings: ExtractSettings,
-    writers: dict[tuple[str, str], TableWriter],
-    workdir: Path,
-    pending: dict[tuple[str, str], list[dict[str, str]]],
-    previous: dict[tuple[str, str], list[ColumnSpec]],
-) -> TableWriter:
-    """The writer of ``plan``'s table (made on its first rows), switched to ``plan``'s layout."""
-    key = (plan.schema, plan.table)
-    writer = writers.get(key)
-    if writer is None:
-        folder = workdir / layout.safe_component(plan.schema) / layout.safe_component(plan.table)
-        folder.mkdir(parents=True, exist_ok=True)
-        writer = TableWriter(
-            TableEntry(plan.schema, plan.table, _primary_key(plan, settings.tables, where)),
-            folder,
-            settings.staging.part_bytes,
-            settings.staging.gzip,
-            previous.get(key),
-            settings.warehouse_format,
-        )
-        writers[key] = writer
-        writer.entry.statements.extend(pending.pop(key, []))
-    statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
-    writer.use(plan, where, statement)
-    return writer
+    def writer(self, plan: TablePlan, where: str) -> TableWriter:
+        """The writer of ``plan``'s table (made on its first rows), switched to ``plan``'s layout."""
+        key = (plan.schema, plan.table)
+        writer = self.writers.get(key)
+        if writer is None:
+            folder = self.workdir / layout.safe_component(plan.schema) / layout.safe_component(plan.table)
+            folder.mkdir(parents=True, exist_ok=True)
+            settings = self.settings
+            writer = TableWriter(
+                TableEntry(plan.schema, plan.table, _primary_key(plan, settings.tables, where)),
+                folder,
+                settings.staging.part_bytes,
+                settings.staging.gzip,
+                self.previous.get(key),
+                settings.warehouse_format,
+            )
+            self.writers[key] = writer
+            writer.entry.statements.extend(self.pending.pop(key, []))
+        statement = writer.entry.statements[-1]["query"] if writer.entry.statements else ""
+        writer.use(plan, where, statement)
+        return writer
 
 
 def _primary_key(plan: TablePlan, tables: TablesConfig, where: str) -> list[str]:

@@ -623,11 +623,11 @@ def test_the_native_reader_stages_what_the_python_decoder_stages(
 
     monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 40)
     taken = []
-    write_native = extract._write_native
+    write_native = extract._RangeTables.native
     monkeypatch.setattr(
-        extract,
-        "_write_native",
-        lambda run, *a: taken.append(run.result.transactions) or write_native(run, *a),
+        extract._RangeTables,
+        "native",
+        lambda self, run: taken.append(run.result.transactions) or write_native(self, run),
     )
     mariadb.execute(
         "DROP DATABASE IF EXISTS ex_nat",
