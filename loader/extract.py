@@ -185,7 +185,9 @@ class TableWriter:
         self.finished: list[_Part] = []
         self.plan: TablePlan | None = None
         self.layout_index = -1
-        self.encode: csvformat.RowEncoder = csvformat.row_line
+        # The encoder of the Python decoder's rows, for ``plan``: compiled when first needed
+        # (the native decoder's rows come written).
+        self._encoder: tuple[TablePlan, csvformat.RowEncoder] | None = None
         # Rows of a transaction not committed yet (OpenRows), without their seqno and commit
         # time, each after its length (values may hold newlines): a large transaction waits
         # on disk, not in memory.
@@ -198,7 +200,6 @@ class TableWriter:
             return
         columns = [ColumnSpec(c.name, c.mysql_type) for c in plan.columns]
         self.plan = plan
-        self.encode = csvformat.row_encoder([csv_kind(c) for c in plan.columns])
         if self.entry.layouts and self.entry.layouts[-1] == columns:
             return
         reserved = reserved_column_problem(
@@ -244,15 +245,21 @@ class TableWriter:
         ``held``: rows of a transaction not committed yet, kept aside until ``release``."""
         if self.first_position is None:
             self.first_position = str(batch.position)
+        encode = self._encode(batch.table) if batch.encoded is None else csvformat.row_line
         try:
             if held:
-                self._hold(batch_lines(batch, self.encode, seqno, commit_ts))
+                self._hold(batch_lines(batch, encode, seqno, commit_ts))
                 return
-            data = batch_csv(batch, self.encode, seqno, commit_ts)
+            data = batch_csv(batch, encode, seqno, commit_ts)
         except csvformat.CsvValueError as exc:
             raise ExtractError(f"{batch.position}: {self.entry.schema}.{self.entry.table}: {exc}") from None
         n = batch.change_count
         self._append(data, n, {"D": n // 2, "I": n // 2} if batch.op == "U" else {batch.op: n})
+
+    def _encode(self, plan: TablePlan) -> csvformat.RowEncoder:
+        if self._encoder is None or self._encoder[0] is not plan:
+            self._encoder = (plan, csvformat.row_encoder([csv_kind(c) for c in plan.columns]))
+        return self._encoder[1]
 
     def write_segment(self, data: bytes, ends: bytes, changes: bytes, deletes: bytes, where: str) -> None:
         """Rows the native reader wrote for several rows events (``ends``, ``changes`` and

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loader.binlog.charsets import codec_for_charset
 from loader.binlog.constants import ColumnType
 from loader.binlog.rowplan import INT_SIZES, PlanColumn, TablePlan
 from loader.binlog.values.strings import string_meta
+from loader.errors import DecodeError
 
 if TYPE_CHECKING:
     from loader._native import ColumnSpec, RowPlan
@@ -35,8 +37,9 @@ _OLD_TEMPORAL: dict[int, str] = {
     ColumnType.DATETIME: "datetime",
     ColumnType.TIMESTAMP: "timestamp",
 }
-# A column's charset -> the native text encodings (binary is 0): those it decodes exactly.
-_TEXT = {"utf8mb4": 1, "utf8mb3": 1, "utf8": 1, "ascii": 2, "latin1": 3}
+# The Python codecs of the charsets the native path decodes exactly (``charsets``) -> its text
+# encodings (binary is 0).
+_TEXT = {"utf-8": 1, "ascii": 2, "mysql-latin1": 3}
 
 
 def column_spec(pc: PlanColumn) -> ColumnSpec | None:
@@ -65,7 +68,7 @@ def column_spec(pc: PlanColumn) -> ColumnSpec | None:
         return ("enum" if t == ColumnType.ENUM else "set", size, 0, 0, list(pc.labels))
     if t in (ColumnType.GEOMETRY, ColumnType.VECTOR):
         return ("bytes", meta, 0, 0, None)
-    text = 0 if pc.charset is None else _TEXT.get(pc.charset.lower())
+    text = 0 if pc.charset is None else _text(pc.charset)
     if text is None:
         return None
     if t in (ColumnType.VARCHAR, ColumnType.VAR_STRING):
@@ -79,6 +82,14 @@ def column_spec(pc: PlanColumn) -> ColumnSpec | None:
     if t == ColumnType.BLOB:
         return ("bytes", meta, text, 0, None)
     return None
+
+
+def _text(charset: str) -> int | None:
+    try:
+        codec = codec_for_charset(charset)
+    except DecodeError:  # unknown ("?") or not decodable: the Python path says what it makes of it
+        return None
+    return _TEXT.get(codec) if codec is not None else None
 
 
 def native_plan(plan: TablePlan) -> RowPlan | None:

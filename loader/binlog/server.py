@@ -245,7 +245,7 @@ def _read_some(conn: Any) -> bytes:
     """What the connection has to read (at least a byte), as pymysql's own reads fail."""
     conn._sock.settimeout(conn._read_timeout)
     try:
-        data: bytes = conn._rfile.read1(1 << 20)
+        data: bytes = conn._rfile.read1(RUN_BYTES)
     except OSError as exc:
         conn._force_close()
         raise pymysql.err.OperationalError(

@@ -11,7 +11,6 @@ the parent still reads the rest.
 from __future__ import annotations
 
 import array
-import bisect
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -103,9 +102,7 @@ def spool_pieces(
                     if cut is None:
                         break
                     if cut > 0:
-                        writer.write(
-                            EventRun(event.file, event.pos, event.data[:cut], *_gaps_before(event, cut))
-                        )
+                        writer.write(event.head(cut))
                         done += cut
                         written += cut
                     at = Position(event.file, event.position(cut))
@@ -157,22 +154,13 @@ def spool_pieces(
 def _transaction_start(run: EventRun, at_least: int) -> int | None:
     """The offset of the first event of ``run`` at or past ``at_least`` that starts a
     transaction; None when none does."""
-    data, off = run.data, 0
-    while off < len(data):
-        typ = data[off + 4]
-        size = int.from_bytes(data[off + 9 : off + 13], "little")
+    for off, event in run.events():
+        typ = event.data[4]
         if off >= at_least and starts_transaction(
-            typ, data[off + HEADER_LEN : off + size] if typ == EventType.QUERY else b""
+            typ, event.data[HEADER_LEN:] if typ == EventType.QUERY else b""
         ):
             return off
-        off += size
     return None
-
-
-def _gaps_before(run: EventRun, offset: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The gaps of ``run`` before ``offset``."""
-    i = bisect.bisect_left(run.gap_offsets, offset)
-    return run.gap_offsets[:i], run.gap_positions[:i]
 
 
 class SpooledEvents:
@@ -211,11 +199,7 @@ class SpooledEvents:
             if isinstance(item, RawEvent):
                 yield item
                 continue
-            off = 0
-            while off < len(item.data):
-                size = int.from_bytes(item.data[off + 9 : off + 13], "little")
-                yield RawEvent(item.file, item.position(off), item.data[off : off + size])
-                off += size
+            yield from (event for _, event in item.events())
 
     def close(self) -> None:
         """The file is opened per read; nothing to release."""

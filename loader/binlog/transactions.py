@@ -304,10 +304,9 @@ class TransactionReader:
                     continue
             # One event the Python reader reads: it may open the transaction the native one
             # left (and read it to its end), or lie between two.
-            size = int.from_bytes(data[off + 9 : off + 13], "little")
-            raw = RawEvent(run.file, run.position(off), data[off : off + size])
+            raw = run.event_at(off)
             yield from self._counted(self.read((raw,)))
-            off += size
+            off += len(raw.data)
         return None
 
     def _scanner_now(self) -> Scanner | None:
@@ -334,10 +333,8 @@ class TransactionReader:
             self.mysql_gtids.add_range(uuid_text(sid), "", first, last)
         last_txn = None
         if result.last_gtid is not None:
-            at = result.last_gtid
-            size = int.from_bytes(run.data[at + 9 : at + 13], "little")
-            where = Position(run.file, run.position(at))
-            last_txn = of_event(self.parser.parse(run.data[at : at + size], where.pos), where)
+            gtid = run.event_at(result.last_gtid)
+            last_txn = of_event(self.parser.parse(gtid.data, gtid.pos), Position(gtid.file, gtid.pos))
         end = Position(run.file, result.end_pos)
         self.last_position = end
         self.changes_read += result.changes

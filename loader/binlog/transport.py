@@ -43,6 +43,24 @@ class EventRun:
             return self.pos + offset
         return self.gap_positions[i - 1] + offset - self.gap_offsets[i - 1]
 
+    def event_at(self, offset: int) -> RawEvent:
+        """The event that starts at ``offset``."""
+        size = int.from_bytes(self.data[offset + 9 : offset + 13], "little")
+        return RawEvent(self.file, self.position(offset), self.data[offset : offset + size])
+
+    def events(self) -> Iterator[tuple[int, RawEvent]]:
+        """Each event with its offset."""
+        off = 0
+        while off < len(self.data):
+            event = self.event_at(off)
+            yield off, event
+            off += len(event.data)
+
+    def head(self, offset: int) -> EventRun:
+        """The events before ``offset``, as a run of their own."""
+        i = bisect.bisect_left(self.gap_offsets, offset)
+        return EventRun(self.file, self.pos, self.data[:offset], self.gap_offsets[:i], self.gap_positions[:i])
+
     def rest(self, offset: int) -> EventRun:
         """The events from ``offset`` on, as a run of their own."""
         i = bisect.bisect_right(self.gap_offsets, offset)

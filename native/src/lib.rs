@@ -98,6 +98,14 @@ fn column(spec: ColumnSpec) -> Result<Col, String> {
     })
 }
 
+/// `I`, `D` or `U` as a byte.
+fn rows_kind(kind: &str) -> PyResult<u8> {
+    match kind {
+        "I" | "D" | "U" => Ok(kind.as_bytes()[0]),
+        _ => Err(PyValueError::new_err(format!("rows kind {kind:?}"))),
+    }
+}
+
 /// A table map's plan: decodes the row images of its rows events into change rows.
 #[pyclass(frozen, module = "loader._native")]
 struct RowPlan {
@@ -127,10 +135,7 @@ impl RowPlan {
         rows_off: usize,
         kind: &str,
     ) -> PyResult<EncodedRows> {
-        let kind = match kind {
-            "I" | "D" | "U" => kind.as_bytes()[0],
-            _ => return Err(PyValueError::new_err(format!("rows kind {kind:?}"))),
-        };
+        let kind = rows_kind(kind)?;
         let encoded = py
             .detach(|| self.plan.encode(data, rows_off, kind))
             .map_err(PyValueError::new_err)?;
@@ -147,10 +152,7 @@ impl RowPlan {
         kind: &str,
         keys: Vec<Vec<u8>>,
     ) -> PyResult<EncodedRows> {
-        let kind = match kind {
-            "I" | "D" | "U" => kind.as_bytes()[0],
-            _ => return Err(PyValueError::new_err(format!("rows kind {kind:?}"))),
-        };
+        let kind = rows_kind(kind)?;
         let encoded = py
             .detach(|| self.plan.encode_json(data, rows_off, kind, &keys))
             .map_err(PyValueError::new_err)?;

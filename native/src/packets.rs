@@ -4,10 +4,8 @@
 //! a heartbeat, a format description, a stop, an event past the end, anything odd) stops the
 //! feed and is handed over whole.
 
-const HEADER_LEN: usize = 19;
-const STOP: u8 = 3;
-const ROTATE: u8 = 4;
-const FORMAT_DESCRIPTION: u8 = 15;
+use crate::scan::{FORMAT_DESCRIPTION, HEADER_LEN, ROTATE, STOP};
+
 const HEARTBEAT: u8 = 27;
 const HEARTBEAT_V2: u8 = 41;
 const MAX_PACKET: usize = 0xFF_FFFF;

@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use crate::rows::{Encoded, Plan};
 use crate::temporal;
 
+// Event types and the header's length (`loader/binlog/constants.py`).
 pub const HEADER_LEN: usize = 19;
 const QUERY: u8 = 2;
-const STOP: u8 = 3;
-const ROTATE: u8 = 4;
+pub const STOP: u8 = 3;
+pub const ROTATE: u8 = 4;
 const XID: u8 = 16;
-const FORMAT_DESCRIPTION: u8 = 15;
+pub const FORMAT_DESCRIPTION: u8 = 15;
 const TABLE_MAP: u8 = 19;
 const WRITE_ROWS_V1: u8 = 23;
 const UPDATE_ROWS_V1: u8 = 24;
@@ -110,6 +111,19 @@ pub struct ScanOut {
     pub stop: &'static str,
     /// `binlog show`'s JSON lines of the transactions taken, each ending in a newline.
     pub json: Vec<u8>,
+}
+
+impl ScanOut {
+    /// A committed transaction of `changes` change rows at `seqno`, committed at `ts` (µs):
+    /// the seqno range and the last commit time count those with changes only.
+    fn count(&mut self, changes: u64, seqno: u64, ts: u64) {
+        if changes > 0 {
+            self.changes += changes;
+            self.seqno_min.get_or_insert(seqno);
+            self.seqno_max = Some(seqno);
+            self.commit_ts_max = Some(self.commit_ts_max.map_or(ts, |m| m.max(ts)));
+        }
+    }
 }
 
 /// Limits of a scan.
@@ -563,12 +577,7 @@ impl Scanner<'_> {
             seg.deletes
                 .push(seg.deletes.last().copied().unwrap_or(0) + deletes);
         }
-        if row_id > 0 {
-            out.changes += row_id;
-            out.seqno_min.get_or_insert(seqno);
-            out.seqno_max = Some(seqno);
-            out.commit_ts_max = Some(out.commit_ts_max.map_or(ts, |m| m.max(ts)));
-        }
+        out.count(row_id, seqno, ts);
     }
 
     /// A committed transaction's rows as `binlog show`'s JSON lines (`loader/binlog/show.py`).
@@ -657,12 +666,7 @@ impl Scanner<'_> {
             out.json.push(b'\n');
             row_id += p.rows.len() as u64;
         }
-        if row_id > 0 {
-            out.changes += row_id;
-            out.seqno_min.get_or_insert(seqno);
-            out.seqno_max = Some(seqno);
-            out.commit_ts_max = Some(out.commit_ts_max.map_or(ts, |m| m.max(ts)));
-        }
+        out.count(row_id, seqno, ts);
     }
 }
 

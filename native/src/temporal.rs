@@ -83,7 +83,12 @@ pub fn push_date_key(out: &mut Vec<u8>, ymd: i64) {
 }
 
 fn push_clock(out: &mut Vec<u8>, hms: i64) {
-    push_hms(out, (hms >> 12) as u64, ((hms >> 6) & 63) as u64, (hms & 63) as u64);
+    push_hms(
+        out,
+        (hms >> 12) as u64,
+        ((hms >> 6) & 63) as u64,
+        (hms & 63) as u64,
+    );
 }
 
 /// DATE: 3 bytes little-endian, day | month << 5 | year << 9.
