@@ -12,7 +12,7 @@ class RowPlan:
     def __init__(self, columns: list[ColumnSpec]) -> None: ...
     def encode(self, data: bytes, rows_off: int, kind: str) -> EncodedRows:
         """The change rows of ``data[rows_off:]`` (every column present); ValueError on bad bytes."""
-    def encode_json(self, data: bytes, rows_off: int, kind: str, keys: list[bytes]) -> EncodedRows:
+    def encode_json(self, data: bytes, rows_off: int, kind: str, keys: tuple[bytes, ...]) -> EncodedRows:
         """The images as ``binlog show``'s JSON objects, ``keys`` the names as JSON text."""
 
 class EncodedRows:
@@ -39,7 +39,7 @@ class Scanner:
         table_map: bytes,
         plan: RowPlan,
         table: int,
-        json: tuple[list[bytes], bytes, bytes] | None = None,
+        json: tuple[tuple[bytes, ...], bytes, bytes] | None = None,
     ) -> int: ...
     def register_other(self, table_map: bytes, python: bool) -> None: ...
     def clear(self) -> None: ...

@@ -633,9 +633,9 @@ class TransactionReader:
 
 
 @functools.lru_cache(maxsize=1024)
-def json_keys(names: tuple[str, ...]) -> list[bytes]:
+def json_keys(names: tuple[str, ...]) -> tuple[bytes, ...]:
     """Column names as JSON text, as ``binlog show``'s objects key them."""
-    return [json.dumps(name, ensure_ascii=False).encode() for name in names]
+    return tuple(json.dumps(name, ensure_ascii=False).encode() for name in names)
 
 
 def _savepoint_name(text: str) -> str:
