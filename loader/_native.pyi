@@ -3,6 +3,10 @@
 def float_text(value: float) -> str:
     """The text Python's ``repr`` gives ``value``."""
 
+def json_text(data: bytes) -> str:
+    """``jsonb.json_text`` of a MySQL binary JSON document; ValueError where the native path
+    leaves the document to the Python decoder."""
+
 # (kind, a, b, c, labels): see ``loader.binlog.nativeplan.column_spec``.
 ColumnSpec = tuple[str, int, int, int, list[str] | None]
 

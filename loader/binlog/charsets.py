@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import functools
 from typing import Any
 
 from loader.errors import DecodeError
@@ -159,6 +160,29 @@ _CODECS: dict[str, str | None] = {
     "utf16le": "utf-16-le",
     "utf32": "utf-32-be",
 }
+
+
+# The codecs above of one byte per character, each byte decoded alone (charmap codecs).
+_SINGLE_BYTE = frozenset(
+    {"mysql-latin1", "cp1250", "cp1251", "cp1256", "cp1257", "cp850", "cp852", "cp866", "koi8_r", "koi8_u"}
+    | {"iso8859_2", "iso8859_7", "iso8859_8", "iso8859_9", "iso8859_13", "mac_roman", "mac_latin2", "tis_620"}
+)
+UNDEFINED_BYTE = "\ufffe"
+
+
+@functools.cache
+def byte_table(codec: str) -> str | None:
+    """For a codec of one byte per character, the 256 characters the bytes decode to
+    (``UNDEFINED_BYTE`` where the codec refuses the byte); None for any other codec."""
+    if codec not in _SINGLE_BYTE:
+        return None
+    table = []
+    for b in range(256):
+        try:
+            table.append(bytes((b,)).decode(codec))
+        except UnicodeDecodeError:
+            table.append(UNDEFINED_BYTE)
+    return "".join(table)
 
 
 def charset_of(collation_id: int) -> str:

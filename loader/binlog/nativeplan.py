@@ -2,16 +2,17 @@
 reads it, chosen as ``rowplan._reader`` chooses the Python reader, and written as
 ``extract.csv_kind`` says the Python encoder writes it.
 
-A table with a column the native path does not take (JSON, a charset other than UTF-8, ASCII and
-latin1, labels or a charset the binlog and the schema left unknown) gets no native plan: its
-rows take the Python path, which is the reference.
+A table with a column the native path does not take (a charset of several bytes per character
+other than UTF-8, UTF-16 and UTF-32, labels or a charset the binlog and the schema left unknown) gets no native plan: its
+rows take the Python path, which is the reference. So do rows events the native path refuses
+(partial JSON updates, bytes it is not sure to write as the reference does).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loader.binlog.charsets import codec_for_charset
+from loader.binlog.charsets import byte_table, codec_for_charset
 from loader.binlog.constants import ColumnType
 from loader.binlog.rowplan import INT_SIZES, PlanColumn, TablePlan
 from loader.binlog.values.strings import string_meta
@@ -38,13 +39,15 @@ _OLD_TEMPORAL: dict[int, str] = {
     ColumnType.TIMESTAMP: "timestamp",
 }
 # The Python codecs of the charsets the native path decodes exactly (``charsets``) -> its text
-# encodings (binary is 0).
-_TEXT = {"utf-8": 1, "ascii": 2, "mysql-latin1": 3}
+# encodings (binary is 0; 3 is a charset of one byte per character, its table given).
+_TEXT = {"utf-8": 1, "ascii": 2, "utf-16-be": 4, "utf-16-le": 5, "utf-32-be": 6}
+_BYTE_TABLE = 3
 
 
 def column_spec(pc: PlanColumn) -> ColumnSpec | None:
     """``(kind, a, b, c, labels)`` of a column for ``loader._native.RowPlan``, or None when the
-    native path does not decode it."""
+    native path does not decode it. A string column of a one-byte charset has ``b`` 3 and its
+    ``labels`` the charset's 256 characters (``charsets.byte_table``)."""
     t, meta = pc.type, pc.meta
     if t in INT_SIZES:
         return ("int", INT_SIZES[t], int(pc.unsigned), 0, None)
@@ -68,28 +71,36 @@ def column_spec(pc: PlanColumn) -> ColumnSpec | None:
         return ("enum" if t == ColumnType.ENUM else "set", size, 0, 0, list(pc.labels))
     if t in (ColumnType.GEOMETRY, ColumnType.VECTOR):
         return ("bytes", meta, 0, 0, None)
-    text = 0 if pc.charset is None else _text(pc.charset)
+    if t == ColumnType.JSON:  # MySQL's binary JSON (MariaDB's JSON is a text column)
+        return ("json", meta, 0, 0, None)
+    text, table = (0, None) if pc.charset is None else _text(pc.charset)
     if text is None:
         return None
     if t in (ColumnType.VARCHAR, ColumnType.VAR_STRING):
-        return ("bytes", 1 if meta < 256 else 2, text, 0, None)
+        return ("bytes", 1 if meta < 256 else 2, text, 0, table)
     if t == ColumnType.STRING:
         real, max_len = string_meta(meta)
         if real != ColumnType.STRING:
             return None
         # BINARY(n): the zero bytes the binlog drops are put back.
-        return ("bytes", 1 if max_len < 256 else 2, text, max_len if pc.charset is None else 0, None)
+        return ("bytes", 1 if max_len < 256 else 2, text, max_len if pc.charset is None else 0, table)
     if t == ColumnType.BLOB:
-        return ("bytes", meta, text, 0, None)
+        return ("bytes", meta, text, 0, table)
     return None
 
 
-def _text(charset: str) -> int | None:
+def _text(charset: str) -> tuple[int | None, list[str] | None]:
+    """The native text encoding of a charset, and the table of a one-byte charset."""
     try:
         codec = codec_for_charset(charset)
     except DecodeError:  # unknown ("?") or not decodable: the Python path says what it makes of it
-        return None
-    return _TEXT.get(codec) if codec is not None else None
+        return None, None
+    if codec is None:
+        return 0, None
+    table = byte_table(codec)
+    if table is not None:
+        return _BYTE_TABLE, [table]
+    return _TEXT.get(codec), None
 
 
 def native_plan(plan: TablePlan) -> RowPlan | None:

@@ -66,6 +66,12 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 pub fn push_base64(out: &mut Vec<u8>, data: &[u8]) {
     out.reserve(data.len().div_ceil(3) * 4 + 2);
     out.push(b'"');
+    push_base64_text(out, data);
+    out.push(b'"');
+}
+
+/// The base64 text of `data`, unquoted.
+pub fn push_base64_text(out: &mut Vec<u8>, data: &[u8]) {
     let mut chunks = data.chunks_exact(3);
     for c in &mut chunks {
         let n = u32::from(c[0]) << 16 | u32::from(c[1]) << 8 | u32::from(c[2]);
@@ -97,7 +103,6 @@ pub fn push_base64(out: &mut Vec<u8>, data: &[u8]) {
         }
         _ => {}
     }
-    out.push(b'"');
 }
 
 #[cfg(test)]

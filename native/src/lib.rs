@@ -10,6 +10,7 @@ use pyo3::types::PyBytes;
 mod csvtext;
 mod digits;
 mod floats;
+mod jsonb;
 mod packets;
 mod rows;
 mod scan;
@@ -24,6 +25,15 @@ fn float_text(value: f64) -> String {
     floats::repr(value)
 }
 
+/// The JSON text of a MySQL binary JSON document, as the staging files hold it. Raises
+/// ValueError on a document the native path leaves to the Python decoder.
+#[pyfunction]
+fn json_text(data: &[u8]) -> PyResult<String> {
+    let mut out = Vec::with_capacity(data.len() * 2 + 4);
+    jsonb::push_json_text(&mut out, data).map_err(PyValueError::new_err)?;
+    Ok(String::from_utf8(out).expect("JSON text is UTF-8"))
+}
+
 /// One column of a plan as Python describes it: `(kind, a, b, c, labels)`.
 type ColumnSpec = (String, usize, usize, usize, Option<Vec<String>>);
 
@@ -36,8 +46,9 @@ fn column(spec: ColumnSpec) -> Result<Col, String> {
             Err(format!("fractional digits {v} of a {kind} column"))
         }
     };
+    let texts = labels;
     let labels = || -> Result<Vec<Vec<u8>>, String> {
-        Ok(labels
+        Ok(texts
             .clone()
             .ok_or_else(|| format!("a {kind} column without its labels"))?
             .into_iter()
@@ -73,7 +84,10 @@ fn column(spec: ColumnSpec) -> Result<Col, String> {
                 0 => Text::Binary,
                 1 => Text::Utf8,
                 2 => Text::Ascii,
-                3 => Text::Latin1,
+                3 => Text::Table(byte_table(texts.as_deref())?),
+                4 => Text::Utf16Be,
+                5 => Text::Utf16Le,
+                6 => Text::Utf32Be,
                 _ => return Err(format!("text encoding {b}")),
             };
             Col::Bytes {
@@ -86,6 +100,7 @@ fn column(spec: ColumnSpec) -> Result<Col, String> {
             size: a,
             labels: labels()?,
         },
+        "json" if (1..=4).contains(&a) => Col::Json { len_bytes: a },
         "set" if (1..=8).contains(&a) => Col::Set {
             size: a,
             labels: labels()?,
@@ -96,6 +111,22 @@ fn column(spec: ColumnSpec) -> Result<Col, String> {
             ))
         }
     })
+}
+
+/// The characters of a one-byte charset's 256 bytes, given as one string (U+FFFE where a byte
+/// is undefined: `charsets.UNDEFINED_BYTE`).
+fn byte_table(labels: Option<&[String]>) -> Result<Box<[Option<char>; 256]>, String> {
+    let chars: Vec<Option<char>> = match labels {
+        Some([table]) => table
+            .chars()
+            .map(|c| (c != '\u{FFFE}').then_some(c))
+            .collect(),
+        _ => return Err("a one-byte charset without its table".to_owned()),
+    };
+    let table: [Option<char>; 256] = chars
+        .try_into()
+        .map_err(|v: Vec<_>| format!("a charset table of {} characters", v.len()))?;
+    Ok(Box::new(table))
 }
 
 /// `I`, `D` or `U` as a byte.
@@ -487,6 +518,7 @@ impl PacketStream {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(float_text, m)?)?;
+    m.add_function(wrap_pyfunction!(json_text, m)?)?;
     m.add_function(wrap_pyfunction!(whole_events, m)?)?;
     m.add_class::<RowPlan>()?;
     m.add_class::<EncodedRows>()?;

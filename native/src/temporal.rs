@@ -166,7 +166,8 @@ pub fn time2(out: &mut Vec<u8>, b: &[u8], fsp: usize) {
     time_packed(out, (i128::from(intpart) << 24) + i128::from(frac), fsp);
 }
 
-fn datetime_packed(out: &mut Vec<u8>, packed: i128, fsp: usize) {
+/// A DATETIME from its packed longlong (`TIME_from_longlong_datetime_packed`).
+pub fn datetime_packed(out: &mut Vec<u8>, packed: i128, fsp: usize) {
     let packed = packed.abs();
     let micro = packed % (1 << 24);
     let ymdhms = packed >> 24;

@@ -4,17 +4,23 @@
 use crate::csvtext::{push_base64, push_json_string, push_quoted};
 use crate::digits::{push_i64, push_padded, push_u64};
 use crate::floats;
+use crate::jsonb;
 use crate::temporal::{self, FRAC_BYTES, HIRES_DATETIME_BYTES, HIRES_TIME_BYTES};
 
-/// How a string column's bytes become text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a string column's bytes become text (strictly: bytes the Python codec refuses are
+/// refused).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Text {
     /// Kept as bytes: base64.
     Binary,
     Utf8,
     Ascii,
-    /// MySQL's latin1: Windows-1252 with its five undefined bytes as the C1 controls.
-    Latin1,
+    /// A charset of one byte per character: the character of each byte, None where the charset
+    /// leaves it undefined (`charsets.byte_table`).
+    Table(Box<[Option<char>; 256]>),
+    Utf16Be,
+    Utf16Le,
+    Utf32Be,
 }
 
 /// A column as the plan reads it (`rowplan._reader` picks the same).
@@ -71,6 +77,10 @@ pub enum Col {
     Set {
         size: usize,
         labels: Vec<Vec<u8>>,
+    },
+    /// MySQL's binary JSON: a length in `len_bytes`, then the document.
+    Json {
+        len_bytes: usize,
     },
 }
 
@@ -242,7 +252,10 @@ impl Col {
                         }
                         how.text(out, value)?;
                     }
-                    Text::Latin1 => how.text(out, &latin1_to_utf8(value))?,
+                    Text::Table(table) => how.text(out, &by_table(table, value)?)?,
+                    Text::Utf16Be => how.text(out, &utf16(value, u16::from_be_bytes)?)?,
+                    Text::Utf16Le => how.text(out, &utf16(value, u16::from_le_bytes)?)?,
+                    Text::Utf32Be => how.text(out, &utf32_be(value)?)?,
                 }
             }
             Col::Enum { size, labels } => {
@@ -270,6 +283,13 @@ impl Col {
                 let joined = members.join(&b","[..]);
                 how.text(out, &joined)?;
             }
+            Col::Json { len_bytes } => {
+                let n = cur.le(*len_bytes, "JSON")?;
+                let doc = cur.take(usize::try_from(n).map_err(|_| "JSON too long")?, "JSON")?;
+                let mut text = Vec::with_capacity(doc.len() * 2 + 4);
+                jsonb::push_json_text(&mut text, doc)?;
+                how.text(out, &text)?;
+            }
         }
         Ok(())
     }
@@ -285,7 +305,7 @@ fn quoted<'a>(out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>, &'a [u8]), b: &'a 
 /// DECIMAL (`strings/decimal.c`: bin2decimal): digit groups of nine per 4 big-endian bytes, a
 /// shorter leading and trailing group; the sign the inverted top bit, negatives all inverted.
 /// Written as `format(Decimal, "f")` writes it: `-0.50`, `12`, `-0`.
-fn decimal(raw: &[u8], intg: usize, scale: usize, out: &mut Vec<u8>) -> Result<(), String> {
+pub fn decimal(raw: &[u8], intg: usize, scale: usize, out: &mut Vec<u8>) -> Result<(), String> {
     let negative = raw[0] & 0x80 == 0;
     let mut bytes = raw.to_vec();
     bytes[0] ^= 0x80;
@@ -343,23 +363,37 @@ fn decimal(raw: &[u8], intg: usize, scale: usize, out: &mut Vec<u8>) -> Result<(
     Ok(())
 }
 
-const CP1252_80: [u16; 32] = [
-    0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039,
-    0x0152, 0x008D, 0x017D, 0x008F, 0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
-    0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178,
-];
-
-fn latin1_to_utf8(value: &[u8]) -> Vec<u8> {
+fn by_table(table: &[Option<char>; 256], value: &[u8]) -> Result<Vec<u8>, String> {
     let mut text = String::with_capacity(value.len() + 8);
     for &b in value {
-        let c = if (0x80..0xA0).contains(&b) {
-            u32::from(CP1252_80[usize::from(b - 0x80)])
-        } else {
-            u32::from(b)
-        };
-        text.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
+        text.push(
+            table[usize::from(b)].ok_or_else(|| format!("byte {b:#x} undefined in its charset"))?,
+        );
     }
-    text.into_bytes()
+    Ok(text.into_bytes())
+}
+
+fn utf16(value: &[u8], unit: fn([u8; 2]) -> u16) -> Result<Vec<u8>, String> {
+    if value.len() % 2 != 0 {
+        return Err("UTF-16 text of an odd length".to_owned());
+    }
+    let units = value.chunks_exact(2).map(|c| unit([c[0], c[1]]));
+    let text: String = char::decode_utf16(units)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("invalid UTF-16: {e}"))?;
+    Ok(text.into_bytes())
+}
+
+fn utf32_be(value: &[u8]) -> Result<Vec<u8>, String> {
+    if value.len() % 4 != 0 {
+        return Err("UTF-32 text of a length not a multiple of 4".to_owned());
+    }
+    let mut text = String::with_capacity(value.len());
+    for c in value.chunks_exact(4) {
+        let v = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        text.push(char::from_u32(v).ok_or_else(|| format!("invalid UTF-32 code point {v:#x}"))?);
+    }
+    Ok(text.into_bytes())
 }
 
 #[cfg(test)]

@@ -45,6 +45,13 @@ TABLES = {
         u3 VARCHAR(20) CHARACTER SET utf8mb3, vb VARBINARY(20), bn BINARY(8), txt TEXT,
         mt MEDIUMTEXT, tb TINYBLOB, lb LONGBLOB, e ENUM('a','b','ç'), st SET('x','y','z'), j JSON,
         g GEOMETRY NULL, after_g VARCHAR(10)) DEFAULT CHARSET=utf8mb4""",
+    # Charsets of one byte per character, UTF-16 and UTF-32 (padded CHAR included).
+    "charsets": """(
+        id INT PRIMARY KEY, l2 VARCHAR(20) CHARACTER SET latin2, cy VARCHAR(20) CHARACTER SET cp1251,
+        k VARCHAR(20) CHARACTER SET koi8r, gr VARCHAR(20) CHARACTER SET greek,
+        th VARCHAR(20) CHARACTER SET tis620, u2 VARCHAR(20) CHARACTER SET ucs2,
+        u16 VARCHAR(20) CHARACTER SET utf16, u16le TEXT CHARACTER SET utf16le,
+        u32 CHAR(10) CHARACTER SET utf32)""",
     # A YEAR among integers: the binlog's signedness bits count it on MariaDB, not on MySQL.
     "yearmid": """(
         id INT PRIMARY KEY, yr YEAR, qty INT UNSIGNED, d INT, tiny TINYINT UNSIGNED, yr2 YEAR,
@@ -217,6 +224,23 @@ _MORE_TEMPORAL: dict[int, tuple[Any, ...]] = {
     4: (None,) * 8,
 }
 ROWS["temporal"] = [row + _MORE_TEMPORAL[row[0]] for row in ROWS["temporal"]]
+ROWS["charsets"] = [
+    (
+        1,
+        "Zażółć gęślą",
+        "Привет мир",
+        "Съешь же",
+        "Καλημέρα",
+        "สวัสดี",
+        "日本語 ĉ",
+        "😀 utf16 ☃",
+        "é€ le",
+        "😀𝄞 x",
+    ),
+    (2, "", "", "", "", "", "", "", "", ""),
+    (3, 'a "q", b', "ё\tЁ", "Ж", "ά", "ก\n", "\\", "x", "\x00", "y"),
+    (4, *([None] * 9)),
+]
 ROWS["yearmid"] = [
     (1, 2024, 4294967295, -5, 255, 1999, 65535, -1, 2**64 - 1),
     (2, 1901, 0, 2147483647, 0, 2155, 0, 32767, 0),
@@ -229,6 +253,7 @@ UPDATES = {
     "nums": "UPDATE nums SET d52 = -d52, f = 2.5 WHERE id IN (1, 2)",
     "temporal": "UPDATE temporal SET t6 = '12:00:00.5', ts6 = '2001-02-03 04:05:06.070809' WHERE id = 3",
     "strs": "UPDATE strs SET v = CONCAT(v, '!'), lb = REPEAT('z', 100000), e = 'b' WHERE id IN (2, 3)",
+    "charsets": "UPDATE charsets SET l2 = CONCAT(l2, 'ą'), u16 = CONCAT(u16, '🙂') WHERE id IN (1, 3)",
     "yearmid": "UPDATE yearmid SET tiny = 254, d = -6, qty = 4294967294 WHERE id IN (1, 3)",
 }
 

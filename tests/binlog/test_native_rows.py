@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from loader.binlog import show
-from loader.binlog.charsets import BINARY_COLLATION
+from loader.binlog.charsets import BINARY_COLLATION, byte_table, codec_for_collation
 from loader.binlog.constants import ColumnType
 from loader.binlog.events import Column, Rows, TableMap
 from loader.binlog.files import BinlogFiles
@@ -111,6 +111,9 @@ def test_most_test_data_rows_take_the_native_path(tmp_path: Path) -> None:
 UTF8MB4 = 45
 LATIN1 = 8
 ASCII = 11
+# One-byte charsets (cp1250, koi8r, greek, tis620: some bytes undefined), UTF-16 (ucs2, utf16,
+# utf16le) and UTF-32.
+OTHER_CHARSETS = (26, 7, 25, 18, 35, 54, 56, 60)
 
 
 def _col(
@@ -163,6 +166,7 @@ STRINGS = [
     (ColumnType.BLOB, 2, UTF8MB4),
     (ColumnType.BLOB, 1, BINARY_COLLATION),
     (ColumnType.BLOB, 4, LATIN1),
+    *[(ColumnType.VARCHAR, 300, collation) for collation in OTHER_CHARSETS],
 ]
 LABELS = ("a", 'b"q', "", "c,d", "é")
 
@@ -214,7 +218,11 @@ def _value(rng: random.Random, col: Column, valid: bool) -> bytes:
         text = rng.choice(["", "plain", 'a "quoted", value', "naïve\n€", "\x00", "\t\x08\x1f\\\r"])
         if col.collation == ASCII:
             text = text.encode("ascii", "replace").decode()
-        data = text.encode() if col.collation != LATIN1 else bytes(rng.randrange(256) for _ in range(5))
+        codec = codec_for_collation(col.collation or BINARY_COLLATION) or "utf-8"
+        if byte_table(codec) is not None:  # any byte: some the charset leaves undefined
+            data = bytes(rng.randrange(256) for _ in range(5))
+        else:
+            data = text.encode(codec)
         if not valid:  # any bytes: invalid UTF-8 or ASCII too, or the empty-string marker
             data = rng.choice([rng.randbytes(rng.randrange(6)), csvformat.EMPTY_MARKER.encode()])
         data = data[:size]
