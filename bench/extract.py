@@ -46,7 +46,9 @@ counting (peak memory: the most of the max RSS of it and its children over its r
 - ``mariadb-binlog``: MariaDB's C tool ``mariadb-binlog -v`` (or ``mysqlbinlog``; Debian
   package mariadb-client) on the same binlog file, ``--start-position`` to
   ``--stop-position``, its output into a file; its change rows are counted afterwards (not
-  timed) from its ``### INSERT INTO``, ``### DELETE FROM`` and ``### UPDATE`` lines.
+  timed) from its ``### INSERT INTO``, ``### DELETE FROM`` and ``### UPDATE`` lines;
+- ``mariadb-binlog-remote``: the same tool reading the same range from the server
+  (``--read-from-remote-server``), as ``ours-server-N`` does.
 
 A JSON line is one row change (an update's is one line with its before and after image); the
 JSON lines variants count their change rows afterwards (not timed) from their lines' ``op``, an
@@ -61,10 +63,11 @@ Targets, in change rows/s (the issue "Extraction at the speed of the C tools"):
 ``pymysqlrepl-csv``, and one process (``ours-server-1``) at least 0.40x ``mariadb-binlog``;
 with the native decoder (the issue "Row images decoded in Rust"), one process on the files
 (``ours-files-1``) at least 1.0x ``mariadb-binlog`` and N (``ours-files-N``) at least 1.6x;
-``loader binlog show --format jsonl`` (``ours-show-jsonl``) at least 6x the same reference
-writing JSON lines (``pymysqlrepl-jsonl``). Each ratio prints met or MISSED. The extract
-variants are compared with ``pymysqlrepl-csv`` and ``mariadb-binlog``, ``ours-show-jsonl`` with
-``pymysqlrepl-jsonl`` and ``mariadb-binlog``.
+through the server, one process (``ours-server-1``) at least 1.0x ``mariadb-binlog-remote`` and
+N at least 1.6x; ``loader binlog show --format jsonl`` (``ours-show-jsonl``) at least 6x the
+same reference writing JSON lines (``pymysqlrepl-jsonl``) and 0.5x ``mariadb-binlog``. Each
+ratio prints met or MISSED. The extract variants are compared with ``pymysqlrepl-csv`` and both
+``mariadb-binlog`` runs, ``ours-show-jsonl`` with ``pymysqlrepl-jsonl`` and ``mariadb-binlog``.
 
     .venv/bin/python bench/extract.py [--table default|mixed|wide|oltp] [--changes N] [--workers 2]
         [--repeat 3] [--variants ours-files-2,ours-files-1,ours-server-2,ours-server-1,...]
@@ -102,10 +105,11 @@ OLTP_TABLES = 10  # the oltp workload's tables, bench.oltp0 .. oltp9, each of mi
 GROUPS = {"mixed": 1, "wide": 4}  # times the ten column types appear
 TX_ROWS = 1000  # row changes per transaction of mixed and wide
 UPDATE_SHARE = 1 / 6
-REFERENCES = ("pymysqlrepl-csv", "pymysqlrepl-jsonl", "mariadb-binlog")
+REFERENCES = ("pymysqlrepl-csv", "pymysqlrepl-jsonl", "mariadb-binlog", "mariadb-binlog-remote")
+TOOL_REFERENCES = ("mariadb-binlog", "mariadb-binlog-remote")
 # The references a variant of ours is compared with (the extract variants: the others).
 COMPARED = {"ours-show-jsonl": ("pymysqlrepl-jsonl", "mariadb-binlog")}
-EXTRACT_COMPARED = ("pymysqlrepl-csv", "mariadb-binlog")
+EXTRACT_COMPARED = ("pymysqlrepl-csv", "mariadb-binlog", "mariadb-binlog-remote")
 # (variant, reference) → the least ratio of their change rows/s; N is --workers.
 TARGETS = {
     ("ours-server-N", "pymysqlrepl-csv"): 10.0,
@@ -113,7 +117,10 @@ TARGETS = {
     ("ours-server-1", "mariadb-binlog"): 0.40,
     ("ours-files-1", "mariadb-binlog"): 1.0,
     ("ours-files-N", "mariadb-binlog"): 1.6,
+    ("ours-server-1", "mariadb-binlog-remote"): 1.0,
+    ("ours-server-N", "mariadb-binlog-remote"): 1.6,
     ("ours-show-jsonl", "pymysqlrepl-jsonl"): 6.0,
+    ("ours-show-jsonl", "mariadb-binlog"): 0.5,
 }
 ENUM = "'new','paid','shipped','returned','lost'"
 # One group of the mixed and wide tables: a column's name, type and value in row ``k`` of the
@@ -458,18 +465,26 @@ def count_tool_rows(path: Path) -> int:
     return rows
 
 
-def run_mariadb_binlog(datadir: Path, file: str, start: int, end: int, out: Path) -> tuple[int, float]:
-    """``mariadb-binlog -v`` on the interval of the local binlog file, its output into a file under
-    ``out`` (as ours writes its CSV files): (change rows, seconds of the tool alone)."""
+def run_mariadb_binlog(
+    datadir: Path, file: str, start: int, end: int, out: Path, port: int | None = None
+) -> tuple[int, float]:
+    """``mariadb-binlog -v`` on the interval of the local binlog file, or (``port``) read from
+    the server, its output into a file under ``out`` (as ours writes its CSV files): (change
+    rows, seconds of the tool alone)."""
     tool = binlog_tool()
     assert tool is not None, "mariadb-binlog not found (Debian package mariadb-client)"
     out.mkdir(parents=True, exist_ok=True)
     result = out / "mariadb-binlog.txt"
     # --no-defaults (first): no option files of this machine's.
     command = [tool, "--no-defaults", "-v", f"--start-position={start}", f"--stop-position={end}"]
+    if port is not None:
+        command += ["--read-from-remote-server", "--host=127.0.0.1", f"--port={port}", "--user=app"]
+        command += [f"--password={PASSWORD}", file]
+    else:
+        command.append(str(datadir / "binlog" / file))
     t0 = time.perf_counter()
     with open(result, "wb") as f:
-        subprocess.run([*command, str(datadir / "binlog" / file)], stdout=f, check=True)
+        subprocess.run(command, stdout=f, check=True)
     secs = time.perf_counter() - t0
     return count_tool_rows(result), secs
 
@@ -477,8 +492,9 @@ def run_mariadb_binlog(datadir: Path, file: str, start: int, end: int, out: Path
 def run_variant(args: argparse.Namespace, out: Path) -> tuple[int, float]:
     """One run of the variant ``args.run`` in this process: (change rows, seconds)."""
     datadir = Path(args.datadir)
-    if args.run == "mariadb-binlog":
-        return run_mariadb_binlog(datadir, args.file, args.start, args.end, out)
+    if args.run in TOOL_REFERENCES:
+        port = args.port if args.run == "mariadb-binlog-remote" else None
+        return run_mariadb_binlog(datadir, args.file, args.start, args.end, out, port)
     if args.run == "ours-show-jsonl":
         return run_show_jsonl(datadir, args.file, args.start, args.end, out)
     if args.run == "pymysqlrepl-jsonl":
@@ -503,7 +519,7 @@ def child(args: argparse.Namespace) -> None:
     finally:
         shutil.rmtree(out, ignore_errors=True)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    own = 0 if args.run == "mariadb-binlog" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    own = 0 if args.run in TOOL_REFERENCES else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"rows": rows, "seconds": secs, "peak_rss_mb": max(own, children) / 1024}))
 
 
@@ -530,12 +546,10 @@ def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         wanted += ["ours-files-1-python", "ours-show-jsonl", *REFERENCES]
         if binlog_tool() is None:
             print("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
-            wanted.remove("mariadb-binlog")
+            wanted = [v for v in wanted if v not in TOOL_REFERENCES]
     if args.skip_reference:
         wanted = [v for v in wanted if v not in REFERENCES]
-    known = re.compile(
-        r"ours-(files|server)-[1-9][0-9]*(-python)?|ours-show-jsonl|pymysqlrepl-csv|pymysqlrepl-jsonl|mariadb-binlog"
-    )
+    known = re.compile(r"ours-(files|server)-[1-9][0-9]*(-python)?|ours-show-jsonl|" + "|".join(REFERENCES))
     unknown = [v for v in wanted if not known.fullmatch(v)]
     if unknown or not wanted:
         parser.error(
@@ -544,7 +558,7 @@ def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             + "ours-show-jsonl, "
             + ", ".join(REFERENCES)
         )
-    if "mariadb-binlog" in wanted and binlog_tool() is None:
+    if any(v in TOOL_REFERENCES for v in wanted) and binlog_tool() is None:
         parser.error("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
     return wanted
 
@@ -642,6 +656,7 @@ def main() -> None:
     port = start_server(datadir)
     try:
         info = generate(port, args.table, changes)
+        print(f"server idle after the workload in {binlog_decode.settle(port):.1f} s")
         size = (datadir / "binlog" / str(info["file"])).stat().st_size
         print(
             f"binlog file: {size / 1e6:.0f} MB; every variant must find {info['change_rows']:,} change rows"
