@@ -181,6 +181,7 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     else:
         selector = TableSelector()
     render = show.jsonl if args.format == "jsonl" else show.text
+    write = _bytes_out()
     started = time.monotonic()
     txs = changes = 0
     with contextlib.ExitStack() as stack:
@@ -201,20 +202,35 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
             native_json=native,
             runs=native,
         ):
+            # Written piece by piece (a rows event's lines, a run's), JSON lines as the UTF-8
+            # bytes they are made as: a large transaction's text is never held whole twice.
             if isinstance(tx, NativeRun):
                 txs += tx.result.transactions
                 changes += tx.changes
-                sys.stdout.write(tx.result.json.decode())
+                write(tx.result.json)
             elif isinstance(tx, Transaction):
                 txs += 1
                 changes += tx.change_count
-                sys.stdout.write("".join(f"{line}\n" for line in render(tx)))
+                for piece in render(tx):
+                    if args.format == "jsonl":
+                        write(f"{piece}\n".encode())
+                    else:
+                        sys.stdout.write(f"{piece}\n")
     print(
         f"binlog show: [{start}, {end}): {txs} transactions, {changes} change rows, "
         f"{time.monotonic() - started:.1f} s",
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _bytes_out() -> Callable[[bytes], object]:
+    """A writer of UTF-8 bytes to standard output (its binary buffer when it has one)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        return lambda data: sys.stdout.write(data.decode())
+    sys.stdout.flush()
+    return buffer.write
 
 
 def _progress(message: str) -> None:

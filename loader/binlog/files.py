@@ -18,13 +18,13 @@ from loader.binlog.constants import (
     event_name,
 )
 from loader.binlog.parser import BinlogParser
-from loader.binlog.transport import EventRun, RawEvent
+from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent
 from loader.errors import DecodeError, SourceError
 from loader.positions import Position, lognum_of
 
 _HEADER = struct.Struct("<IBIIIH")
 _NUMBERED = re.compile(r"^(?P<base>.+)\.(?P<num>\d+)$")
-_READ_BUFFER = 1 << 20
+_READ_BUFFER = RUN_BYTES
 
 
 def _known_type(code: int) -> bool:

@@ -105,7 +105,10 @@ class Transport(Protocol):
 # Events the reader must see alone: they change how the events after them are read or which
 # file they are in.
 _ALONE = frozenset({EventType.ROTATE, EventType.STOP, EventType.FORMAT_DESCRIPTION})
-RUN_BYTES = 1 << 20
+# A run's size: large enough that crossing into the native reader costs nothing per event,
+# small enough that a run's bytes and what is made of them (its CSV or JSON text, the copies
+# of it) stay a few MB.
+RUN_BYTES = 1 << 18
 
 
 def in_runs(events: Iterable[RawEvent | EventRun], most: int = RUN_BYTES) -> Iterator[RawEvent | EventRun]:
