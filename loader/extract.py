@@ -151,13 +151,34 @@ def _python_lines(batch: RowsBatch, encode: csvformat.RowEncoder, seqno: int, co
     return lines
 
 
+class _HashedFile:
+    """A part's file, its SHA-256 and size taken from the bytes as they are written (not read
+    back once it is closed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "wb")  # noqa: SIM115 - closed in close
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
 @dataclass
 class _Part:
     path: Path
     layout: int
-    raw: Any  # the open file
+    raw: _HashedFile  # the open file
     out: Any  # where rows are written: the file, or a gzip stream over it
-    bytes: int = 0
+    bytes: int = 0  # of CSV text (before any gzip)
     rows: int = 0
     ops: dict[str, int] = field(default_factory=dict)
 
@@ -225,7 +246,7 @@ class TableWriter:
     def _open_part(self) -> _Part:
         number = len(self.finished)
         path = self.workdir / layout.part_name(number, self.gzip)
-        raw = open(path, "wb")  # noqa: SIM115 - closed in _close_part
+        raw = _HashedFile(path)
         out: Any = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if self.gzip else raw
         assert self.plan is not None
         header = csvformat.header_line([c.name for c in self.plan.columns]).encode()
@@ -338,8 +359,8 @@ class TableWriter:
                     p.layout,
                     p.rows,
                     dict(sorted(p.ops.items())),
-                    _sha256(p.path),
-                    p.path.stat().st_size,
+                    p.raw.digest.hexdigest(),
+                    p.raw.size,
                 )
                 for p in self.finished
             ],
@@ -358,14 +379,6 @@ class PartInfo:
     ops: dict[str, int]
     sha256: str
     bytes: int
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass

@@ -59,11 +59,13 @@ def credentials(cfg: SourceConfig) -> Credentials:
 
 
 class _Connection(pymysql.connections.Connection):
-    """pymysql's connection with its default TLS context built once per process.
+    """pymysql's connection with its default TLS context built once per process, without the
+    CA certificates it never uses.
 
-    Without TLS options pymysql offers TLS to a server that has it (no certificate check), and
-    builds that context for every connection: loading the system's CA certificates, ~50 ms, more
-    than the rest of a connection to a near server. The same context serves every connection.
+    Without TLS options pymysql offers TLS to a server that has it with no certificate check,
+    and builds that context for every connection, loading the system's CA certificates (20-50
+    ms, more than the rest of a connection to a near server) that a context checking nothing
+    never reads. The same context, as pymysql sets it but for those, serves every connection.
     """
 
     _preferred: ClassVar[ssl.SSLContext | None] = None
@@ -72,7 +74,11 @@ class _Connection(pymysql.connections.Connection):
         if sslp:  # TLS options given: built as pymysql builds them
             return super()._create_ssl_ctx(sslp)
         if _Connection._preferred is None:
-            _Connection._preferred = super()._create_ssl_ctx(sslp)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # what create_default_context makes
+            ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            _Connection._preferred = ctx
         return _Connection._preferred
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pymysql
 import pytest
 
 from loader import source
@@ -137,6 +138,18 @@ def test_connections_offer_tls_as_pymysql_does_from_one_context_and_options_stil
     first, second = source.connect(creds(mariadb)), source.connect(creds(mariadb))
     try:
         assert first.ssl and not first._ssl_required and first.ctx is second.ctx
+        # pymysql's context in every setting but the CA certificates, which it never reads.
+        theirs = pymysql.connections.Connection._create_ssl_ctx(first, {})
+        for attr in (
+            "protocol",
+            "verify_mode",
+            "check_hostname",
+            "options",
+            "verify_flags",
+            "minimum_version",
+        ):
+            assert getattr(first.ctx, attr) == getattr(theirs, attr), attr
+        assert first.ctx.cert_store_stats()["x509_ca"] == 0
     finally:
         first.close()
         second.close()
