@@ -31,6 +31,10 @@ class EncodedRows:
 def whole_events(data: bytes) -> int:
     """Bytes of whole events at the start of ``data``, before a rotate, stop or format description."""
 
+def transaction_start(data: bytes, target: int) -> tuple[int, int]:
+    """``(offset, status)`` of the first transaction start at or after ``target`` in ``data``
+    (``split._transaction_start_python`` is the reference)."""
+
 # (table, plan, rows, byte ends, changes, deletes, first offset); the arrays are native u64s.
 Segment = tuple[int, int, bytes, bytes, bytes, bytes, int]
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from loader import _native
+from loader.binlog import split
 from loader.binlog.reader import native_decoder
 from loader.config import SourceConfig
 from loader.errors import ConfigError
@@ -40,3 +41,5 @@ def test_a_native_decoder_not_built_stops_extraction_saying_what_to_do(
     assert "not built" in str(err.value) and "make setup" in str(err.value)
     assert 'decoder = "python"' in str(err.value)
     assert native_decoder(SourceConfig(decoder="python")) is False  # the Python decoder needs no module
+    # Nor does cutting an interval for several processes: the Python walk of event headers.
+    assert split._native_walk() is split._transaction_start_python

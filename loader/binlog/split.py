@@ -1,13 +1,16 @@
 """Splitting a range of binlog files at transaction starts, for decoding it in parallel.
 
-Only event headers are read (and the few bytes of a Query event that say BEGIN), so finding
-the split points costs a small part of decoding the range. Each transaction carries its own
-table maps, so any transaction start is a place a decoder can begin.
+Only event headers are read (and the few bytes of a Query event that say BEGIN), walked by the
+native module in blocks of the file (``transaction_start``; this module's own walk, its
+reference, where the module is not built), so finding the split points costs a small part of
+decoding the range. Each transaction carries its own table maps, so any transaction start is a
+place a decoder can begin.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import BinaryIO
 
 from loader.binlog.constants import HEADER_LEN, EventType
@@ -40,34 +43,73 @@ def split_points(files: BinlogFiles, start: Position, end: Position, parts: int)
         last = end.pos if name == end.file else paths[name].stat().st_size
         with open(paths[name], "rb") as f:
             pos = first if name == start.file else _after_format_description(f)
-            while pos < last and targets:
-                f.seek(pos)
-                head = f.read(HEADER_LEN)
-                if len(head) < HEADER_LEN:
+            while targets and targets[0] < done + last - first:
+                # The first transaction start at or after the target (never the range's start:
+                # every target is past it) and before the range's end.
+                found = _first_start(f, pos, last, first + targets[0] - done)
+                if found is None:
                     break
-                _ts, typ, _sid, size, _lp, _fl = _HEADER.unpack_from(head, 0)
-                if size < HEADER_LEN:
-                    break
-                offset = done + (pos - first)
-                if offset >= targets[0] and pos != start.pos and _starts_transaction(f, typ, size):
-                    out.append(Position(name, pos))
-                    while targets and targets[0] <= offset:
-                        targets.pop(0)
-                pos += size
+                out.append(Position(name, found))
+                while targets and targets[0] <= done + found - first:
+                    targets.pop(0)
+                pos = found
         done += max(0, last - first)
     return out
+
+
+_BLOCK = 1 << 20
+_NEEDS_MORE, _FOUND = 0, 1
+
+
+def _first_start(f: BinaryIO, pos: int, last: int, at: int) -> int | None:
+    """The position of the first event starting a transaction at or after ``at`` and before
+    ``last``, event headers walked from ``pos`` (an event's start); None when there is none (or
+    a damaged header comes first)."""
+    while pos < last:
+        f.seek(pos)
+        block = f.read(_BLOCK)
+        off, status = _transaction_start(block, max(0, at - pos))
+        if status == _FOUND:
+            return pos + off if pos + off < last else None
+        if status != _NEEDS_MORE or off == 0:  # damaged, or the file ends inside an event
+            return None
+        pos += off
+    return None
+
+
+def _transaction_start_python(data: bytes, target: int) -> tuple[int, int]:
+    """``loader._native.transaction_start``: ``(offset, status)`` of the first transaction start
+    at or after ``target`` in ``data``, event headers walked from its start (status 1 found, 0
+    the walk needs the bytes from ``offset`` on, 2 a damaged header at ``offset``)."""
+    off = 0
+    while off + HEADER_LEN <= len(data):
+        _ts, typ, _sid, size, _lp, _fl = _HEADER.unpack_from(data, off)
+        if size < HEADER_LEN:
+            return off, 2
+        if off >= target:
+            if typ == EventType.QUERY and size <= _BEGIN_MAX:
+                if off + size > len(data):
+                    return off, _NEEDS_MORE
+                if starts_transaction(typ, data[off + HEADER_LEN : off + size]):
+                    return off, _FOUND
+            elif starts_transaction(typ, b""):
+                return off, _FOUND
+        off += size
+    return off, _NEEDS_MORE
+
+
+def _native_walk() -> Callable[[bytes, int], tuple[int, int]]:
+    try:
+        from loader._native import transaction_start
+    except ImportError:  # the module is not built: the Python decoder's set-up needs no Rust
+        return _transaction_start_python
+    return transaction_start
 
 
 def _after_format_description(f: BinaryIO) -> int:
     f.seek(4)
     head = f.read(HEADER_LEN)
     return 4 + int(_HEADER.unpack_from(head, 0)[3])
-
-
-def _starts_transaction(f: BinaryIO, typ: int, size: int) -> bool:
-    # Only a small query's body is read: the BEGIN of a binlog without GTIDs.
-    body = f.read(size - HEADER_LEN) if typ == EventType.QUERY and size <= _BEGIN_MAX else b""
-    return starts_transaction(typ, body)
 
 
 def starts_transaction(typ: int, body: bytes) -> bool:
@@ -80,3 +122,6 @@ def starts_transaction(typ: int, body: bytes) -> bool:
     db_len, status_len = body[8], int.from_bytes(body[11:13], "little")
     query = body[13 + status_len + db_len + 1 :]
     return query in (b"BEGIN",) or (len(query) == 9 and query.startswith(b"BEGIN"))  # with or without a CRC32
+
+
+_transaction_start = _native_walk()

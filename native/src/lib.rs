@@ -256,6 +256,14 @@ fn whole_events(data: &[u8]) -> usize {
     scan::whole_events(data)
 }
 
+/// `(offset, status)` of the first transaction start at or after `target` in `data`, event
+/// headers walked from its start: status 1 found, 0 the walk needs the bytes from `offset` on,
+/// 2 a damaged header at `offset`.
+#[pyfunction]
+fn transaction_start(data: &[u8], target: usize) -> (usize, u8) {
+    scan::transaction_start(data, target)
+}
+
 /// A plan's columns' names, schema and table as JSON text.
 type JsonNames = (Vec<Vec<u8>>, Vec<u8>, Vec<u8>);
 
@@ -520,6 +528,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(float_text, m)?)?;
     m.add_function(wrap_pyfunction!(json_text, m)?)?;
     m.add_function(wrap_pyfunction!(whole_events, m)?)?;
+    m.add_function(wrap_pyfunction!(transaction_start, m)?)?;
     m.add_class::<RowPlan>()?;
     m.add_class::<EncodedRows>()?;
     m.add_class::<Scanner>()?;

@@ -28,6 +28,7 @@ const DELETE_ROWS: u8 = 32;
 const ROWS_QUERY: u8 = 29;
 const GTID: u8 = 33;
 const ANONYMOUS_GTID: u8 = 34;
+const GTID_TAGGED: u8 = 42;
 const MARIA_ANNOTATE_ROWS: u8 = 160;
 const MARIA_BINLOG_CHECKPOINT: u8 = 161;
 const MARIA_GTID: u8 = 162;
@@ -197,6 +198,54 @@ fn commit_within(data: &[u8], mut off: usize) -> bool {
         off += size;
     }
     false
+}
+
+/// What `transaction_start` found.
+pub const NEEDS_MORE: u8 = 0;
+pub const FOUND: u8 = 1;
+pub const DAMAGED: u8 = 2;
+/// Bytes a BEGIN query event may take at most (`split._BEGIN_MAX`).
+const BEGIN_MAX: usize = 512;
+
+/// The first event at or after offset `target` of `data` that begins a transaction (a GTID
+/// event, or without GTIDs a BEGIN query), walking the headers of the events from offset 0
+/// (`loader/binlog/split.py`'s `starts_transaction` is the reference): `(offset, FOUND)`; or
+/// where the walk needs the bytes from (`NEEDS_MORE`), or met a header that is not one
+/// (`DAMAGED`).
+pub fn transaction_start(data: &[u8], target: usize) -> (usize, u8) {
+    let mut off = 0;
+    while let Some(head) = data.get(off..off + HEADER_LEN) {
+        let size = u32::from_le_bytes(head[9..13].try_into().unwrap()) as usize;
+        if size < HEADER_LEN {
+            return (off, DAMAGED);
+        }
+        if off >= target {
+            match head[4] {
+                GTID | ANONYMOUS_GTID | GTID_TAGGED | MARIA_GTID => return (off, FOUND),
+                QUERY if size <= BEGIN_MAX => match data.get(off + HEADER_LEN..off + size) {
+                    None => return (off, NEEDS_MORE),
+                    Some(body) if is_begin(body) => return (off, FOUND),
+                    Some(_) => {}
+                },
+                _ => {}
+            }
+        }
+        off += size;
+    }
+    (off, NEEDS_MORE)
+}
+
+/// A query event's body (after its header, its checksum included) is `BEGIN`.
+fn is_begin(body: &[u8]) -> bool {
+    if body.len() < 13 || body.len() > BEGIN_MAX - HEADER_LEN {
+        return false;
+    }
+    let (db_len, status_len) = (
+        usize::from(body[8]),
+        usize::from(u16::from_le_bytes([body[11], body[12]])),
+    );
+    let query = body.get(13 + status_len + db_len + 1..).unwrap_or(b"");
+    query == b"BEGIN" || (query.len() == 9 && query.starts_with(b"BEGIN"))
 }
 
 /// Bytes of whole events from the start of `data`, up to (not including) an event the reader
