@@ -69,7 +69,10 @@ def test_intervals_become_tables_equal_to_the_source(mariadb: MariaDB, cfg: Conf
         "DELETE FROM mat.c WHERE a = 'x' AND b = 2",
         "INSERT INTO mat.c VALUES ('x', 2, 'back')",
     )
-    assert run_extract(cfg, progress=lambda _: None) is not None
+    # The second interval staged gzipped (``[staging] gzip``): Spark reads both kinds at once.
+    gzipped = dataclasses.replace(cfg, staging=dataclasses.replace(cfg.staging, gzip=True))
+    assert run_extract(gzipped, progress=lambda _: None) is not None
+    assert len(list(Path(cfg.staging.uri.removeprefix("file://")).rglob("*.csv.gz"))) == 2  # a part a table
     results = run_materialize(spark, cfg)
     assert {r.table for r in results} == {"mat.t", "mat.c"}
     t_result = next(r for r in results if r.table == "mat.t")
