@@ -193,9 +193,10 @@ def make_changes(port: int, rows: int, changes: int, first_new_key: int | None =
 # --- the loader, as a user runs it -------------------------------------------------------------
 
 
-def write_config(folder: Path, fmt: str, port: int) -> Path:
-    """``folder/loader.toml``: the source as the ``loader`` user, ``bench.t``, staging and
-    warehouse under ``folder``, the warehouse database ``bench_<fmt>_wh`` in format ``fmt``."""
+def write_config(folder: Path, fmt: str, port: int, include: str = "bench.t") -> Path:
+    """``folder/loader.toml``: the source as the ``loader`` user, the tables ``include``
+    (``bench.t``), staging and warehouse under ``folder``, the warehouse database
+    ``bench_<fmt>_wh`` in format ``fmt``."""
     folder.mkdir(parents=True, exist_ok=True)
     table_format, java_options, mode = VARIANTS[fmt]
     java = f', "spark.driver.extraJavaOptions" = "{java_options}"' if java_options else ""
@@ -208,7 +209,7 @@ port = {port}
 user = "loader"
 password_env = "{PASSWORD_ENV}"
 [tables]
-include = ["bench.t"]
+include = ["{include}"]
 mode = "{mode}"
 [staging]
 uri = "{folder / "staging"}"

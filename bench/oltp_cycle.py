@@ -1,0 +1,231 @@
+"""The whole delta cycle on OLTP traffic's shape: ``--changes`` (1,000,000) single-row
+autocommit changes over ``--tables`` (10) tables of ``--rows`` (200,000) rows each, then one
+``loader run-once`` on the defaults (Iceberg), timed as a user runs it; and the initial load of
+the same tables before it.
+
+The tables ``bench.oltp0`` .. ``oltp9`` have 16 columns: a BIGINT key, three BIGINTs, two INTs,
+three DOUBLEs, four VARCHAR(128)s and three DATEs, filled on the server from its Sequence engine.
+The changes are in the shape of a published CDC benchmark (wirekite's MySQL to Firebolt, "10M CDC
+ops in 53 s"): 20% inserts of new keys, 60% updates of rows that stay, 20% deletes, each its own
+autocommit transaction (GTID, table map, rows event and XID in the binlog: five events a change
+on MySQL), the tables in turn. They are made by a stored procedure on the server, the redo log
+flushed once a second rather than at each commit, so that making a million takes minutes, not
+hours. Every statement's affected rows are counted (an update is two change rows, its D and I).
+
+Timed with the wall clock, each in a process of its own (``bench/delta_cycle.py``'s runner):
+
+- ``loader initial-load``: the tables' rows copied into the warehouse (rows/s, and per core);
+- ``loader run-once``: plan, extract, materialise, split as ``bench/delta_cycle.py`` splits it
+  (start, plan, extract, Spark start and bookkeeping, each table's merge).
+
+After the run ``loader checksum`` (not timed) must find every table equal to the source.
+
+Printed: ops/s of the cycle (a change is an op), ops/s per core, and the ratio to OLake's
+published figure for MySQL CDC into Iceberg (940 changes/s per vCPU); the targets of the issue
+"A million OLTP changes in one minute on two cores": the cycle at most 60 s, the merges (their
+own seconds, added) at most 35 s, the initial load at least 100,000 rows/s per core.
+
+    .venv/bin/python bench/oltp_cycle.py [--tables 10] [--rows 200000] [--changes 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.binlog_decode import start_server, stop_server  # noqa: E402
+from bench.delta_cycle import checksum, connect, loader, timed_cycle, write_config  # noqa: E402
+
+OLAKE_PER_VCPU = 940.0  # OLake's published MySQL CDC into Iceberg, changes/s per vCPU
+CYCLE_TARGET = 60.0  # seconds
+MERGE_TARGET = 35.0  # seconds, the merges together
+LOAD_TARGET = 100_000.0  # rows/s per core
+# Of every five changes to a table: one insert, three updates, one delete.
+INSERT, DELETE = 0, 1
+
+# The 16 columns: name, type, value for key k.
+COLUMNS = (
+    ("id", "BIGINT NOT NULL", "k"),
+    ("b1", "BIGINT NOT NULL", "k * 2654435761"),
+    ("b2", "BIGINT NULL", "IF(k % 13 = 0, NULL, k * 40503 - 7)"),
+    ("b3", "BIGINT NOT NULL", "k DIV 7"),
+    ("i1", "INT NOT NULL", "(k * 7919) % 2147483647 - 1073741823"),
+    ("i2", "INT NULL", "IF(k % 11 = 0, NULL, k % 1000)"),
+    ("d1", "DOUBLE NOT NULL", "SQRT(k) * 1234.5678"),
+    ("d2", "DOUBLE NULL", "IF(k % 17 = 0, NULL, k / 3)"),
+    ("d3", "DOUBLE NOT NULL", "k * 0.001"),
+    ("v1", "VARCHAR(128) NOT NULL", "CONCAT('name-', LPAD(k, 12, '0'))"),
+    ("v2", "VARCHAR(128) NULL", "IF(k % 7 = 0, NULL, CONCAT('city-', k % 977))"),
+    ("v3", "VARCHAR(128) NOT NULL", "REPEAT(CHAR(97 + k % 26), 1 + k % 40)"),
+    ("v4", "VARCHAR(128) NOT NULL", "MD5(k)"),
+    ("t1", "DATE NOT NULL", "DATE('2020-01-01') + INTERVAL k % 3650 DAY"),
+    ("t2", "DATE NULL", "IF(k % 19 = 0, NULL, DATE('2000-01-01') + INTERVAL k % 9000 DAY)"),
+    ("t3", "DATE NOT NULL", "DATE('2024-06-30') - INTERVAL k % 500 DAY"),
+)
+
+
+def fill(port: int, tables: int, rows: int) -> None:
+    """``bench.oltp0`` .. with keys 1 .. rows each, made on the server."""
+    ddl = ", ".join(f"{name} {sqltype}" for name, sqltype, _ in COLUMNS)
+    values = ", ".join(value for _, _, value in COLUMNS)
+    conn = connect(port)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE bench")
+            cur.execute("USE bench")
+            for t in range(tables):
+                cur.execute(
+                    f"CREATE TABLE oltp{t} ({ddl}, PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+                )
+                for first in range(0, rows, 1_000_000):
+                    size = min(1_000_000, rows - first)
+                    cur.execute(
+                        f"INSERT INTO oltp{t} SELECT {values} FROM "
+                        f"(SELECT CAST(seq + {first} AS SIGNED) AS k FROM seq_1_to_{size}) s"
+                    )
+    finally:
+        conn.close()
+
+
+def make_changes(port: int, tables: int, rows: int, changes: int) -> dict[str, int]:
+    """``changes`` single-row autocommit changes, the tables in turn: of every five to a table,
+    an insert of a new key (above ``rows``), three updates of even keys (never deleted) and a
+    delete of the next odd key. Returns the row changes made per kind (affected rows)."""
+    values = ", ".join(value for _, _, value in COLUMNS)
+    sets = (
+        "b1 = b1 + 1, i1 = i1 + 1, d1 = d1 + 0.5, v1 = CONCAT('upd-', id, '-', r), t1 = t1 + INTERVAL 1 DAY"
+    )
+    branches = []
+    for t in range(tables):
+        branches.append(
+            f"{'IF' if t == 0 else 'ELSEIF'} i % {tables} = {t} THEN "
+            f"IF r % 5 = {INSERT} THEN INSERT INTO bench.oltp{t} SELECT {values} FROM "
+            f"(SELECT CAST({rows} + r DIV 5 + 1 AS SIGNED) AS k) s; "
+            f"ELSEIF r % 5 = {DELETE} THEN DELETE FROM bench.oltp{t} WHERE id = 2 * (r DIV 5) + 1; "
+            f"ELSE UPDATE bench.oltp{t} SET {sets} WHERE id = 2 * ((r * 7919) % ({rows} DIV 2)) + 2; "
+            "END IF; SET done = done + ROW_COUNT();"
+        )
+    conn = connect(port)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL max_binlog_size = 1073741824")
+            cur.execute(
+                "CREATE PROCEDURE bench.oltp_work(n INT, OUT done BIGINT) BEGIN DECLARE i INT DEFAULT 0; "
+                f"DECLARE r INT; SET done = 0; WHILE i < n DO SET r = i DIV {tables}; {' '.join(branches)} "
+                "END IF; SET i = i + 1; END WHILE; END"
+            )
+            cur.execute("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
+            (flush,) = cur.fetchone()
+            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
+            cur.execute(f"CALL bench.oltp_work({changes}, @done)")
+            cur.execute("SELECT @done")
+            (done,) = cur.fetchone()
+            cur.execute(f"SET GLOBAL innodb_flush_log_at_trx_commit = {flush}")
+    finally:
+        conn.close()
+    # Per table, r runs over 0 .. its changes - 1: a fifth insert, a fifth delete, the rest update.
+    per_table = [changes // tables + (t < changes % tables) for t in range(tables)]
+    made = {
+        "insert": sum((n + 4) // 5 for n in per_table),
+        "delete": sum((n + 3) // 5 for n in per_table),
+    }
+    made["update"] = changes - made["insert"] - made["delete"]
+    assert int(done) == changes, f"{done} rows changed by {changes} statements: a key was not where expected"
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tables", type=int, default=10)
+    parser.add_argument("--rows", type=int, default=200_000, help="rows of each table before the changes")
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    args = parser.parse_args()
+    if args.tables < 1 or args.rows < 2 or args.changes < 1:
+        parser.error("--tables and --changes must be at least 1, --rows at least 2")
+    if args.changes // args.tables // 5 * 2 + 2 > args.rows:
+        parser.error("--rows too small for --changes: the deletes would run out of odd keys")
+    cores = os.cpu_count() or 1
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-oltp-cycle-"))
+    datadir = tmp / "mariadb"
+    try:
+        port = start_server(datadir)
+        t0 = time.perf_counter()
+        fill(port, args.tables, args.rows)
+        total_rows = args.tables * args.rows
+        print(
+            f"source: {args.tables} tables bench.oltp* of {len(COLUMNS)} columns, {args.rows:,} rows each, "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
+        config = write_config(tmp / "iceberg", "iceberg", port, include="bench.oltp*")
+        done = loader("initial-load", "--output", "json", config=config, cwd=config.parent).check()
+        loaded = done.json()
+        copied = sum(int(t["rows"]) for t in loaded["tables"])
+        assert copied == total_rows, f"the initial load copied {copied:,} rows, not {total_rows:,}"
+        load_rate = copied / done.seconds / cores
+        print(
+            f"initial load: {copied:,} rows in {done.seconds:.1f} s wall = {copied / done.seconds:,.0f} rows/s, "
+            f"{load_rate:,.0f} per core"
+        )
+
+        t0 = time.perf_counter()
+        made = make_changes(port, args.tables, args.rows, args.changes)
+        print(
+            f"changes (not timed): {args.changes:,} single-row transactions = {made['insert']:,} inserts + "
+            f"{made['update']:,} updates + {made['delete']:,} deletes, {time.perf_counter() - t0:.1f} s"
+        )
+        load = os.getloadavg()
+        print(
+            f"load average before the timed run: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {cores} cores"
+        )
+        cycle = timed_cycle("iceberg", config, config.parent)
+        expected = made["insert"] + made["delete"] + 2 * made["update"]
+        assert cycle.changes == expected, f"{cycle.changes:,} change rows extracted, not {expected:,}"
+        for line in checksum(config, config.parent):
+            print(f"checksum (not timed): {line}")
+
+        ops = args.changes / cycle.seconds
+        rate = cycle.changes / cycle.extract if cycle.extract else 0.0
+        print()
+        print(f"one delta cycle of {args.changes:,} single-row changes (loader run-once, wall clock):")
+        print(
+            f"  {cycle.seconds:.1f} s = start {cycle.start:.2f} + plan {cycle.plan:.2f} + extract {cycle.extract:.1f} "
+            f"({cycle.changes:,} change rows, {rate:,.0f} rows/s) + materialise {cycle.materialise:.1f} "
+            f"(Spark start and bookkeeping {cycle.spark_start:.1f} + merges {cycle.merge:.1f})"
+        )
+        for t in sorted(cycle.tables, key=lambda t: str(t["table"])):
+            print(
+                f"  merge {t['table']}: {float(t['seconds']):.1f} s (+{t['inserted']:,} ~{t['updated']:,} "
+                f"-{t['deleted']:,})"
+            )
+        print(f"  {ops:,.0f} ops/s, {ops / cores:,.0f} per core")
+        print(
+            f"ratio ops/s per core / OLake's per vCPU ({OLAKE_PER_VCPU:.0f}): {ops / cores / OLAKE_PER_VCPU:.2f}x"
+        )
+        for name, value, target, better in (
+            ("cycle seconds", cycle.seconds, CYCLE_TARGET, "<="),
+            ("merges seconds", cycle.merge, MERGE_TARGET, "<="),
+            ("initial load rows/s per core", load_rate, LOAD_TARGET, ">="),
+        ):
+            met = value <= target if better == "<=" else value >= target
+            print(
+                f"ratio {name} / target: {value / target:.2f} ({'met' if met else 'MISSED'}, "
+                f"target {better} {target:,.0f})"
+            )
+    finally:
+        stop_server(datadir)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
