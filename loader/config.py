@@ -249,6 +249,10 @@ class SparkConfig:
     # the JVM's quick compiler only: such a job is mostly its start. -1: never.
     quick_compiler_changes: int = 500_000
     quick_compiler_table_rows: int = 10_000_000
+    # A materialise job merges up to this many tables of an interval at once, each in a Spark
+    # session of its own in the one application: one table's fixed costs (planning, reading its
+    # metadata, the commit) run while another's tasks use the cores. 1: one after another.
+    merge_tables_at_once: int = 2
     # The Airflow pool the DAGs' Spark jobs take a slot of: one pool shared by every source of a
     # deployment bounds the jobs running at once (create it: airflow pools set NAME SLOTS DESC;
     # a task of a pool that does not exist is never scheduled). default_pool always exists.
@@ -676,6 +680,10 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         raise ConfigError(
             f"{origin}: maintenance.min_input_files and retain_last must be >= 1, expire_after_hours "
             '>= 0, and schedule a cron expression, a preset such as "@daily", or "none"'
+        )
+    if cfg.spark.merge_tables_at_once < 1:
+        raise ConfigError(
+            f"{origin}: spark.merge_tables_at_once must be >= 1, got {cfg.spark.merge_tables_at_once}"
         )
     if min(cfg.spark.quick_compiler_changes, cfg.spark.quick_compiler_table_rows) < -1:
         raise ConfigError(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ _TARGET = parse_target(os.environ.get(AT_ENV, ""))
 _LOG = os.environ.get(LOG_ENV) or None
 _SOURCE = os.environ.get(SOURCE_ENV) or None
 _hits = 0  # this process's hits of the target, when there is no log to count them in
+_counting = threading.Lock()  # merges run in threads: each hit counted once, in order
 _step = ""
 _source: str | None = None  # the source the current step works on
 
@@ -92,20 +94,21 @@ def reached(point: str) -> None:
     if _SOURCE is not None and _source != _SOURCE:
         return
     point = f"{_step}: {point}" if _step else point
-    if _LOG is not None:
-        _append(_LOG, point)
-    if _TARGET is None or not _TARGET.matches(point):
-        return
-    if _LOG is not None:
-        with open(_LOG, encoding="utf-8") as f:
-            count = sum(1 for line in f if _TARGET.matches(line.rstrip("\n")))
-    else:
-        _hits += 1
-        count = _hits
-    if count == _TARGET.hit:
-        if _TARGET.action == "group":
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGSTOP if _TARGET.action == "stop" else signal.SIGKILL)
+    with _counting:
+        if _LOG is not None:
+            _append(_LOG, point)
+        if _TARGET is None or not _TARGET.matches(point):
+            return
+        if _LOG is not None:
+            with open(_LOG, encoding="utf-8") as f:
+                count = sum(1 for line in f if _TARGET.matches(line.rstrip("\n")))
+        else:
+            _hits += 1
+            count = _hits
+        if count == _TARGET.hit:
+            if _TARGET.action == "group":
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGSTOP if _TARGET.action == "stop" else signal.SIGKILL)
 
 
 def _append(log: str, point: str) -> None:

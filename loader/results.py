@@ -143,6 +143,9 @@ class TableResult:
     # The rows the table's data files hold after it (an Iceberg snapshot's total-records, which
     # counts a changed row's old version until compaction); None where not counted (Hive tables).
     data_file_rows: int | None = None
+    # When its merge began (seconds since the epoch): with ``seconds``, how the merges of tables
+    # merged at once overlapped.
+    started: float = 0.0
 
     def plus(self, other: TableResult) -> TableResult:
         """This table's result and a later run's on it, together."""
@@ -154,6 +157,9 @@ class TableResult:
             self.partitions + other.partitions,
             self.seconds + other.seconds,
             other.data_file_rows if other.data_file_rows is not None else self.data_file_rows,
+            min(self.started, other.started)
+            if self.started and other.started
+            else self.started or other.started,
         )
 
 

@@ -18,11 +18,14 @@ materialised, and moves the checkpoint, only after every table is done.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from loader.config import Config
 from loader.errors import MaterializeError
@@ -161,7 +164,7 @@ def materialize_table(
 
     An Iceberg table gets them in one snapshot whose summary carries ``summary``.
     """
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     entries = [part.entry for part in staged]
     schema, table = entries[0].schema, entries[0].table
     columns = entries[-1].layouts[-1]
@@ -192,7 +195,7 @@ def materialize_table(
             mode,
         )
         seconds = time.monotonic() - started
-        return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows)
+        return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows, began)
     part = partition_expr(columns, key, *target.warehouse.partitioning(schema, table))
     changes = _changes(spark, store, staged, columns, warehouse_types, copy_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
@@ -200,7 +203,7 @@ def materialize_table(
         per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}
         touched = sorted(per_partition)
         if not touched:
-            return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started)
+            return TableResult(f"{schema}.{table}", 0, 0, 0, 0, time.monotonic() - started, started=began)
         changes.createOrReplaceTempView("changes")
         # One reading of the table's partitions for the merge and the swap.
         catalog = PartitionCatalog(
@@ -222,6 +225,7 @@ def materialize_table(
         effect.deleted,
         len(touched),
         time.monotonic() - started,
+        started=began,
     )
 
 
@@ -309,28 +313,86 @@ def _materialize_intervals(
         iceberg.INTERVAL: last.id,
         iceberg.END: str(last.effective_end),
     }
+    work = [
+        functools.partial(
+            _merge_table,
+            cfg=cfg,
+            store=store,
+            schema=schema,
+            table=table,
+            staged=staged,
+            run_id=run_id,
+            copy_seqno=loaded.get((schema, table)),
+            summary=summary,
+            last=last.id,
+            span=span,
+        )
+        for (schema, table), staged in sorted(by_table.items())
+    ]
     results = []
     counted = []  # [schema, table, rows] of the tables whose rows the merge reports
-    for (schema, table), staged in sorted(by_table.items()):
-        name = table_name(cfg, schema, table)
-        if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
-            summaries = iceberg.current_summaries(spark, name)
-            if iceberg.committed_interval(summaries, cfg.source.name, last.id):
-                # Committed before the ledger heard of it (a crash in between): its count stays.
-                rows = iceberg.total_records(summaries[0])
-                counted += [[schema, table, rows]] if rows is not None else []
-                continue
-        try:
-            result = materialize_table(
-                spark, Target.of(cfg), store, staged, run_id, loaded.get((schema, table)), summary=summary
-            )
-        except MaterializeError as exc:
-            raise MaterializeError(f"interval {span}: {exc}") from None
-        results.append(result)
-        if result.data_file_rows is not None:
-            counted.append([schema, table, result.data_file_rows])
+    for result, count in at_once(spark, cfg.spark.merge_tables_at_once, work):
+        results += [result] if result is not None else []
+        counted += [count] if count is not None else []
     record_materialised(ledger, intervals, counted)
     return results
+
+
+def _merge_table(
+    spark: Any,
+    *,
+    cfg: Config,
+    store: Store,
+    schema: str,
+    table: str,
+    staged: list[Staged],
+    run_id: str,
+    copy_seqno: int | None,
+    summary: dict[str, str],
+    last: str,
+    span: str,
+) -> tuple[TableResult | None, list[Any] | None]:
+    """One table's merge of the intervals: its result (None when it was committed before), and
+    ``[schema, table, rows]`` when its row count is known."""
+    name = table_name(cfg, schema, table)
+    if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
+        summaries = iceberg.current_summaries(spark, name)
+        if iceberg.committed_interval(summaries, cfg.source.name, last):
+            # Committed before the ledger heard of it (a crash in between): its count stays.
+            rows = iceberg.total_records(summaries[0])
+            return None, [schema, table, rows] if rows is not None else None
+    try:
+        result = materialize_table(spark, Target.of(cfg), store, staged, run_id, copy_seqno, summary=summary)
+    except MaterializeError as exc:
+        raise MaterializeError(f"interval {span}: {exc}") from None
+    return result, [schema, table, result.data_file_rows] if result.data_file_rows is not None else None
+
+
+T = TypeVar("T")
+
+
+def at_once(spark: Any, most: int, work: Sequence[Callable[[Any], T]]) -> list[T]:
+    """Each piece of ``work`` given a Spark session, up to ``most`` at once, each then in a
+    session of its own (``own_session``); their results in order. Every piece runs to its end
+    (none is stopped halfway by another's failure); then the first failure in order is raised,
+    as running them one after another would have raised it."""
+    if most <= 1 or len(work) <= 1:
+        return [piece(spark) for piece in work]
+    with ThreadPoolExecutor(min(most, len(work)), thread_name_prefix="loader-merge") as pool:
+        futures = [pool.submit(piece, own_session(spark)) for piece in work]
+    # Leaving the block waited for every piece.
+    return [f.result() for f in futures]
+
+
+def own_session(spark: Any) -> Any:
+    """A session of ``spark``'s application with the settings it has now (its catalogs' too)
+    but its own temporary views and settings: merges at once each set their snapshot
+    properties and name their views in their own."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if spark.conf.isModifiable(key):
+            session.conf.set(key, value)
+    return session
 
 
 def catch_up(

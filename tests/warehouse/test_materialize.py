@@ -4,6 +4,8 @@ partitioned warehouse tables that equal the source, value for value."""
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,10 +14,11 @@ from urllib.parse import unquote
 import pytest
 
 from loader.config import Config, load_config
+from loader.errors import MaterializeError
 from loader.extract import run_extract
 from loader.ledger import Checkpoint, Ledger
 from loader.positions import Position
-from loader.warehouse.materialize import run_materialize
+from loader.warehouse.materialize import at_once, run_materialize
 from loader.warehouse.tables import table_name
 from tests.conftest import TABLE_FORMATS, MariaDB, as_an_older_loader_left_it, derby_table_rows, quiet
 
@@ -433,3 +436,36 @@ def test_a_table_of_another_source_is_refused_and_one_without_a_source_is_claime
     assert run_extract(mine, progress=quiet) is not None
     run_materialize(spark, mine)
     assert owner() == mine.source.name and rows() == [(1, 2)]
+
+
+def test_merges_at_once_each_keep_their_own_settings_and_views_and_fail_in_order(spark: Any) -> None:
+    """Tables merged at once (``[spark] merge_tables_at_once``) set their snapshot properties and
+    name their views each in a session of its own; a failure is raised once every merge ended,
+    the first in table order, as one after another would raise it."""
+    together = threading.Barrier(2)
+
+    def merge(value: int) -> Callable[[Any], tuple[str, int]]:
+        def run(session: Any) -> tuple[str, int]:
+            session.conf.set("spark.sql.shuffle.partitions", str(value))
+            session.range(value).createOrReplaceTempView("changes")
+            together.wait(timeout=120)  # both set before either reads
+            return session.conf.get("spark.sql.shuffle.partitions"), session.table("changes").count()
+
+        return run
+
+    assert at_once(spark, 2, [merge(3), merge(5)]) == [("3", 3), ("5", 5)]
+    ended: list[str] = []
+
+    def fails(name: str) -> Callable[[Any], None]:
+        def run(session: Any) -> None:
+            raise MaterializeError(f"{name} failed")
+
+        return run
+
+    def slow(session: Any) -> None:
+        session.range(1000).count()
+        ended.append("slow")
+
+    with pytest.raises(MaterializeError, match="first failed"):
+        at_once(spark, 2, [slow, fails("first"), fails("second")])
+    assert ended == ["slow"]
