@@ -22,10 +22,12 @@ After the run ``loader checksum`` (not timed) must find every table equal to the
 
 Printed: ops/s of the cycle (a change is an op), ops/s per core, and the ratio to OLake's
 published figure for MySQL CDC into Iceberg (940 changes/s per vCPU); the targets of the issue
-"A million OLTP changes in one minute on two cores": the cycle at most 60 s, the merges (their
-own seconds, added) at most 35 s, the initial load at least 100,000 rows/s per core.
+"A million OLTP changes in one minute on two cores": the cycle at most 60 s, the merges at most
+35 s together (from the first one's start to the last one's end: tables merged at once overlap),
+the initial load at least 100,000 rows/s per core.
 
     .venv/bin/python bench/oltp_cycle.py [--tables 10] [--rows 200000] [--changes 1000000]
+        [--merge-tables-at-once N]
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=10)
     parser.add_argument("--rows", type=int, default=200_000, help="rows of each table before the changes")
     parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument(
+        "--merge-tables-at-once", type=int, help="[spark] merge_tables_at_once (default: the loader's)"
+    )
     args = parser.parse_args()
     if args.tables < 1 or args.rows < 2 or args.changes < 1:
         parser.error("--tables and --changes must be at least 1, --rows at least 2")
@@ -168,6 +173,9 @@ def main() -> None:
             f"{time.perf_counter() - t0:.1f} s"
         )
         config = write_config(tmp / "iceberg", "iceberg", port, include="bench.oltp*")
+        if args.merge_tables_at_once is not None:  # [spark] is the file's last section
+            with open(config, "a", encoding="utf-8") as f:
+                f.write(f"merge_tables_at_once = {args.merge_tables_at_once}\n")
         done = loader("initial-load", "--output", "json", config=config, cwd=config.parent).check()
         loaded = done.json()
         copied = sum(int(t["rows"]) for t in loaded["tables"])
@@ -201,7 +209,8 @@ def main() -> None:
         print(
             f"  {cycle.seconds:.1f} s = start {cycle.start:.2f} + plan {cycle.plan:.2f} + extract {cycle.extract:.1f} "
             f"({cycle.changes:,} change rows, {rate:,.0f} rows/s) + materialise {cycle.materialise:.1f} "
-            f"(Spark start and bookkeeping {cycle.spark_start:.1f} + merges {cycle.merge:.1f})"
+            f"(Spark start and bookkeeping {cycle.spark_start:.1f} + merges {cycle.merge_span:.1f}; their own "
+            f"seconds added {cycle.merge:.1f})"
         )
         for t in sorted(cycle.tables, key=lambda t: str(t["table"])):
             print(
@@ -214,7 +223,7 @@ def main() -> None:
         )
         for name, value, target, better in (
             ("cycle seconds", cycle.seconds, CYCLE_TARGET, "<="),
-            ("merges seconds", cycle.merge, MERGE_TARGET, "<="),
+            ("merges seconds", cycle.merge_span, MERGE_TARGET, "<="),
             ("initial load rows/s per core", load_rate, LOAD_TARGET, ">="),
         ):
             met = value <= target if better == "<=" else value >= target
