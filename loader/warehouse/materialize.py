@@ -385,13 +385,16 @@ def at_once(spark: Any, most: int, work: Sequence[Callable[[Any], T]]) -> list[T
 
 
 def own_session(spark: Any) -> Any:
-    """A session of ``spark``'s application with the settings it has now (its catalogs' too)
-    but its own temporary views and settings: merges at once each set their snapshot
-    properties and name their views in their own."""
+    """A session of ``spark``'s application with the settings it has now (those set after it
+    started too: a catalog's) but its own temporary views and settings: merges at once each set
+    their snapshot properties and name their views in their own."""
     session = spark.newSession()
-    for key, value in spark.conf.getAll.items():
-        if spark.conf.isModifiable(key):
+    mine, theirs = spark.conf.getAll, session.conf.getAll
+    for key, value in mine.items():
+        if theirs.get(key) != value:
             session.conf.set(key, value)
+    for key in theirs.keys() - mine.keys():
+        session.conf.unset(key)
     return session
 
 

@@ -444,16 +444,26 @@ def test_merges_at_once_each_keep_their_own_settings_and_views_and_fail_in_order
     the first in table order, as one after another would raise it."""
     together = threading.Barrier(2)
 
-    def merge(value: int) -> Callable[[Any], tuple[str, int]]:
-        def run(session: Any) -> tuple[str, int]:
+    def merge(value: int) -> Callable[[Any], tuple[str, int, str]]:
+        def run(session: Any) -> tuple[str, int, str]:
             session.conf.set("spark.sql.shuffle.partitions", str(value))
             session.range(value).createOrReplaceTempView("changes")
             together.wait(timeout=120)  # both set before either reads
-            return session.conf.get("spark.sql.shuffle.partitions"), session.table("changes").count()
+            return (
+                session.conf.get("spark.sql.shuffle.partitions"),
+                session.table("changes").count(),
+                session.conf.get(late, "unset"),
+            )
 
         return run
 
-    assert at_once(spark, 2, [merge(3), merge(5)]) == [("3", 3), ("5", 5)]
+    # A setting the session got after it started (as a catalog's, switched in tests) is theirs too.
+    late = "spark.sql.catalog.loader_test_late.marker"
+    spark.conf.set(late, "set late")
+    try:
+        assert at_once(spark, 2, [merge(3), merge(5)]) == [("3", 3, "set late"), ("5", 5, "set late")]
+    finally:
+        spark.conf.unset(late)
     ended: list[str] = []
 
     def fails(name: str) -> Callable[[Any], None]:
