@@ -58,7 +58,7 @@ def split_points(files: BinlogFiles, start: Position, end: Position, parts: int)
 
 
 _BLOCK = 1 << 20
-_NEEDS_MORE, _FOUND = 0, 1
+_NEEDS_MORE, FOUND = 0, 1  # what ``transaction_start`` says (2: a damaged header)
 
 
 def _first_start(f: BinaryIO, pos: int, last: int, at: int) -> int | None:
@@ -68,8 +68,8 @@ def _first_start(f: BinaryIO, pos: int, last: int, at: int) -> int | None:
     while pos < last:
         f.seek(pos)
         block = f.read(_BLOCK)
-        off, status = _transaction_start(block, max(0, at - pos))
-        if status == _FOUND:
+        off, status = transaction_start(block, max(0, at - pos))
+        if status == FOUND:
             return pos + off if pos + off < last else None
         if status != _NEEDS_MORE or off == 0:  # damaged, or the file ends inside an event
             return None
@@ -91,9 +91,9 @@ def _transaction_start_python(data: bytes, target: int) -> tuple[int, int]:
                 if off + size > len(data):
                     return off, _NEEDS_MORE
                 if starts_transaction(typ, data[off + HEADER_LEN : off + size]):
-                    return off, _FOUND
+                    return off, FOUND
             elif starts_transaction(typ, b""):
-                return off, _FOUND
+                return off, FOUND
         off += size
     return off, _NEEDS_MORE
 
@@ -124,4 +124,6 @@ def starts_transaction(typ: int, body: bytes) -> bool:
     return query in (b"BEGIN",) or (len(query) == 9 and query.startswith(b"BEGIN"))  # with or without a CRC32
 
 
-_transaction_start = _native_walk()
+# ``(offset, status)`` of the first transaction start at or after a target in a block of whole
+# or cut events (``_transaction_start_python``).
+transaction_start = _native_walk()

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from loader.binlog import split
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.split import starts_transaction
 from loader.binlog.transport import EventRun, RawEvent, in_runs
@@ -153,14 +154,9 @@ def spool_pieces(
 
 def _transaction_start(run: EventRun, at_least: int) -> int | None:
     """The offset of the first event of ``run`` at or past ``at_least`` that starts a
-    transaction; None when none does."""
-    for off, event in run.events():
-        typ = event.data[4]
-        if off >= at_least and starts_transaction(
-            typ, event.data[HEADER_LEN:] if typ == EventType.QUERY else b""
-        ):
-            return off
-    return None
+    transaction (``split``'s walk of event headers); None when none does."""
+    off, status = split.transaction_start(run.data, at_least)
+    return off if status == split.FOUND else None
 
 
 class SpooledEvents:
