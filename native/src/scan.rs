@@ -163,9 +163,17 @@ struct Event<'a> {
 }
 
 /// The event at `off`, whole and with a good checksum; None when it is not (Python says why).
-fn event<'a>(data: &'a [u8], off: usize, fmt: &Format) -> Option<Event<'a>> {
+/// The type and size of the event whose header starts at `off`, when the header is whole.
+fn header_at(data: &[u8], off: usize) -> Option<(u8, usize)> {
     let head = data.get(off..off + HEADER_LEN)?;
-    let size = u32::from_le_bytes(head[9..13].try_into().ok()?) as usize;
+    Some((
+        head[4],
+        u32::from_le_bytes(head[9..13].try_into().unwrap()) as usize,
+    ))
+}
+
+fn event<'a>(data: &'a [u8], off: usize, fmt: &Format) -> Option<Event<'a>> {
+    let (_, size) = header_at(data, off)?;
     if size < HEADER_LEN || off + size > data.len() {
         return None;
     }
@@ -190,9 +198,8 @@ fn event<'a>(data: &'a [u8], off: usize, fmt: &Format) -> Option<Event<'a>> {
 /// ends first (before a header, as the decoding would find it); true at an event that cannot
 /// be whole here (the decoding says what is wrong there).
 fn commit_within(data: &[u8], mut off: usize) -> bool {
-    while let Some(head) = data.get(off..off + HEADER_LEN) {
-        let size = u32::from_le_bytes(head[9..13].try_into().unwrap()) as usize;
-        if size < HEADER_LEN || off + size > data.len() || head[4] == XID {
+    while let Some((typ, size)) = header_at(data, off) {
+        if size < HEADER_LEN || off + size > data.len() || typ == XID {
             return true;
         }
         off += size;
@@ -214,13 +221,12 @@ const BEGIN_MAX: usize = 512;
 /// (`DAMAGED`).
 pub fn transaction_start(data: &[u8], target: usize) -> (usize, u8) {
     let mut off = 0;
-    while let Some(head) = data.get(off..off + HEADER_LEN) {
-        let size = u32::from_le_bytes(head[9..13].try_into().unwrap()) as usize;
+    while let Some((typ, size)) = header_at(data, off) {
         if size < HEADER_LEN {
             return (off, DAMAGED);
         }
         if off >= target {
-            match head[4] {
+            match typ {
                 GTID | ANONYMOUS_GTID | GTID_TAGGED | MARIA_GTID => return (off, FOUND),
                 QUERY if size <= BEGIN_MAX => match data.get(off + HEADER_LEN..off + size) {
                     None => return (off, NEEDS_MORE),
@@ -252,11 +258,10 @@ fn is_begin(body: &[u8]) -> bool {
 /// of files must see alone (a rotate, a stop, a format description).
 pub fn whole_events(data: &[u8]) -> usize {
     let mut off = 0;
-    while let Some(head) = data.get(off..off + HEADER_LEN) {
-        let size = u32::from_le_bytes(head[9..13].try_into().unwrap()) as usize;
+    while let Some((typ, size)) = header_at(data, off) {
         if size < HEADER_LEN
             || off + size > data.len()
-            || matches!(head[4], ROTATE | STOP | FORMAT_DESCRIPTION)
+            || matches!(typ, ROTATE | STOP | FORMAT_DESCRIPTION)
         {
             break;
         }
