@@ -3,9 +3,10 @@ reads it, chosen as ``rowplan._reader`` chooses the Python reader, and written a
 ``extract.csv_kind`` says the Python encoder writes it.
 
 A table with a column the native path does not take (a charset of several bytes per character
-other than UTF-8, UTF-16 and UTF-32, labels or a charset the binlog and the schema left unknown) gets no native plan: its
-rows take the Python path, which is the reference. So do rows events the native path refuses
-(partial JSON updates, bytes it is not sure to write as the reference does).
+other than UTF-8, UTF-16 and UTF-32; labels or a charset the binlog and the schema left
+unknown) gets no native plan: its rows take the Python path, which is the reference. So do rows
+events the native path refuses (partial JSON updates, bytes it is not sure to write as the
+reference does).
 """
 
 from __future__ import annotations

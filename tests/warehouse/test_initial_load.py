@@ -47,7 +47,8 @@ ALL_TYPES = """CREATE TABLE il.types (
     d10 DECIMAL(10,2), d65 DECIMAL(65,30), f FLOAT, db DOUBLE, dt DATE, dtm DATETIME(6),
     ts TIMESTAMP(3) NULL, tm TIME(6), y YEAR, b13 BIT(13), b64 BIT(64), e ENUM('a','b c'),
     st SET('x','y','z'), j JSON, vc VARCHAR(40), lt TEXT CHARACTER SET latin1, bin BINARY(4),
-    vb VARBINARY(10), bl BLOB, g GEOMETRY, ch CHAR(6)
+    vb VARBINARY(10), bl BLOB, g GEOMETRY, ch CHAR(6), cy VARCHAR(20) CHARACTER SET cp1251,
+    u16 VARCHAR(20) CHARACTER SET utf16, u32 CHAR(4) CHARACTER SET utf32
 )"""
 ALL_TYPES_ROWS = [
     "(1, -128, 255, 18446744073709551615, -9223372036854775808, -12345678.90,"
@@ -55,11 +56,11 @@ ALL_TYPES_ROWS = [
     " '2024-02-29', '2024-01-01 23:59:59.999999', '2038-01-19 03:14:07.499', '-838:59:59.000000', 2155,"
     " b'1010101010101', b'1111111111111111111111111111111111111111111111111111111111111111', 'b c', 'x,z',"
     " '{\"k\": [1, \"two\", null]}', 'emoji 😀 \"quoted\", comma', 'café', 'ab', x'00ff00',"
-    " REPEAT('blob', 1000), ST_GeomFromText('POINT(1 2)'), 'ab')",
+    " REPEAT('blob', 1000), ST_GeomFromText('POINT(1 2)'), 'ab', 'Привет, «мир»', '😀 ☃ \"q\"', 'ä😀')",
     "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
     "(3, 0, 0, 0, 0, 0, 0, -0.0, 1e308, '0000-00-00', '0000-00-00 00:00:00', '1970-01-01 00:00:01', '00:00:00.5',"
-    " 0, b'0', b'0', 'a', '', '[]', '', '', '', '', '', NULL, '')",
+    " 0, b'0', b'0', 'a', '', '[]', '', '', '', '', '', NULL, '', '', '', '')",
 ]
 
 
@@ -97,6 +98,8 @@ def test_loaded_values_equal_what_materialisation_writes(
         assert a.asDict() == b.asDict()
     assert loaded[0].bu == 18446744073709551615 and loaded[0].tm == "-838:59:59.000000"
     assert (loaded[0].st, loaded[0].ch, loaded[2].ch) == ("x,z", "ab", "")
+    # Text of other charsets, decoded natively (cp1251 by its byte table, UTF-16, UTF-32).
+    assert (loaded[0].cy, loaded[0].u16, loaded[0].u32) == ("Привет, «мир»", '😀 ☃ "q"', "ä😀")
 
 
 class Writer(threading.Thread):
