@@ -365,6 +365,48 @@ def test_a_range_spooled_from_the_server_is_removed_once_decoded(mariadb: MariaD
     assert changes == 20
 
 
+def test_a_transaction_longer_than_a_run_across_the_cut_is_spooled_whole(mariadb: MariaDB, tmp_path: Path) -> None:
+    """A cut that falls inside a transaction of several runs of the server's stream is made where
+    the next transaction starts, and every change is decoded once."""
+    from loader import extract
+    from loader.binlog.reader import open_transport
+    from loader.binlog.spool import spool_pieces
+    from loader.binlog.transport import RUN_BYTES
+
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex15", "CREATE TABLE IF NOT EXISTS ex15.t (id INT PRIMARY KEY, v LONGTEXT)"
+    )
+    cfg = _config(mariadb, tmp_path, "ex15")
+    start = mariadb.execute()
+    mariadb.execute("INSERT INTO ex15.t VALUES (0, 'first')")
+    rows = 4 * RUN_BYTES // 40_000
+    big = ["BEGIN", *(f"INSERT INTO ex15.t VALUES ({i}, REPEAT('v', 40000))" for i in range(1, rows)), "COMMIT"]
+    after_big = mariadb.execute(*big)
+    end = mariadb.execute(*(f"INSERT INTO ex15.t VALUES ({i}, 'small')" for i in range(rows, rows + 10)))
+    transport = open_transport(cfg.source)
+    try:
+        runs = transport.runs(start, end)  # as the extract spools with the native decoder
+        pieces = list(spool_pieces(runs, start, end, end.pos - start.pos, 2, str(tmp_path)))
+    finally:
+        transport.close()
+    assert len(pieces) == 2
+    assert after_big <= pieces[0].end < end
+    changes = 0
+    for i, piece in enumerate(pieces):
+        result = extract._extract_range(
+            extract.ExtractSettings.of(cfg),
+            str(piece.start),
+            str(piece.end),
+            str(tmp_path / f"w{i}"),
+            None,
+            None,
+            "",
+            spool=piece.path,
+        )
+        changes += result.changes
+    assert changes == rows + 10
+
+
 def test_a_stop_in_a_range_decoded_by_another_process_stops_the_extract_as_in_one(
     mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
