@@ -365,7 +365,9 @@ def test_a_range_spooled_from_the_server_is_removed_once_decoded(mariadb: MariaD
     assert changes == 20
 
 
-def test_a_transaction_longer_than_a_run_across_the_cut_is_spooled_whole(mariadb: MariaDB, tmp_path: Path) -> None:
+def test_a_transaction_longer_than_a_run_across_the_cut_is_spooled_whole(
+    mariadb: MariaDB, tmp_path: Path
+) -> None:
     """A cut that falls inside a transaction of several runs of the server's stream is made where
     the next transaction starts, and every change is decoded once."""
     from loader import extract
@@ -374,13 +376,18 @@ def test_a_transaction_longer_than_a_run_across_the_cut_is_spooled_whole(mariadb
     from loader.binlog.transport import RUN_BYTES
 
     mariadb.execute(
-        "CREATE DATABASE IF NOT EXISTS ex15", "CREATE TABLE IF NOT EXISTS ex15.t (id INT PRIMARY KEY, v LONGTEXT)"
+        "CREATE DATABASE IF NOT EXISTS ex15",
+        "CREATE TABLE IF NOT EXISTS ex15.t (id INT PRIMARY KEY, v LONGTEXT)",
     )
     cfg = _config(mariadb, tmp_path, "ex15")
     start = mariadb.execute()
     mariadb.execute("INSERT INTO ex15.t VALUES (0, 'first')")
     rows = 4 * RUN_BYTES // 40_000
-    big = ["BEGIN", *(f"INSERT INTO ex15.t VALUES ({i}, REPEAT('v', 40000))" for i in range(1, rows)), "COMMIT"]
+    big = [
+        "BEGIN",
+        *(f"INSERT INTO ex15.t VALUES ({i}, REPEAT('v', 40000))" for i in range(1, rows)),
+        "COMMIT",
+    ]
     after_big = mariadb.execute(*big)
     end = mariadb.execute(*(f"INSERT INTO ex15.t VALUES ({i}, 'small')" for i in range(rows, rows + 10)))
     transport = open_transport(cfg.source)
