@@ -13,7 +13,6 @@ import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -54,6 +53,9 @@ def archive_path() -> Path | None:
     jobs put those jars (``ARCHIVE_LAYOUT``): an archive of another class path would only be
     refused, so a new pin, Spark or layout builds a new one.
     """
+    # Imported here: importlib.metadata costs every command's start ~15 ms for this one lookup.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         spark = version("pyspark")
     except PackageNotFoundError:
