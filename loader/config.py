@@ -246,7 +246,8 @@ class SparkConfig:
     jars: str = ""
     # A materialise job on a local master over at most this many pending change rows, into
     # Iceberg tables of at most this many rows together (as last recorded), runs its driver with
-    # the JVM's quick compiler only: such a job is mostly its start. -1: never.
+    # the JVM's quick compiler only: such a job is mostly its start (a larger one keeps both
+    # compilers, at ten times the JVM's compile thresholds). -1: never.
     quick_compiler_changes: int = 500_000
     quick_compiler_table_rows: int = 10_000_000
     # A materialise job merges up to this many tables of an interval at once, each in a Spark

@@ -108,7 +108,12 @@ def collector_options(
 # The JVM's quick compiler only (C1): for a job that is mostly its start (README, "A job's
 # start", has the measurements).
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
-_CHOSEN_COMPILER = re.compile(r"-XX:([+-]TieredCompilation|TieredStopAtLevel=\d+)$")
+# Both compilers, each compiling a method only after ten times the JVM's count of its calls and
+# loops: for a local job too large for the quick compiler alone (README, "A job's start").
+FEWER_COMPILATIONS = "-XX:CompileThresholdScaling=10"
+_CHOSEN_COMPILER = re.compile(
+    r"-XX:([+-]TieredCompilation|TieredStopAtLevel=\d+|CompileThresholdScaling=\S+)$"
+)
 
 
 @dataclass(frozen=True)
@@ -126,22 +131,26 @@ def compiler_options(
     job: JobSize | None,
     environ: Mapping[str, str] = os.environ,
 ) -> list[str]:
-    """The driver's compilers: the quick one only for a local job of a known size (``job``)
-    within ``spark``'s ``quick_compiler_changes`` and ``quick_compiler_table_rows``, unless the
-    config's driver Java options (``configured``) or the JVM's option variables choose.
+    """The driver's compilers for a local job of a known size (``job``): the quick one only
+    within ``spark``'s ``quick_compiler_changes`` and ``quick_compiler_table_rows``, both past
+    them, compiling fewer methods; unless the config's driver Java options (``configured``) or
+    the JVM's option variables choose.
 
-    A local driver runs every task. The optimising compiler (C2) competes with them for the
-    cores and pays back only in CPU-bound work of a minute or more, whose code it makes up to
-    twice as fast: change rows are parsed, ranked and shuffled, a table's rows mostly scanned.
+    A local driver runs every task, and the compilers compete with them for the cores. The
+    optimising compiler (C2) pays back only in CPU-bound work of a minute or more, whose code it
+    makes up to twice as fast: change rows are parsed, ranked and shuffled, a table's rows mostly
+    scanned. At the JVM's own thresholds the two compiled 31,000 methods in a 45 s merge of ten
+    tables, 46 s of compiler threads' time on two cores; the hot methods pass thresholds ten
+    times as high within a table's first merge.
     """
     if (
         job is None
-        or job.changes > spark.quick_compiler_changes
-        or job.table_rows > spark.quick_compiler_table_rows
         or not spark.master.startswith("local")
         or any(_CHOSEN_COMPILER.match(o) for o in _chosen(configured, environ))
     ):
         return []
+    if job.changes > spark.quick_compiler_changes or job.table_rows > spark.quick_compiler_table_rows:
+        return [FEWER_COMPILATIONS]
     return [QUICK_COMPILER]
 
 
@@ -177,6 +186,10 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
         # JDBC reads CHAR(n), ENUM and SET as Spark's CHAR(n), padded with spaces; MySQL strips
         # them (and the binlog has none), so the initial load reads them as plain strings.
         "spark.sql.legacy.charVarcharAsString": "true",
+        # The frames the loader caches (a merge's ranked changes) live for one statement or two:
+        # compressing them cost 15% of an OLTP interval's merge CPU (dictionary statistics per
+        # value, in boxed hash maps) to save memory that spills to disk when short.
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
     }
     if cfg.spark.master.startswith("local"):
         # Tasks that prefer a datanode's host (files on HDFS) wait for an executor there, and

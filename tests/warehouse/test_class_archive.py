@@ -11,6 +11,7 @@ import pytest
 
 from loader.config import Config
 from loader.warehouse.session import (
+    FEWER_COMPILATIONS,
     JAVA_OPTIONS,
     PARALLEL_GC,
     QUICK_COMPILER,
@@ -54,7 +55,7 @@ def test_a_local_driver_collects_with_the_parallel_collector_unless_the_config_c
     assert PARALLEL_GC not in options("local[2]")
 
 
-def test_a_small_local_job_runs_with_the_quick_compiler_only_unless_the_config_chooses(
+def test_a_local_job_chooses_its_compilers_by_its_size_unless_the_config_chooses(
     session_config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)  # the test suite's own choice
@@ -77,18 +78,25 @@ def test_a_small_local_job_runs_with_the_quick_compiler_only_unless_the_config_c
             .split()
         )
 
-    assert options(JobSize(100, 1000)).count(QUICK_COMPILER) == 1
-    # A job that may last minutes keeps the optimising compiler, as does one of unknown size.
-    assert QUICK_COMPILER not in options(JobSize(101, 10))
-    assert QUICK_COMPILER not in options(JobSize(10, 1001))
-    assert QUICK_COMPILER not in options(None)
-    assert QUICK_COMPILER not in options(JobSize(0, 0), never=True)
-    assert QUICK_COMPILER not in options(JobSize(10, 10), master="spark://127.0.0.1:7077")  # executors work
+    def compilers(*args: Any, **kwargs: Any) -> list[str]:
+        return [o for o in options(*args, **kwargs) if o in (QUICK_COMPILER, FEWER_COMPILATIONS)]
+
+    assert compilers(JobSize(100, 1000)) == [QUICK_COMPILER]
+    # A job that may last minutes keeps the optimising compiler, compiling fewer methods.
+    assert compilers(JobSize(101, 10)) == [FEWER_COMPILATIONS]
+    assert compilers(JobSize(10, 1001)) == [FEWER_COMPILATIONS]
+    assert compilers(JobSize(0, 0), never=True) == [FEWER_COMPILATIONS]
+    # One of unknown size keeps the JVM's own, as does a cluster's driver (executors work).
+    assert compilers(None) == []
+    assert compilers(JobSize(10, 10), master="spark://127.0.0.1:7077") == []
+    assert compilers(JobSize(10**9, 10), master="spark://127.0.0.1:7077") == []
     # The config's or the JVM's own choice stays the only one.
     assert options(JobSize(10, 10), configured="-XX:-TieredCompilation")[-1:] == ["-XX:-TieredCompilation"]
-    assert QUICK_COMPILER not in options(JobSize(10, 10), configured="-XX:-TieredCompilation")
+    assert compilers(JobSize(10, 10), configured="-XX:-TieredCompilation") == []
+    assert compilers(JobSize(10**9, 10), configured="-XX:CompileThresholdScaling=2") == []
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=4")
-    assert QUICK_COMPILER not in options(JobSize(10, 10))
+    assert compilers(JobSize(10, 10)) == []
+    assert compilers(JobSize(10**9, 10)) == []
 
 
 @pytest.mark.integration
