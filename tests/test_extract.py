@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from loader.binlog.spool import Piece
 from loader.config import Config
 from loader.errors import DecodeError, ExtractError, LedgerError, LoaderError
 from loader.extract import run_extract
@@ -329,7 +330,6 @@ def test_parallel_extraction_writes_the_same_rows(
 
 def test_a_range_spooled_from_the_server_is_removed_once_decoded(mariadb: MariaDB, tmp_path: Path) -> None:
     """The spool of a server's stream takes scratch disk only for the ranges still to decode."""
-    from loader import extract
     from loader.binlog.reader import open_transport
     from loader.binlog.spool import spool_pieces
 
@@ -349,17 +349,7 @@ def test_a_range_spooled_from_the_server_is_removed_once_decoded(mariadb: MariaD
     changes = 0
     for i, piece in enumerate(pieces):
         assert Path(piece.path).exists()
-        result = extract._extract_range(
-            extract.ExtractSettings.of(cfg),
-            str(piece.start),
-            str(piece.end),
-            str(tmp_path / f"w{i}"),
-            None,
-            None,
-            "",
-            spool=piece.path,
-        )
-        changes += result.changes
+        changes += _decode_spooled(cfg, piece, tmp_path / f"w{i}")
         assert not Path(piece.path).exists()
         assert all(Path(p.path).exists() for p in pieces[i + 1 :])
     assert changes == 20
@@ -370,7 +360,6 @@ def test_a_transaction_longer_than_a_run_across_the_cut_is_spooled_whole(
 ) -> None:
     """A cut that falls inside a transaction of several runs of the server's stream is made where
     the next transaction starts, and every change is decoded once."""
-    from loader import extract
     from loader.binlog.reader import open_transport
     from loader.binlog.spool import spool_pieces
     from loader.binlog.transport import RUN_BYTES
@@ -398,20 +387,17 @@ def test_a_transaction_longer_than_a_run_across_the_cut_is_spooled_whole(
         transport.close()
     assert len(pieces) == 2
     assert after_big <= pieces[0].end < end
-    changes = 0
-    for i, piece in enumerate(pieces):
-        result = extract._extract_range(
-            extract.ExtractSettings.of(cfg),
-            str(piece.start),
-            str(piece.end),
-            str(tmp_path / f"w{i}"),
-            None,
-            None,
-            "",
-            spool=piece.path,
-        )
-        changes += result.changes
-    assert changes == rows + 10
+    assert sum(_decode_spooled(cfg, piece, tmp_path / f"w{i}") for i, piece in enumerate(pieces)) == rows + 10
+
+
+def _decode_spooled(cfg: Config, piece: Piece, folder: Path) -> int:
+    """The changes a decoding process stages from one spooled piece of the server's stream."""
+    from loader import extract
+
+    settings = extract.ExtractSettings.of(cfg)
+    return extract._extract_range(
+        settings, str(piece.start), str(piece.end), str(folder), None, None, "", spool=piece.path
+    ).changes
 
 
 def test_a_stop_in_a_range_decoded_by_another_process_stops_the_extract_as_in_one(
