@@ -68,7 +68,7 @@ def _first_start(f: BinaryIO, pos: int, last: int, at: int) -> int | None:
     while pos < last:
         f.seek(pos)
         block = f.read(_BLOCK)
-        off, status = transaction_start(block, max(0, at - pos))
+        off, status = transaction_start(block, at - pos)
         if status == FOUND:
             return pos + off if pos + off < last else None
         if status != _NEEDS_MORE or off == 0:  # damaged, or the file ends inside an event
@@ -124,6 +124,11 @@ def starts_transaction(typ: int, body: bytes) -> bool:
     return query in (b"BEGIN",) or (len(query) == 9 and query.startswith(b"BEGIN"))  # with or without a CRC32
 
 
-# ``(offset, status)`` of the first transaction start at or after a target in a block of whole
-# or cut events (``_transaction_start_python``).
-transaction_start = _native_walk()
+_walk = _native_walk()
+
+
+def transaction_start(data: bytes, target: int) -> tuple[int, int]:
+    """``(offset, status)`` of the first transaction start at or after ``target`` in a block of
+    whole or cut events (``_transaction_start_python``); a target before the block (one the walk
+    of a stream has passed already) is any start in it."""
+    return _walk(data, max(0, target))

@@ -154,9 +154,9 @@ def spool_pieces(
 
 def _transaction_start(run: EventRun, at_least: int) -> int | None:
     """The offset of the first event of ``run`` at or past ``at_least`` that starts a
-    transaction (``split``'s walk of event headers); None when none does. A target the stream
-    passed already (a transaction longer than the rest of the last run) is any start."""
-    off, status = split.transaction_start(run.data, max(0, at_least))
+    transaction (``split``'s walk of event headers); None when none does. ``at_least`` is negative
+    once a transaction longer than the rest of the last run carried the stream past the target."""
+    off, status = split.transaction_start(run.data, at_least)
     return off if status == split.FOUND else None
 
 

@@ -81,5 +81,5 @@ def split_points_with(
     monkeypatch: pytest.MonkeyPatch,
     walk: object,
 ) -> list[Position]:
-    monkeypatch.setattr(split, "transaction_start", walk)
+    monkeypatch.setattr(split, "_walk", walk)
     return split.split_points(files, start, end, parts)
