@@ -162,7 +162,6 @@ struct Event<'a> {
     size: usize,
 }
 
-/// The event at `off`, whole and with a good checksum; None when it is not (Python says why).
 /// The type and size of the event whose header starts at `off`, when the header is whole.
 fn header_at(data: &[u8], off: usize) -> Option<(u8, usize)> {
     let head = data.get(off..off + HEADER_LEN)?;
@@ -172,6 +171,7 @@ fn header_at(data: &[u8], off: usize) -> Option<(u8, usize)> {
     ))
 }
 
+/// The event at `off`, whole and with a good checksum; None when it is not (Python says why).
 fn event<'a>(data: &'a [u8], off: usize, fmt: &Format) -> Option<Event<'a>> {
     let (_, size) = header_at(data, off)?;
     if size < HEADER_LEN || off + size > data.len() {
