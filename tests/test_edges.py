@@ -807,3 +807,46 @@ def test_rows_undone_by_rollback_to_savepoint_are_not_applied_beside_non_transac
     )
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
+
+
+def test_a_transaction_longer_than_a_read_run_across_a_range_cut_is_applied_once(
+    mariadb: MariaDB, spark: Any, loaded: Loaded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DAG's extract (the server's stream, spooled into ranges for two processes) of an
+    interval where a transaction several read runs long spans where a range would be cut: the
+    cut moves past it, and the rows before, in and after it reach the warehouse once, in order."""
+    from loader import extract
+    from loader.binlog.transport import RUN_BYTES
+
+    monkeypatch.setattr(extract, "PARALLEL_FROM_BYTES", 0)  # ~1 MB of binlog here
+    cfg = loaded(
+        "edge_long_txn",
+        ["t (id INT PRIMARY KEY, v LONGTEXT, n INT)"],
+        ["INSERT INTO edge_long_txn.t VALUES (0, 'loaded', 0), (1, 'loaded', 1)"],
+    )
+    table = "edge_long_txn.t"
+    before = mariadb.execute(
+        f"UPDATE {table} SET n = 10 WHERE id = 0", f"INSERT INTO {table} VALUES (2, 'x', 2)"
+    )
+    rows = 4 * RUN_BYTES // 40_000
+    after_long = mariadb.execute(
+        "BEGIN",
+        *(f"INSERT INTO {table} VALUES ({i}, REPEAT('v', 40000), {i})" for i in range(3, rows)),
+        f"UPDATE {table} SET n = 20 WHERE id = 2",  # changed again after the range before it
+        f"DELETE FROM {table} WHERE id = 1",
+        "COMMIT",
+    )
+    mariadb.execute(
+        f"UPDATE {table} SET v = 'short', n = -n WHERE id BETWEEN 3 AND 5",  # rows of the long one
+        f"DELETE FROM {table} WHERE id = 6",
+        f"INSERT INTO {table} VALUES (1, 'back', 1)",
+    )
+    said: list[str] = []
+    summary = run_extract(cfg, workers=2, progress=said.append)
+    ranges = [re.search(r"range \d+ \((\S+) to (\S+),", line) for line in said]
+    ends = [Position.parse(m.group(2)) for m in ranges if m]
+    assert summary is not None and len(ends) > 1, said
+    # No range ends inside the long transaction: each ends before it began or after it committed.
+    assert all(end <= before or end >= after_long for end in ends), (ends, before, after_long)
+    run_materialize(spark, cfg)
+    assert_equal_to_source(spark, cfg)
