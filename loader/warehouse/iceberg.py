@@ -394,25 +394,55 @@ def _touched_ranges(changes: Any, key: list[str], range_width: int | None) -> st
     return key_ranges_sql(f"t.{column}", [int(r[0]) for r in touched], range_width)
 
 
+# How Iceberg hands a write's rows to its tasks (the table's ``write.distribution-mode`` unless
+# the session sets it).
+DISTRIBUTION_MODE = "spark.sql.iceberg.distribution-mode"
+
+
+def write_settings(spark: Any, summary: Mapping[str, str], as_read: bool) -> dict[str, str]:
+    """The session settings of a write whose snapshot's summary carries ``summary``.
+
+    ``as_read``: rows read in key ranges that follow the table's partitions (a copy of a table
+    partitioned by key range) are written by the tasks that read them, without the shuffle that
+    would gather each partition's rows into one task (a partition of a table of up to a million
+    rows is the whole table: one task would write it, the other cores idle). Each task writes a
+    file per partition its range covers. A session that chose a distribution keeps it.
+    """
+    settings = snapshot_summary(summary)
+    if as_read and spark.conf.get(DISTRIBUTION_MODE, None) is None:
+        settings[DISTRIBUTION_MODE] = "none"
+    return settings
+
+
 def replace_table(
-    spark: Any, name: str, rows: Any, partitioning: str, properties: str, summary: Mapping[str, str]
+    spark: Any,
+    name: str,
+    rows: Any,
+    partitioning: str,
+    properties: str,
+    summary: Mapping[str, str],
+    as_read: bool = False,
 ) -> None:
     """Make ``rows`` the table's rows and columns in one snapshot (created if it is missing);
-    readers see the old rows until it commits, and the table's history keeps them."""
+    readers see the old rows until it commits, and the table's history keeps them. ``as_read``:
+    see ``write_settings``."""
     rows.createOrReplaceTempView("loader_copy")
-    with session_conf(spark, snapshot_summary(summary)):
+    with session_conf(spark, write_settings(spark, summary, as_read)):
         spark.sql(
             f"CREATE OR REPLACE TABLE {name} USING iceberg PARTITIONED BY ({partitioning}) {properties} "
             "AS SELECT * FROM loader_copy"
         )
 
 
-def overwrite_rows(spark: Any, name: str, rows: Any, condition: str, summary: Mapping[str, str]) -> None:
+def overwrite_rows(
+    spark: Any, name: str, rows: Any, condition: str, summary: Mapping[str, str], as_read: bool = False
+) -> None:
     """Make ``rows`` the rows of the table ``name`` that satisfy ``condition`` (a source's rows
     of a shared table, whose partitions start with the source), in one snapshot whose summary
     carries ``summary``; the table's other rows and its columns stay. Columns are matched by
-    name: a table column ``rows`` lack (one a shard has not added yet) is NULL in them."""
+    name: a table column ``rows`` lack (one a shard has not added yet) is NULL in them.
+    ``as_read``: see ``write_settings``."""
     from pyspark.sql import functions as F
 
-    with session_conf(spark, snapshot_summary(summary)):
+    with session_conf(spark, write_settings(spark, summary, as_read)):
         rows.writeTo(name).overwrite(F.expr(condition))

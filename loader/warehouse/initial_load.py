@@ -288,8 +288,11 @@ def copy_table(
                 spark, observed, old, mode, info.key, p0_seqno, load.id, load.started_at, part
             )
         summary = {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id}
+        # An integer key's ranges are spans of the key the table is partitioned by (truncate);
+        # rows joined with the table's old ones (resync) come out of the join's shuffle instead.
+        as_read = old is None and has_integer_key(info.columns, info.key)
         if own_rows:  # a shared table: the source's rows replaced, the other sources' kept
-            iceberg.overwrite_rows(spark, name, observed, own_rows, summary)
+            iceberg.overwrite_rows(spark, name, observed, own_rows, summary, as_read)
         elif iceberg_table:
             iceberg.replace_table(
                 spark,
@@ -302,6 +305,7 @@ def copy_table(
                     cfg.source.name, cfg.warehouse, new=not spark.catalog.tableExists(name), mode=mode
                 ),
                 summary,
+                as_read,
             )
         else:
             publish_version(spark, Target.of(cfg), info.schema, info.table, observed, load.id, None)

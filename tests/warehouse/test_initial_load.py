@@ -217,6 +217,42 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
         _same_as_source(mariadb, spark, cfg, table, columns, order)
 
 
+def test_each_key_range_is_written_by_the_task_that_read_it_where_ranges_follow_partitions(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    """Iceberg: an integer key's ranges are spans of the key the table is partitioned by, so
+    each range's rows are written where they were read (a file per range and partition it covers,
+    in parallel) instead of being gathered a partition per task; a table bucketed by a text key
+    keeps one file per bucket. The rows are the source's either way."""
+    from tests.conftest import iceberg_table
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS il",
+        "CREATE DATABASE il",
+        "CREATE TABLE il.ints (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        "CREATE TABLE il.words (w VARCHAR(10) PRIMARY KEY, n INT)",
+        "INSERT INTO il.ints SELECT seq, CONCAT('v', seq), seq FROM il.seq_1_to_3000",
+        "INSERT INTO il.words SELECT CONCAT('w', seq), seq FROM il.seq_1_to_500",
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "il", "il_ranges", parallelism=3)
+    cfg = dataclasses.replace(
+        cfg, warehouse=dataclasses.replace(cfg.warehouse, format="iceberg", partition_rows=2000)
+    )
+    run_initial_load(spark, cfg, progress=_quiet)
+
+    def files(table: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for task in iceberg_table(cfg, "il", table).scan().plan_files():
+            found[str(task.file.partition)] = found.get(str(task.file.partition), 0) + 1
+        return found
+
+    # Ranges 1-1000, 1001-2000, 2001-3000; partitions 0-1999 and 2000-3999.
+    assert sorted(files("ints").values()) == [2, 2]
+    assert set(files("words").values()) == {1} and len(files("words")) == 4
+    _same_as_source(mariadb, spark, cfg, "ints", "id, v, n", "id")
+    _same_as_source(mariadb, spark, cfg, "words", "w, n", "w")
+
+
 def test_tables_without_a_key_are_refused_unless_one_is_configured(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
