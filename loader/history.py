@@ -29,8 +29,9 @@ import pymysql
 import pymysql.cursors
 
 from loader import gtids
-from loader.binlog.fingerprint import Fingerprint, read_fingerprint
+from loader.binlog.fingerprint import Fingerprint, first_commit_after, read_fingerprint
 from loader.binlog.reader import open_transport
+from loader.binlog.spool import stream_bytes
 from loader.binlog.transport import Transport
 from loader.config import SourceConfig
 from loader.gtids import GtidSet, behind, gtid_domains, gtid_text, same_gtid
@@ -131,6 +132,22 @@ class SourceHistory:
     def transaction_at(self, at: Position) -> Fingerprint | None:
         """The fingerprint of the transaction whose GTID event starts at ``at``, or None."""
         return read_fingerprint(self._transport(), at)
+
+    def first_commit_after(self, at: Position) -> int | None:
+        """The commit time (µs, UTC) of the first transaction at or after ``at``; None when
+        there is none yet (``fingerprint.first_commit_after``)."""
+        return first_commit_after(self._transport(), at)
+
+    def now_us(self) -> int:
+        """The server's clock (µs, UTC): the commit times in its log are of that clock, so a
+        lag measured on it does not include the skew between two machines' clocks."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT UNIX_TIMESTAMP(NOW(6))")
+            return int(cur.fetchone()[0] * 1_000_000)
+
+    def bytes_between(self, start: Position, end: Position) -> int:
+        """Bytes of binlog in ``[start, end)``, across the server's files (``SHOW BINARY LOGS``)."""
+        return stream_bytes(binary_logs(self.conn) if start.file != end.file else {}, start, end)
 
     def last_transaction(self, at: Position) -> Fingerprint | None:
         """The last transaction before ``at`` (see ``_gtid_event_before``), or None."""

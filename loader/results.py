@@ -492,7 +492,13 @@ class Status:
     intervals: dict[str, int]
     last_error: FailedStep | None
     last_load: LastLoad | None
-    last_change_at: str | None = None
+    last_change_at: str | None = None  # the commit time of the last change applied
+    # How far behind the source: ``lag_seconds`` is the source's clock minus the commit time of
+    # the oldest change not in the warehouse (``oldest_unapplied_at``), 0 when caught up.
+    lag_bytes: int | None = None  # of binlog between the checkpoint and the source's position
+    oldest_unapplied_at: str | None = None
+    backlog_intervals: int = 0  # planned or extracted, not merged yet
+    backlog_changes: int = 0  # the changes those intervals extracted
     source_error: str | None = None
     gaps: list[dict[str, str]] = field(default_factory=list)  # interval, skipped from, to
     lease: str | None = None  # who runs a step on the source now
@@ -501,6 +507,31 @@ class Status:
     followed: str | None = None  # the last switch to another server that held the history
     awaiting_copy: list[str] = field(default_factory=list)  # tables a load has not copied yet
 
+    def _lag_line(self) -> str:
+        if self.lag_seconds is None or self.lag_bytes is None:
+            why = "no checkpoint yet" if self.checkpoint is None else "the source cannot tell"
+            line = f"lag: unknown ({why})"
+        elif self.lag_bytes == 0:
+            line = "lag: caught up (0 s, 0 bytes behind the source" + (
+                f"; last applied change committed at {self.last_change_at})" if self.last_change_at else ")"
+            )
+        else:
+            line = (
+                f"lag: {self.lag_seconds:,.0f} s and {self.lag_bytes:,} bytes of binlog behind the source"
+                + (
+                    f" (oldest change not in the warehouse committed at {self.oldest_unapplied_at})"
+                    if self.oldest_unapplied_at
+                    else " (no change since the checkpoint)"
+                )
+            )
+        if self.backlog_intervals:
+            plural = "s" if self.backlog_intervals != 1 else ""
+            line += (
+                f"; backlog: {self.backlog_intervals} interval{plural} not merged "
+                f"({self.backlog_changes:,} changes extracted)"
+            )
+        return line
+
     def text(self) -> str:
         """The status for people."""
         cp = self.checkpoint
@@ -508,12 +539,7 @@ class Status:
         lines = [
             f"source {self.source}: at {where}" + (f" ({self.source_server})" if self.source_server else ""),
             f"checkpoint: {cp['position'] + ' (' + cp['interval'] + ')' if cp else 'none (run the initial load)'}",
-            "lag: "
-            + (
-                f"{self.lag_seconds:,.0f} s (last applied change at {self.last_change_at})"
-                if self.lag_seconds is not None
-                else "unknown"
-            ),
+            self._lag_line(),
             "intervals: " + ", ".join(f"{n} {state}" for state, n in self.intervals.items()),
         ]
         if cp and cp.get("gtid") is not None:

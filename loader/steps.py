@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, cast
 
 from loader import crashpoints, lease, scratch
@@ -578,35 +578,71 @@ def next_start(cfg: Config) -> Position:
     return Ledger.of(cfg).next_start()
 
 
+@dataclass(frozen=True)
+class Lag:
+    """How far the checkpoint is behind the source's position."""
+
+    seconds: float  # the source's clock minus the oldest unapplied change's commit time; 0: none
+    bytes: int  # of binlog from the checkpoint to the source's position
+    oldest: str | None  # that change's commit time (ISO 8601, UTC)
+
+
+def _lag(source: SourceHistory, at: Position, now: Position) -> Lag:
+    """The lag of a checkpoint ``at`` on the source whose position is ``now`` (``at <= now``).
+
+    The oldest change not in the warehouse is the first transaction after the checkpoint,
+    whichever tables it changes: which ones is only known by decoding it, and a transaction of
+    tables not selected is applied as soon as the next interval passes it.
+    """
+    if at == now:
+        return Lag(0.0, 0, None)
+    first = source.first_commit_after(at)
+    if first is None:  # only the log's keeping (a rotation) since the checkpoint
+        return Lag(0.0, source.bytes_between(at, now), None)
+    seconds = max(0.0, round((source.now_us() - first) / 1_000_000, 1))
+    return Lag(seconds, source.bytes_between(at, now), _utc_text(first))
+
+
+def _utc_text(micros: int) -> str:
+    return dt.datetime.fromtimestamp(micros / 1_000_000, dt.UTC).isoformat()
+
+
 def status(cfg: Config) -> Status:
     """Where the source is, what is loaded, how far behind, and what failed last."""
     ledger = Ledger.of(cfg)
     position = source_error = history_problem = server = None
+    lag: Lag | None = None
     checkpoint = ledger.checkpoint()
     try:
         creds = credentials(cfg.source)
         conn = connect(creds)
         try:
             source = SourceHistory.of(conn, cfg.source, creds)
-            position = str(source.current())
-            server = source.server
+            now = source.current()
+            position, server = str(now), source.server
             if checkpoint is not None:
                 at = Position.parse(checkpoint.position)
                 history_problem = source.problem(at, checkpoint.mark(), "the checkpoint")
+                if history_problem is None and at <= now:
+                    lag = _lag(source, at, now)
         finally:
             conn.close()
     except LoaderError as exc:
         source_error = str(exc)
-    lag = last_change = None
+    last_change = None
     if checkpoint is not None and checkpoint.commit_ts:
-        lag = round(time.time() - checkpoint.commit_ts / 1_000_000, 1)
-        last_change = dt.datetime.fromtimestamp(checkpoint.commit_ts / 1_000_000, dt.UTC).isoformat()
+        last_change = _utc_text(checkpoint.commit_ts)
     counts = {PLANNED: 0, EXTRACTED: 0, MATERIALISED: 0, "failed": 0, ABANDONED: 0}
+    backlog = backlog_changes = 0
     for interval in ledger.intervals():
         if interval.error and interval.state not in (MATERIALISED, ABANDONED):
             counts["failed"] += 1
         else:
             counts[interval.state] = counts.get(interval.state, 0) + 1
+        if interval.state in (PLANNED, EXTRACTED):
+            backlog += 1
+        if interval.state == EXTRACTED:
+            backlog_changes += interval.changes or 0
     failed = ledger.last_error()
     loads = ledger.loads()
     switches = [i for i in ledger.intervals() if i.followed_from and i.state != ABANDONED]
@@ -621,7 +657,11 @@ def status(cfg: Config) -> Status:
         if switches
         else None,
         checkpoint=asdict(checkpoint) if checkpoint else None,
-        lag_seconds=lag,
+        lag_seconds=lag.seconds if lag else None,
+        lag_bytes=lag.bytes if lag else None,
+        oldest_unapplied_at=lag.oldest if lag else None,
+        backlog_intervals=backlog,
+        backlog_changes=backlog_changes,
         last_change_at=last_change,
         intervals=counts,
         last_error=FailedStep(failed.id, failed.error or "", failed.error_at) if failed else None,

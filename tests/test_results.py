@@ -65,6 +65,8 @@ def test_status_keeps_its_json_shape_and_its_text() -> None:
     assert "checkpoint: binlog.000003:100 (0000000002)" in text
     assert "last error: interval 0000000003 at 2026-11-23T12:00:00Z: extract: column c changed type" in text
     assert "running now: nothing" in text
+    assert "lag: unknown (the source cannot tell)" in text
+    assert "lag: unknown (no checkpoint yet)" in dataclasses.replace(status, checkpoint=None).text()
     busy = dataclasses.replace(status, lease="loader extract (pid 7 on h) since 2026-11-23T12:00:00Z")
     assert "running now: loader extract (pid 7 on h) since 2026-11-23T12:00:00Z" in busy.text()
     assert "awaiting" not in text

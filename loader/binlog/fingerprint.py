@@ -96,3 +96,45 @@ def read_fingerprint(transport: Transport, at: Position) -> Fingerprint | None:
         return None
     finally:
         transport.close()
+
+
+# Events a server writes to keep its log, part of no transaction.
+_LOG_KEEPING = frozenset(
+    {
+        EventType.FORMAT_DESCRIPTION,
+        EventType.ROTATE,
+        EventType.STOP,
+        EventType.PREVIOUS_GTIDS,
+        EventType.HEARTBEAT,
+        EventType.HEARTBEAT_V2,
+        EventType.MARIA_BINLOG_CHECKPOINT,
+        EventType.MARIA_GTID_LIST,
+        EventType.MARIA_START_ENCRYPTION,
+    }
+)
+
+
+def first_commit_after(transport: Transport, at: Position) -> int | None:
+    """The commit time (µs, UTC, as ``of_event`` reads it) of the first transaction in the log
+    at or after ``at`` (an event boundary), or None when the log holds none after it (only its
+    keeping: rotations, checkpoints). A log without GTID events gives the time of the
+    transaction's first event. The transport is closed.
+
+    Raises:
+        TransientError: the source is out of reach.
+        SourceError, DecodeError: ``at`` is not in the log, or the log cannot be read there.
+    """
+    parser = BinlogParser(at.file)
+    try:
+        for raw in transport.events(at, None):
+            parser.file = raw.file
+            kind = raw.data[4]
+            if kind == EventType.FORMAT_DESCRIPTION:  # how the file's later events are read
+                parser.parse(raw.data, raw.pos)
+            if raw.artificial or kind in _LOG_KEEPING:
+                continue
+            found = of_event(parser.parse(raw.data, raw.pos), Position(raw.file, raw.pos))
+            return found.commit_us if found else int.from_bytes(raw.data[:4], "little") * 1_000_000
+        return None
+    finally:
+        transport.close()
