@@ -195,6 +195,15 @@ def log_status(source: str | None = None) -> dict[str, Any]:
     return to_dict(result)
 
 
+def check_lag(source: str | None = None) -> dict[str, Any]:
+    """Fail when the source is behind by more than ``[source] alert_lag_seconds`` (the delta
+    run's last task, run whatever the others did: Airflow's failure notifications fire)."""
+    with loader_errors():
+        result = steps.check_lag(config(source))
+    log.info("%s", next(line for line in result.text().splitlines() if line.startswith("lag: ")))
+    return to_dict(result)
+
+
 def plan(source: str | None = None) -> dict[str, Any]:
     """Snapshot the end position and record this run's interval (a rerun gets the same one)."""
     context = get_current_context()

@@ -83,6 +83,9 @@ class SourceConfig:
     # The delta DAG's schedule: minutes, a cron expression or "none" (triggered runs only);
     # empty: $LOADER_DELTA_SCHEDULE, else every 15 minutes.
     schedule: str = ""
+    # Seconds behind the source (``loader status``'s lag) past which the delta DAG's last task
+    # fails, so that Airflow's failure notifications fire even while every run succeeds; 0: none.
+    alert_lag_seconds: int = 0
 
     def password(self) -> str:
         """The password from the environment variable named by ``password_env`` ('' if unset)."""
@@ -620,6 +623,10 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     if min(src.connect_timeout_seconds, src.read_timeout_seconds, src.lease_seconds) < 1:
         raise ConfigError(
             f"{origin}: source.connect_timeout_seconds, read_timeout_seconds and lease_seconds must be >= 1"
+        )
+    if src.alert_lag_seconds < 0:
+        raise ConfigError(
+            f"{origin}: source.alert_lag_seconds must be >= 0 (0: no alert), got {src.alert_lag_seconds}"
         )
     schedule = src.schedule.strip()
     if schedule and not (

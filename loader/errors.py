@@ -149,6 +149,10 @@ class CatalogError(LoaderError):
         return self.message
 
 
+class LagError(LoaderError):
+    """The warehouse is further behind its source than the alert threshold allows."""
+
+
 class LoadError(LoaderError):
     """The initial load cannot go on (a table it cannot key, a subset on a first load, ...)."""
 

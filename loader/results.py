@@ -525,12 +525,15 @@ class Status:
                 )
             )
         if self.backlog_intervals:
-            plural = "s" if self.backlog_intervals != 1 else ""
-            line += (
-                f"; backlog: {self.backlog_intervals} interval{plural} not merged "
-                f"({self.backlog_changes:,} changes extracted)"
-            )
+            line += f"; backlog: {self.backlog()}"
         return line
+
+    def backlog(self) -> str:
+        """The intervals not merged yet, and the changes they hold."""
+        if not self.backlog_intervals:
+            return "no interval waits to be merged"
+        plural = "s" if self.backlog_intervals != 1 else ""
+        return f"{self.backlog_intervals} interval{plural} not merged ({self.backlog_changes:,} changes extracted)"
 
     def text(self) -> str:
         """The status for people."""

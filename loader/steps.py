@@ -30,6 +30,7 @@ from loader.config import Config, WarehouseConfig
 from loader.errors import (
     REPORTED,
     ConfigError,
+    LagError,
     LoaderError,
     LoadError,
     SparkJobError,
@@ -605,6 +606,39 @@ def _lag(source: SourceHistory, at: Position, now: Position) -> Lag:
 
 def _utc_text(micros: int) -> str:
     return dt.datetime.fromtimestamp(micros / 1_000_000, dt.UTC).isoformat()
+
+
+def check_lag(cfg: Config) -> Status:
+    """The status, once its lag is checked against ``[source] alert_lag_seconds`` (0: no check).
+
+    Raises:
+        LagError: the source is behind by more, or the lag cannot be told while a threshold is set.
+    """
+    result = status(cfg)
+    most = cfg.source.alert_lag_seconds
+    name = cfg.source.name
+    if not most:
+        return result
+    if result.lag_seconds is None or result.lag_bytes is None:
+        why = (
+            "it has no checkpoint yet: run the initial load"
+            if result.checkpoint is None
+            else result.history_problem or f"the source cannot be reached: {result.source_error}"
+        )
+        raise LagError(
+            f"source {name}: how far the warehouse is behind cannot be told, so alert_lag_seconds "
+            f"({most:,} s) cannot be checked: {why}"
+        )
+    if result.lag_seconds <= most:
+        return result
+    raise LagError(
+        f"source {name} is {result.lag_seconds:,.0f} s behind, more than alert_lag_seconds ({most:,} s): "
+        f"the oldest change not in the warehouse committed at {result.oldest_unapplied_at}, "
+        f"{result.lag_bytes:,} bytes of binlog ago; {result.backlog()}. If the delta runs fail, their task logs "
+        "and loader status say why; if they succeed and the lag still grows, changes arrive faster "
+        "than the runs apply them: run them more often ([source] schedule) or give the materialise "
+        "job more cores ([spark] master)"
+    )
 
 
 def status(cfg: Config) -> Status:

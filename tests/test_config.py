@@ -85,6 +85,10 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
         ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "demo.t" = 0 }'}, "must be >= 1"),
         ({"LOADER__WAREHOUSE__SWAP_BATCH": "0"}, "swap_batch must be >= 1"),
         ({"LOADER__SPARK__MERGE_TABLES_AT_ONCE": "0"}, "spark.merge_tables_at_once must be >= 1"),
+        (
+            {"LOADER__SOURCE__ALERT_LAG_SECONDS": "-1"},
+            "source.alert_lag_seconds must be >= 0 \\(0: no alert\\), got -1",
+        ),
         ({"LOADER__WAREHOUSE__BUCKETS_BY_TABLE": '{ "t" = 4 }'}, "must look like schema.table"),
         (
             {"LOADER__TABLES__ROUTES": '{ "orders" = "shop.orders" }'},

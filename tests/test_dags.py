@@ -108,7 +108,7 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
     assert result["errors"] == {}
     delta = result["dags"]["loader_continuous_delta"]
     assert delta["schedule"] == "0:15:00" and delta["max_active_runs"] == 1 and delta["catchup"] is False
-    assert delta["tasks"] == ["checksum", "extract", "materialize", "plan", "publish", "status"]
+    assert delta["tasks"] == ["checksum", "extract", "lag", "materialize", "plan", "publish", "status"]
     params = delta["params"]
     assert set(params) == {
         "start_lognum",
@@ -368,6 +368,7 @@ def test_initial_load_then_delta_runs_rerun_and_backfill_keep_the_warehouse_equa
         f"""[source]
 name = "af"
 airflow_conn_id = "loader_source"
+alert_lag_seconds = 1800
 [tables]
 include = ["af.*"]
 modes = {{ "af.lines" = "soft_delete", "af.notes" = "history" }}
@@ -472,6 +473,18 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert len({(code, start) for code, start, *_ in notes}) == len(notes)
     for (code, _, end, current), (after, start, *_) in itertools.pairwise(notes):
         assert current or code != after or end == start, (code, end, start)  # versions follow each other
+
+    # Each run's last task checked the lag (caught up after it); a change the warehouse lacks
+    # for an hour (its session's clock set back) fails the check, saying how far behind.
+    assert "lag: caught up" in backfill
+    mariadb.execute("SET timestamp = UNIX_TIMESTAMP() - 3600", "UPDATE af.orders SET total = 1 WHERE id = 1")
+    run_id = backfill.split("DagRun Finished:", 1)[1].split("run_id=", 1)[1].split(",", 1)[0]
+    behind = airflow_runner.airflow(["tasks", "test", "loader_continuous_delta", "lag", run_id], env)
+    said = behind.stdout + behind.stderr
+    outputs.append(said)
+    # (``tasks test`` exits 0 whatever the task did: its state is in the log.)
+    assert "new_state=failed" in said and "LagError: source af is 3,6" in said, said[-3000:]
+    assert "more than alert_lag_seconds (1,800 s)" in said
 
     # Nothing secret in the logs, the XComs shown there, staging files or manifests.
     for text in outputs:

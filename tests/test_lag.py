@@ -5,17 +5,21 @@ intervals and changes not merged yet."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loader import steps
+from loader.config import Config
+from loader.errors import LagError
 from loader.extract import run_extract
 from loader.ledger import Ledger
 from loader.positions import Position
 from loader.results import to_dict
 from loader.warehouse.materialize import run_materialize
-from tests.conftest import Loaded, MariaDB
+from tests.conftest import Loaded, MariaDB, fresh_schema, schema_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -54,6 +58,16 @@ def test_lag_is_what_the_warehouse_lacks_of_the_source_in_seconds_and_bytes(
         f"lag: {status.lag_seconds:,.0f} s and {status.lag_bytes:,} bytes of binlog behind"
     )
     assert f"oldest change not in the warehouse committed at {status.oldest_unapplied_at}" in line
+    # The alert: over its threshold the check fails, saying how far behind and what to look at.
+    assert steps.check_lag(cfg) is not None  # no threshold: no alert
+    alerting = _alerting(cfg, 1800)
+    with pytest.raises(LagError) as behind:
+        steps.check_lag(alerting)
+    message = str(behind.value)
+    assert message.startswith("source demo is 3,6") and "more than alert_lag_seconds (1,800 s)" in message
+    assert f"committed at {status.oldest_unapplied_at}, {status.lag_bytes:,} bytes of binlog ago" in message
+    assert "no interval waits to be merged" in message and "[source] schedule" in message
+    assert steps.check_lag(_alerting(cfg, 7200)).lag_seconds == status.lag_seconds
 
     # Extracted, not merged: the backlog counts the interval and its changes; the lag stays.
     extracted = run_extract(cfg, progress=lambda _: None)
@@ -62,6 +76,8 @@ def test_lag_is_what_the_warehouse_lacks_of_the_source_in_seconds_and_bytes(
     assert (status.backlog_intervals, status.backlog_changes) == (1, extracted.changes)
     assert status.lag_seconds is not None and status.lag_seconds >= 3600
     assert "backlog: 1 interval not merged (2 changes extracted)" in status.text()
+    with pytest.raises(LagError, match=r"bytes of binlog ago; 1 interval not merged \(2 changes extracted\)"):
+        steps.check_lag(alerting)
 
     # Across a rotation: the rest of the checkpoint's file and what the new one holds.
     mariadb.execute("FLUSH BINARY LOGS", "INSERT INTO lag.t VALUES (4, 4)")
@@ -84,6 +100,7 @@ def test_lag_is_what_the_warehouse_lacks_of_the_source_in_seconds_and_bytes(
         0,
         0,
     )
+    assert steps.check_lag(alerting).lag_seconds == 0
 
     # A rotation alone is no change: 0 s, though the log moved on; a change in the next file
     # counts from its own commit time, not the rotation's.
@@ -94,3 +111,20 @@ def test_lag_is_what_the_warehouse_lacks_of_the_source_in_seconds_and_bytes(
     mariadb.execute("SET timestamp = UNIX_TIMESTAMP() - 7200", "INSERT INTO lag.t VALUES (5, 5)")
     status = steps.status(cfg)
     assert status.lag_seconds is not None and 7200 <= status.lag_seconds < 7300
+
+
+def _alerting(cfg: Config, seconds: int) -> Config:
+    return dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, alert_lag_seconds=seconds))
+
+
+def test_a_lag_alert_that_cannot_tell_the_lag_fails_saying_why(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config
+) -> None:
+    fresh_schema(mariadb, "lag_new", "t (id INT PRIMARY KEY)")
+    cfg = _alerting(schema_config(mariadb, tmp_path, spark_config, "lag_new"), 60)
+    with pytest.raises(LagError) as unknown:
+        steps.check_lag(cfg)
+    assert str(unknown.value) == (
+        "source demo: how far the warehouse is behind cannot be told, so alert_lag_seconds (60 s) "
+        "cannot be checked: it has no checkpoint yet: run the initial load"
+    )
