@@ -14,6 +14,7 @@ import datetime as dt
 import inspect
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,9 +25,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, AssetAlias, get_current_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from loader import steps
+from loader import metrics, steps
 from loader.config import Config, MaintenanceConfig, SparkConfig, TablesConfig, load_config, load_deployment
-from loader.errors import REPORTED, ConfigError, describe, is_transient
+from loader.errors import REPORTED, ConfigError, describe, error_class, is_transient
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
 from loader.warehouse.submit import SparkJob
 
@@ -160,14 +161,21 @@ def _report_import_error(file: str, error: str) -> None:
 
 
 @contextmanager
-def loader_errors() -> Iterator[None]:
-    """Transient errors are retried by Airflow; the others fail the task at once with their text."""
+def loader_errors(source: str | None = None, step: str | None = None) -> Iterator[None]:
+    """Transient errors are retried by Airflow; the others fail the task at once with their text.
+    With ``step``, how long it took (when it succeeded) or the class of the error that stopped
+    it goes to ``source``'s metrics (``loader.metrics``)."""
+    started = time.monotonic()
     try:
         yield
     except REPORTED as exc:
+        if source and step:
+            metrics.count(source, f"failures.{metrics.part(error_class(exc))}", tags={"step": step})
         if is_transient(exc):
             raise
         raise AirflowFailException(f"{type(exc).__name__}: {describe(exc)}") from None
+    if source and step:
+        metrics.seconds(source, f"step.{metrics.part(step)}", time.monotonic() - started)
 
 
 def asset_for(cfg: Config, schema: str, table: str) -> Asset:
@@ -188,8 +196,10 @@ def asset_for(cfg: Config, schema: str, table: str) -> Asset:
 
 def log_status(source: str | None = None) -> dict[str, Any]:
     """Log ``loader status`` (position, checkpoint, lag, intervals, last error)."""
+    cfg = config(source)
     with loader_errors():
-        result = steps.status(config(source))
+        result = steps.status(cfg)
+    metrics.lag(cfg.source.name, result)
     for line in result.text().splitlines():
         log.info("%s", line)
     return to_dict(result)
@@ -198,9 +208,12 @@ def log_status(source: str | None = None) -> dict[str, Any]:
 def check_lag(source: str | None = None) -> dict[str, Any]:
     """Fail when the source is behind by more than ``[source] alert_lag_seconds`` (the delta
     run's last task, run whatever the others did: Airflow's failure notifications fire)."""
-    with loader_errors():
-        result = steps.check_lag(config(source))
-    log.info("%s", next(line for line in result.text().splitlines() if line.startswith("lag: ")))
+    cfg = config(source)
+    with loader_errors(cfg.source.name, "lag"):
+        result = steps.status(cfg)
+        metrics.lag(cfg.source.name, result)
+        log.info("%s", next(line for line in result.text().splitlines() if line.startswith("lag: ")))
+        steps.check_lag(cfg, result)
     return to_dict(result)
 
 
@@ -209,7 +222,7 @@ def plan(source: str | None = None) -> dict[str, Any]:
     context = get_current_context()
     params = context["params"]
     cfg = config(source)
-    with loader_errors():
+    with loader_errors(cfg.source.name, "plan"):
         abandon = params.get("abandon_interval")
         if abandon:
             reason = params.get("abandon_reason") or ""
@@ -241,9 +254,11 @@ def extract(planned: dict[str, Any], source: str | None = None) -> dict[str, Any
         raise AirflowSkipException("dry run: nothing is extracted")
     if interval.interval is None:
         return {"interval": None}
-    with loader_errors():
-        summary = steps.extract(config(source), interval.interval, progress=log.info)
+    cfg = config(source)
+    with loader_errors(cfg.source.name, "extract"):
+        summary = steps.extract(cfg, interval.interval, progress=log.info)
     assert summary is not None  # a planned interval is always extracted
+    metrics.extracted(cfg.source.name, summary)
     log.info(
         "interval %s: %s changes in %s transactions", summary.interval, summary.changes, summary.transactions
     )
@@ -271,8 +286,9 @@ def start_initial_load(source: str | None = None) -> dict[str, Any]:
     ``from_now`` Param, start the deltas there with no copy)."""
     params = get_current_context()["params"]
     only = [t for t in (params.get("tables") or []) if t] or None
-    with loader_errors():
-        return to_dict(steps.start_load(config(source), only, log.info, bool(params.get("from_now"))))
+    cfg = config(source)
+    with loader_errors(cfg.source.name, "start_load"):
+        return to_dict(steps.start_load(cfg, only, log.info, bool(params.get("from_now"))))
 
 
 def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
@@ -283,8 +299,9 @@ def copy_arguments(started: dict[str, Any]) -> list[list[str]]:
 
 def finish_initial_load(started: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     """Every table copied: the checkpoint goes to P0 (first load; a start from now set it)."""
-    with loader_errors():
-        load = steps.finish_load(config(source), from_dict(StartedLoad, started).load_id)
+    cfg = config(source)
+    with loader_errors(cfg.source.name, "finish_load"):
+        load = steps.finish_load(cfg, from_dict(StartedLoad, started).load_id)
     log.info("initial load %s complete from P0 = %s: %s", load.id, load.p0, load.rows)
     return {"load_id": load.id, "p0": load.p0, "rows": load.rows}
 
@@ -342,7 +359,7 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         cfg = config(self.source)
-        with loader_errors():
+        with loader_errors(cfg.source.name, self.job):
             steps.run_spark_job(cfg, self.job, self.job_args, self.launcher(context))
 
 
@@ -357,8 +374,9 @@ class LoaderChecksumOperator(LoaderSparkJobOperator):
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         if not context["params"].get("checksum"):
             raise AirflowSkipException("no checksum asked for (the run's Checksum field)")
-        with loader_errors():
-            report = steps.checksum(config(self.source), self.launcher(context), progress=log.info)
+        cfg = config(self.source)
+        with loader_errors(cfg.source.name, "checksum"):
+            report = steps.checksum(cfg, self.launcher(context), progress=log.info)
         for line in report.text().splitlines():
             log.info("%s", line)
         verdict = report.verdict()
@@ -378,8 +396,9 @@ class LoaderRollbackOperator(LoaderSparkJobOperator):
         interval = str(context["params"].get("to_interval") or "").strip()
         if not interval:
             raise AirflowFailException("say which interval to roll back to (the run's to_interval field)")
-        with loader_errors():
-            done = steps.rollback(config(self.source), self.launcher(context), interval)
+        cfg = config(self.source)
+        with loader_errors(cfg.source.name, "rollback"):
+            done = steps.rollback(cfg, self.launcher(context), interval)
         for line in done.text().splitlines():
             log.info("%s", line)
         return to_dict(done)

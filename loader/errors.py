@@ -176,6 +176,11 @@ class SparkJobError(LoaderError):
 REPORTED = (LoaderError, pymysql.err.Error, OSError)
 
 
+def error_class(exc: BaseException) -> str:
+    """The class of the error that stopped a step: a Spark job's own, for a job that failed."""
+    return (exc.error_class if isinstance(exc, SparkJobError) else "") or type(exc).__name__
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether retrying the step that raised ``exc`` may succeed."""
     if isinstance(exc, LoaderError):

@@ -608,13 +608,14 @@ def _utc_text(micros: int) -> str:
     return dt.datetime.fromtimestamp(micros / 1_000_000, dt.UTC).isoformat()
 
 
-def check_lag(cfg: Config) -> Status:
-    """The status, once its lag is checked against ``[source] alert_lag_seconds`` (0: no check).
+def check_lag(cfg: Config, known: Status | None = None) -> Status:
+    """The status (``known``, or asked now), once its lag is checked against ``[source]
+    alert_lag_seconds`` (0: no check).
 
     Raises:
         LagError: the source is behind by more, or the lag cannot be told while a threshold is set.
     """
-    result = status(cfg)
+    result = known or status(cfg)
     most = cfg.source.alert_lag_seconds
     name = cfg.source.name
     if not most:

@@ -9,8 +9,10 @@ import datetime as dt
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -203,3 +205,52 @@ def standalone(home: Path, env: dict[str, str]) -> Iterator[LiveAirflow]:
         except subprocess.TimeoutExpired:
             os.killpg(airflow.pid, signal.SIGKILL)
         log.close()
+
+
+class StatsdListener:
+    """A StatsD server on a free loopback UDP port: what Airflow's StatsD client sends (one
+    ``name:value|type`` per line), kept as it arrives."""
+
+    def __init__(self) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.settimeout(0.5)
+        self.port = int(self._socket.getsockname()[1])
+        self.lines: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._receive, daemon=True)
+        self._thread.start()
+
+    def env(self) -> dict[str, str]:
+        """The Airflow settings that send its metrics here."""
+        return {
+            "AIRFLOW__METRICS__STATSD_ON": "True",
+            "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+            "AIRFLOW__METRICS__STATSD_PORT": str(self.port),
+        }
+
+    def values(self, name: str) -> list[tuple[float, str]]:
+        """Each ``(value, type)`` received for the metric ``name``, in order."""
+        found = []
+        for line in list(self.lines):
+            metric, _, rest = line.partition(":")
+            if metric == name and "|" in rest:
+                value, kind = rest.split("|")[:2]
+                found.append((float(value), kind))
+        return found
+
+    def names(self, prefix: str) -> set[str]:
+        return {line.partition(":")[0] for line in list(self.lines) if line.startswith(prefix)}
+
+    def _receive(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._socket.recv(65536)
+            except TimeoutError:
+                continue
+            self.lines.extend(data.decode(errors="replace").splitlines())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._socket.close()

@@ -27,7 +27,7 @@ from tests.conftest import (
     run_loader,
     run_state,
 )
-from tests.live_airflow import standalone
+from tests.live_airflow import StatsdListener, standalone
 from tests.writer import TABLES, Writer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -191,6 +191,7 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
         for name, server in servers.items():  # each source's changes from here on
             Ledger.of(cfgs[name]).set_checkpoint(Checkpoint(str(server.execute()), "test"))
         crash_log = tmp_path / "crash.log"
+        statsd = StatsdListener()  # the deployment's metrics, sent where its StatsD settings say
         env = airflow_env(
             tmp_path / "airflow",
             {
@@ -199,6 +200,7 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
                 "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
                 # The first shard's merge dies (kill -9) after its first table's commit.
                 AT_ENV: "materialize: after snapshot committed:1",
+                **statsd.env(),
                 SOURCE_ENV: "shop_01",
                 LOG_ENV: str(crash_log),
             },
@@ -234,6 +236,8 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
                     writer.finish()
             assert [r.state for r in (killed, *others)] == ["success"] * 3, airflow.tail()
             assert [airflow.task_state(r, "checksum") for r in runs.values()] == ["success"] * 3
+        statsd.close()
+        _assert_metrics(statsd, servers)
         # The scheduler ran the sources' runs at once.
         for a, b in [(killed, others[0]), (others[0], others[1])]:
             assert a.start and a.end and b.start and b.end
@@ -245,3 +249,29 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
         for table in ("k", "c"):
             shared = iceberg_rows(cfgs["shop_01"], "shop_01", table, ["_source"])
             assert {source for (source,) in shared} == {"shop_01", "shop_02"}
+
+
+def _assert_metrics(statsd: StatsdListener, servers: dict[str, MariaDB]) -> None:
+    """What the runs told the deployment's metrics: per source, the lag, the changes of the
+    interval and of each table, the steps' durations; the killed merge as a failure."""
+    for name in servers:
+        prefix = f"airflow.loader.{name}"
+        for gauge in ("lag_seconds", "lag_bytes", "backlog_intervals", "backlog_changes"):
+            # At each run's start (the writers ahead) and after its merge.
+            assert len(statsd.values(f"{prefix}.{gauge}")) >= 2, (gauge, statsd.names(prefix))
+            assert {kind for _, kind in statsd.values(f"{prefix}.{gauge}")} == {"g"}
+        assert statsd.values(f"{prefix}.lag_bytes")[0][0] > 0  # the writers' changes, not yet loaded
+        (interval,) = statsd.values(f"{prefix}.interval_changes")
+        tables = [n for n in statsd.names(f"{prefix}.table.") if n.endswith(".changes")]
+        assert {n.split(".")[-2] for n in tables} <= {f"{name}__{t.split(' ')[0]}" for t in TABLES}
+        assert sum(v for n in tables for v, _ in statsd.values(n)) == interval[0] > 0
+        # Each step once; the killed source's lag check twice (after its failed merge, and after
+        # the merge cleared and run again).
+        for step in ("plan", "extract", "materialize", "lag"):
+            times = 2 if (name, step) == ("shop_01", "lag") else 1
+            assert [kind for _, kind in statsd.values(f"{prefix}.step.{step}")] == ["ms"] * times, (
+                name,
+                step,
+            )
+        failures = statsd.names(f"{prefix}.failures.")
+        assert failures == ({f"{prefix}.failures.SparkJobError"} if name == "shop_01" else set()), failures
