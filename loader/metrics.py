@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loader.results import ExtractSummary, Status
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -62,7 +65,7 @@ def seconds(source: str, name: str, value: float) -> None:
         stats.timing(f"loader.{part(source)}.{name}", value * 1000.0, tags={"source": source})
 
 
-def lag(source: str, status: Any) -> None:
+def lag(source: str, status: Status) -> None:
     """The lag and backlog of a ``results.Status``; an unknown lag is not sent."""
     if status.lag_seconds is not None and status.lag_bytes is not None:
         gauge(source, "lag_seconds", status.lag_seconds)
@@ -71,7 +74,7 @@ def lag(source: str, status: Any) -> None:
     gauge(source, "backlog_changes", status.backlog_changes)
 
 
-def extracted(source: str, summary: Any) -> None:
+def extracted(source: str, summary: ExtractSummary) -> None:
     """The change rows of an ``results.ExtractSummary``: the interval's, and each table's."""
     gauge(source, "interval_changes", summary.changes)
     for table in summary.tables:
