@@ -6,6 +6,7 @@ merge stopping only that source."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from loader.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV
 from loader.ledger import Checkpoint, Ledger
 from loader.staging.stores import open_store
 from tests.conftest import (
+    ROOT,
     MariaDB,
     airflow_env,
     dags_test,
@@ -27,7 +29,7 @@ from tests.conftest import (
     run_loader,
     run_state,
 )
-from tests.live_airflow import StatsdListener, standalone
+from tests.live_airflow import StatsdListener, WebhookListener, standalone
 from tests.writer import TABLES, Writer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -192,6 +194,10 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
             Ledger.of(cfgs[name]).set_checkpoint(Checkpoint(str(server.execute()), "test"))
         crash_log = tmp_path / "crash.log"
         statsd = StatsdListener()  # the deployment's metrics, sent where its StatsD settings say
+        # On-call's webhook, posted to by the notifier the example cluster policy attaches.
+        webhook = WebhookListener()
+        (tmp_path / "airflow" / "config").mkdir(parents=True)
+        shutil.copy(ROOT / "infra" / "airflow" / "airflow_local_settings.py", tmp_path / "airflow" / "config")
         env = airflow_env(
             tmp_path / "airflow",
             {
@@ -201,6 +207,7 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
                 # The first shard's merge dies (kill -9) after its first table's commit.
                 AT_ENV: "materialize: after snapshot committed:1",
                 **statsd.env(),
+                "LOADER_ONCALL_WEBHOOK": webhook.url,
                 SOURCE_ENV: "shop_01",
                 LOG_ENV: str(crash_log),
             },
@@ -237,7 +244,13 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
             assert [r.state for r in (killed, *others)] == ["success"] * 3, airflow.tail()
             assert [airflow.task_state(r, "checksum") for r in runs.values()] == ["success"] * 3
         statsd.close()
+        webhook.close()
         _assert_metrics(statsd, servers)
+        # One page: the killed merge (its task failed for good); the others ran through.
+        (page,) = webhook.received
+        assert page["text"].startswith(
+            f"loader_continuous_delta__shop_01: task materialize of run {runs['shop_01']} failed: "
+        ), page
         # The scheduler ran the sources' runs at once.
         for a, b in [(killed, others[0]), (others[0], others[1])]:
             assert a.start and a.end and b.start and b.end
