@@ -597,11 +597,12 @@ def _lag(source: SourceHistory, at: Position, now: Position) -> Lag:
     """
     if at == now:
         return Lag(0.0, 0, None)
+    behind = source.bytes_between(at, now)
     first = source.first_commit_after(at)
     if first is None:  # only the log's keeping (a rotation) since the checkpoint
-        return Lag(0.0, source.bytes_between(at, now), None)
+        return Lag(0.0, behind, None)
     seconds = max(0.0, round((source.now_us() - first) / 1_000_000, 1))
-    return Lag(seconds, source.bytes_between(at, now), _utc_text(first))
+    return Lag(seconds, behind, _utc_text(first))
 
 
 def _utc_text(micros: int) -> str:
@@ -632,8 +633,10 @@ def check_lag(cfg: Config, known: Status | None = None) -> Status:
         )
     if result.lag_seconds <= most:
         return result
+    checkpoint = (result.checkpoint or {}).get("position")
     raise LagError(
-        f"source {name} is {result.lag_seconds:,.0f} s behind, more than alert_lag_seconds ({most:,} s): "
+        f"source {name} is {result.lag_seconds:,.0f} s behind (checkpoint {checkpoint}, the source at "
+        f"{result.source_position}), more than alert_lag_seconds ({most:,} s): "
         f"the oldest change not in the warehouse committed at {result.oldest_unapplied_at}, "
         f"{result.lag_bytes:,} bytes of binlog ago; {result.backlog()}. If the delta runs fail, their task logs "
         "and loader status say why; if they succeed and the lag still grows, changes arrive faster "

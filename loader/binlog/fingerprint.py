@@ -17,8 +17,9 @@ import datetime as dt
 from dataclasses import dataclass
 
 from loader.binlog import events as ev
-from loader.binlog.constants import EventType
+from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.parser import BinlogParser
+from loader.binlog.split import starts_transaction
 from loader.binlog.transport import Transport
 from loader.errors import DecodeError, LedgerError, SourceError
 from loader.positions import Position
@@ -98,27 +99,11 @@ def read_fingerprint(transport: Transport, at: Position) -> Fingerprint | None:
         transport.close()
 
 
-# Events a server writes to keep its log, part of no transaction.
-_LOG_KEEPING = frozenset(
-    {
-        EventType.FORMAT_DESCRIPTION,
-        EventType.ROTATE,
-        EventType.STOP,
-        EventType.PREVIOUS_GTIDS,
-        EventType.HEARTBEAT,
-        EventType.HEARTBEAT_V2,
-        EventType.MARIA_BINLOG_CHECKPOINT,
-        EventType.MARIA_GTID_LIST,
-        EventType.MARIA_START_ENCRYPTION,
-    }
-)
-
-
 def first_commit_after(transport: Transport, at: Position) -> int | None:
     """The commit time (µs, UTC, as ``of_event`` reads it) of the first transaction in the log
-    at or after ``at`` (an event boundary), or None when the log holds none after it (only its
-    keeping: rotations, checkpoints). A log without GTID events gives the time of the
-    transaction's first event. The transport is closed.
+    at or after ``at`` (an event boundary; a transaction starts where ``split`` says), or None
+    when the log holds none after it (only its keeping: rotations, checkpoints). A log without
+    GTID events gives the time of the transaction's BEGIN. The transport is closed.
 
     Raises:
         TransientError: the source is out of reach.
@@ -131,7 +116,7 @@ def first_commit_after(transport: Transport, at: Position) -> int | None:
             kind = raw.data[4]
             if kind == EventType.FORMAT_DESCRIPTION:  # how the file's later events are read
                 parser.parse(raw.data, raw.pos)
-            if raw.artificial or kind in _LOG_KEEPING:
+            if raw.artificial or not starts_transaction(kind, raw.data[HEADER_LEN:]):
                 continue
             found = of_event(parser.parse(raw.data, raw.pos), Position(raw.file, raw.pos))
             return found.commit_us if found else int.from_bytes(raw.data[:4], "little") * 1_000_000
