@@ -12,6 +12,7 @@ materialised, and the log it covered is planned again).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -20,6 +21,7 @@ from loader import records
 from loader.errors import HistoryError, LedgerError, LoaderError
 from loader.history import REMEDY, Mark
 from loader.positions import Position, seqno_of
+from loader.results import LastCheck
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import Store, open_store
@@ -542,6 +544,17 @@ class Ledger:
                 self.save(interval)
         except (LoaderError, OSError):
             pass
+
+    def record_check(self, check: LastCheck) -> None:
+        """Keep the last checksum or compare (``loader status`` and the on-call page show it).
+        Best effort, as ``record_error``: the check's own verdict is what its caller reports."""
+        with contextlib.suppress(LoaderError, OSError):
+            self.store.put(f"{self.prefix}/checks/last.json", records.encode(asdict(check), LEDGER_VERSION))
+
+    def last_check(self) -> LastCheck | None:
+        key = f"{self.prefix}/checks/last.json"
+        data = self.store.get(key)
+        return self._read(LastCheck, key, data) if data else None
 
     def plan(
         self,

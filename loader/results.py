@@ -467,6 +467,29 @@ def _key_range(key: list[str], after: list[str] | None, up_to: list[str] | None)
 
 
 @dataclass
+class LastCheck:
+    """The last comparison of the warehouse with the source: ``loader checksum`` (row counts and
+    checksums per key range at one position) or ``loader compare`` (whole tables)."""
+
+    kind: str  # "checksum" or "compare"
+    at: str  # when it ended (UTC)
+    tables: int  # compared (those awaiting their copy are not)
+    differing: list[str]  # the source tables that differ
+    position: str | None = None  # the source position a checksum compared at
+    as_of: str | None = None  # the interval a compare looked at the warehouse after
+
+    def text(self) -> str:
+        """One line for people: what was compared, where, and the verdict."""
+        where = f" at {self.position}" if self.position else ""
+        where += f" as of interval {self.as_of}" if self.as_of else ""
+        if not self.differing:
+            verdict = f"{self.tables} tables, every one equal"
+        else:
+            verdict = f"{len(self.differing)} of {self.tables} tables DIFFER: {', '.join(self.differing)}"
+        return f"{self.kind}{where} ({self.at}): {verdict}"
+
+
+@dataclass
 class FailedStep:
     interval: str
     error: str
@@ -506,6 +529,7 @@ class Status:
     history_problem: str | None = None  # why it no longer holds the checkpoint's history
     followed: str | None = None  # the last switch to another server that held the history
     awaiting_copy: list[str] = field(default_factory=list)  # tables a load has not copied yet
+    last_check: LastCheck | None = None  # the last checksum or compare against the source
 
     def _lag_line(self) -> str:
         if self.lag_seconds is None or self.lag_bytes is None:
@@ -566,6 +590,8 @@ class Status:
         if self.last_load:
             load = self.last_load
             lines.append(f"last initial load: {load.id} ({load.state}, {load.tables} tables, P0 {load.p0})")
+        if self.last_check:
+            lines.append(f"last check: {self.last_check.text()}")
         if self.awaiting_copy:
             names = ", ".join(self.awaiting_copy[:5]) + (" …" if len(self.awaiting_copy) > 5 else "")
             lines.append(

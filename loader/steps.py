@@ -39,7 +39,17 @@ from loader.errors import (
 )
 from loader.extract import run_extract
 from loader.history import SourceHistory
-from loader.ledger import ABANDONED, EXTRACTED, MATERIALISED, PLANNED, Interval, Ledger, Load, table_rows
+from loader.ledger import (
+    ABANDONED,
+    ERROR_TIME_FORMAT,
+    EXTRACTED,
+    MATERIALISED,
+    PLANNED,
+    Interval,
+    Ledger,
+    Load,
+    table_rows,
+)
 from loader.naming import warehouse_tables
 from loader.positions import Position
 from loader.results import (
@@ -47,6 +57,7 @@ from loader.results import (
     ExtractSummary,
     FailedStep,
     IntervalRecord,
+    LastCheck,
     LastLoad,
     LoadSummary,
     Maintenance,
@@ -429,7 +440,11 @@ def verify(cfg: Config, launch: Launcher, rows: int = 3, as_of: str | None = Non
         check_interval(cfg, as_of, "compare --as-of")  # before starting Spark for nothing
         extra += ["--as-of", as_of]
     summary = run_spark_job(cfg, "compare", extra, launch)
-    return from_dict(list[TableComparison], summary)
+    compared = from_dict(list[TableComparison], summary)
+    checked = [t for t in compared if not t.not_loaded]
+    differing = [t.table for t in checked if not t.equal]
+    Ledger.of(cfg).record_check(LastCheck("compare", _now_text(), len(checked), differing, as_of=as_of))
+    return compared
 
 
 def checksum(
@@ -474,7 +489,15 @@ def checksum(
                 json.dump(asdict(sums), out)
             extra = [MATERIALIZE_FIRST] if apply_first else []
             compared = run_spark_job(cfg, "checksum", [*extra, "--sums", path], launch)
-    return ChecksumReport(sums.position, from_dict(list[TableChecksum], compared), caught_up)
+    report = ChecksumReport(sums.position, from_dict(list[TableChecksum], compared), caught_up)
+    checked = [t for t in report.tables if not t.not_loaded]
+    differing = [t.table for t in checked if not t.equal]
+    ledger.record_check(LastCheck("checksum", _now_text(), len(checked), differing, position=sums.position))
+    return report
+
+
+def _now_text() -> str:
+    return dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
 
 
 def _checkpoint_position(ledger: Ledger) -> Position:
@@ -714,4 +737,5 @@ def status(cfg: Config) -> Status:
         gaps=[{"interval": i, "from": a, "to": b} for i, a, b in ledger.gaps()],
         lease=lease.holder(ledger.store, cfg.source.name),
         awaiting_copy=sorted(f"{schema}.{table}" for schema, table in ledger.awaiting_copy()),
+        last_check=ledger.last_check(),
     )

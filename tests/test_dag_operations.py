@@ -7,6 +7,7 @@ Apart from ``test_dags.py`` so that the two long DAG tests run on different test
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -94,6 +95,11 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
         "afd.t → iceberg.afd_wh.afd__t: source 4 rows, warehouse 4 rows, 5 key ranges, equal"
         in checked.stdout
     )
+    # loader status (and the on-call page) keep the last check's verdict.
+    status = subprocess.run([str(BIN / "loader"), "status"], env=env, capture_output=True, text=True)
+    assert re.search(
+        rf"^last check: checksum at {at} \(.+Z\): 1 tables, every one equal$", status.stdout, re.M
+    ), status.stdout
     # A change the binlog never carried: exit 1, the key ranges, and the remedy last.
     mariadb.execute("SET sql_log_bin = 0", "UPDATE afd.t SET id = 30 WHERE id = 3", "SET sql_log_bin = 1")
     checked = subprocess.run(
@@ -109,6 +115,17 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert checked.stdout.strip().splitlines()[-1] == (
         f"checksum: 1 of 1 tables differ from the source at {at}: afd.t. Re-load them with "
         "`loader initial-load --tables afd.t` (the delta runs go on for the other tables)"
+    )
+    last = json.loads(
+        subprocess.run(
+            [str(BIN / "loader"), "status", "--output", "json"], env=env, capture_output=True, text=True
+        ).stdout
+    )["last_check"]
+    assert (last["kind"], last["position"], last["tables"], last["differing"]) == (
+        "checksum",
+        at,
+        1,
+        ["afd.t"],
     )
     # The delta DAG's checksum (asked for in the run's form) fails the run, without retries.
     spark_conn = json.dumps({"conn_type": "spark", "host": "local[2]"})
