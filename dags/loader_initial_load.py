@@ -1,14 +1,15 @@
 """Initial load (triggered by hand): record P0, copy the selected tables into their warehouse tables
 with Spark (one job per table), then set the checkpoint to P0 so the delta DAG continues from there
-(or, started from now, set it with no copy). Wiring and Params only; the tasks live in ``loader``."""
+(or, started from now, set it with no copy). Wiring only; the tasks and Params live in ``loader``."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, task
 
 from loader import airflow as tasks
+from loader import dag_params
 
 for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
     with DAG(
@@ -25,33 +26,7 @@ for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
         },
         tags=source.tags,
         doc_md=source.modes,
-        params={
-            "tables": Param(
-                [],
-                type="array",
-                items={"type": "string", "pattern": r"^[^.]+\.[^.]+$"},
-                title="Tables",
-                description="schema.table names to re-load while deltas keep running. Empty: every table "
-                "the config selects (the first load must copy them all). A re-load keeps what a soft_delete "
-                f"or history table knew. {source.modes}",
-            ),
-            "from_now": Param(
-                False,
-                type="boolean",
-                title="Start from now",
-                description="For a source whose binlog keeps less than a whole load takes: start the delta "
-                "DAG at the source's current position with no copy, then fill the tables one by one with "
-                "re-loads (Tables) while the deltas run. Only for a source never loaded; Tables stays empty.",
-            ),
-            "parallelism": Param(
-                4,
-                type="integer",
-                minimum=1,
-                maximum=64,
-                title="Key ranges per table",
-                description="How many key ranges of a table are read at once (source connections and Spark tasks).",
-            ),
-        },
+        params=dag_params.initial_load_params(source.modes),
     ):
         started = task(tasks.start_initial_load, task_id="record_p0")(source=source.name)
         arguments = task(tasks.copy_arguments, task_id="plan_copies")(started)

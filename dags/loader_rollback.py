@@ -1,14 +1,15 @@
 """Rollback (triggered by hand, Iceberg tables): the warehouse tables and the checkpoint return to
 the state right after one materialised interval; the next delta run applies the later intervals
-again. Wiring and Params only; the task lives in ``loader``."""
+again. Wiring only; the task and its Param live in ``loader``."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
 from loader import airflow as tasks
+from loader import dag_params
 
 for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
     with DAG(
@@ -24,18 +25,7 @@ for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
             "retry_exponential_backoff": True,
         },
         tags=source.tags,
-        params={
-            "to_interval": Param(
-                "",
-                type="string",
-                pattern=r"^[0-9]+$",
-                title="Roll back to interval",
-                description="A materialised interval (loader intervals lists them). Every warehouse table "
-                "returns to its snapshot after it and the checkpoint to its end; the later intervals are "
-                "applied again by the next delta run. Refused, with nothing changed, when a load came "
-                "after it or its snapshots were expired.",
-            ),
-        },
+        params=dag_params.rollback_params(),
     ):
         tasks.LoaderRollbackOperator(
             task_id="rollback", conn_id="spark_default", source=source.name, pool=source.pool
