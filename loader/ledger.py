@@ -795,6 +795,16 @@ def layouts_before(
     return {name: columns for name, columns in known.items() if columns is not None}
 
 
+def last_changes(intervals: list[Interval]) -> dict[tuple[str, str], Interval]:
+    """The last materialised interval that changed each table, by (schema, table): the one that
+    came last in the log among those whose ``layouts`` name it (a table with rows in it)."""
+    done = [i for i in intervals if i.state == MATERIALISED and i.layouts]
+    out: dict[tuple[str, str], Interval] = {}
+    for interval in sorted(done, key=lambda i: (i.epoch, i.effective_end)):
+        out.update(((schema, table), interval) for schema, table, _ in interval.layouts or [])
+    return out
+
+
 def table_rows(intervals: list[Interval], loads: list[Load]) -> dict[tuple[str, str], int]:
     """Each table's rows as last recorded, by (schema, table): by the materialised interval or
     the load's copy that came last in the log (ordered as ``layouts_before`` orders them).

@@ -319,6 +319,10 @@ class TableMapping:
     # The load that has not copied it yet (a re-load under way or failed, or a start from now):
     # its changes are staged, not merged, until that copy.
     awaiting_load: str | None = None
+    # The last materialised interval with changes to it, and that interval's last commit (UTC):
+    # its last applied change committed then or before.
+    last_interval: str | None = None
+    last_change_by: str | None = None
 
     @staticmethod
     def text(mappings: list[TableMapping], database: str) -> str:
@@ -331,6 +335,9 @@ class TableMapping:
                 copy = f"copy by {m.awaiting_load} pending: its changes wait for it"
                 loaded = f"{loaded}; {copy}" if m.loaded_at else f"{loaded}: {copy}"
             shared = "shared by its routes, " if m.shared else ""
+            if m.last_interval:
+                by = f", committed by {m.last_change_by}" if m.last_change_by else ""
+                loaded += f"; last changed by interval {m.last_interval}{by}"
             lines.append(f"  {source} -> {m.warehouse_table} ({m.mode}, {shared}{loaded})")
         return "\n".join(lines)
 

@@ -48,6 +48,7 @@ from loader.ledger import (
     Interval,
     Ledger,
     Load,
+    last_changes,
     table_rows,
 )
 from loader.naming import warehouse_tables
@@ -548,6 +549,7 @@ def tables(cfg: Config) -> list[TableMapping]:
     ledger = Ledger.of(cfg)
     loaded_at = ledger.loaded_at()
     awaiting = ledger.awaiting_copy()
+    changed = last_changes(ledger.intervals())
     return [
         TableMapping(
             s,
@@ -557,6 +559,8 @@ def tables(cfg: Config) -> list[TableMapping]:
             cfg.tables.route(s, t) is not None,
             cfg.tables.mode_of(s, t),
             load.id if (load := awaiting.get((s, t))) else None,
+            last.id if (last := changed.get((s, t))) else None,
+            _utc_text(last.last_commit_ts) if last and last.last_commit_ts else None,
         )
         for s, t in found
     ]

@@ -24,6 +24,7 @@ from loader.ledger import (
     Interval,
     Ledger,
     Load,
+    last_changes,
     layout_record,
     layouts_before,
     table_rows,
@@ -301,6 +302,33 @@ def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and
     intervals[1].state, intervals[1].layouts = EXTRACTED, None
     assert layouts_before(intervals, [first_load], layout.interval_id(3)) == {}
     assert layouts_before(intervals[:1], [load("binlog.000001:150", None)], layout.interval_id(2)) == {}
+
+
+def test_a_tables_last_change_is_the_last_materialised_interval_with_rows_of_it() -> None:
+    def interval(
+        number: int, end: str, tables: list[str], state: str = MATERIALISED, epoch: int = 0
+    ) -> Interval:
+        layouts: list[list[object]] = [["s", t, [["id", "int"]]] for t in tables]
+        return Interval(
+            layout.interval_id(number), "binlog.000001:4", end, state=state, layouts=layouts, epoch=epoch
+        )
+
+    intervals = [
+        interval(1, "binlog.000001:100", ["t", "u"]),
+        interval(2, "binlog.000001:200", ["t"]),
+        interval(3, "binlog.000001:300", ["u"], state=EXTRACTED),  # not in the warehouse yet
+        interval(4, "binlog.000001:400", ["v"], state=ABANDONED),
+        # A later history (a re-load from another server): its positions are lower, yet later.
+        interval(5, "binlog.000001:50", ["w"], epoch=1),
+        interval(6, "binlog.000001:150", ["w", "t"], epoch=1),
+    ]
+    # Listed in id order or not: the log's order decides.
+    last = last_changes(intervals[::-1])
+    assert {name: i.id for name, i in last.items()} == {
+        ("s", "t"): layout.interval_id(6),
+        ("s", "u"): layout.interval_id(1),
+        ("s", "w"): layout.interval_id(6),
+    }
 
 
 def test_a_tables_rows_are_the_last_recorded_by_a_materialised_interval_or_a_load() -> None:

@@ -125,11 +125,22 @@ def test_loader_tables_says_which_tables_are_loaded_and_which_await_their_copy()
         TableMapping("s", "a", "s__a", "binlog.000001:4", mode="history"),
         TableMapping("s", "b", "s__b", None, awaiting_load="load-2"),
         TableMapping("s", "c", "s__c", "binlog.000001:4", awaiting_load="load-3"),
+        TableMapping(
+            "s",
+            "d",
+            "s__d",
+            "binlog.000001:4",
+            last_interval="00000007",
+            last_change_by="2026-11-28T10:00:00+00:00",
+        ),
     ]
     assert _round_trip(mappings[1]) == mappings[1]
     assert TableMapping.text(mappings, "wh").splitlines() == [
-        "3 selected tables -> warehouse database wh",
+        "4 selected tables -> warehouse database wh",
         "  `s`.`a` -> s__a (history, loaded at binlog.000001:4)",
         "  `s`.`b` -> s__b (mirror, not loaded yet: copy by load-2 pending: its changes wait for it)",
         "  `s`.`c` -> s__c (mirror, loaded at binlog.000001:4; copy by load-3 pending: its changes wait for it)",
+        "  `s`.`d` -> s__d (mirror, loaded at binlog.000001:4; last changed by interval 00000007, "
+        "committed by 2026-11-28T10:00:00+00:00)",
     ]
+    assert _round_trip(mappings[3]) == mappings[3]
