@@ -29,7 +29,7 @@ from loader import metrics, steps
 from loader.config import Config, MaintenanceConfig, SparkConfig, TablesConfig, load_config, load_deployment
 from loader.errors import REPORTED, ConfigError, describe, error_class, is_transient
 from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
-from loader.warehouse.submit import SparkJob
+from loader.warehouse.submit import SparkJob, operator_failure
 
 log = logging.getLogger(__name__)
 SCHEDULE_ENV = "LOADER_DELTA_SCHEDULE"
@@ -341,7 +341,7 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
             try:
                 super(LoaderSparkJobOperator, self).execute(context)
             except AirflowException as exc:
-                return str(exc)
+                return operator_failure(str(exc))
             return None
 
         return launch

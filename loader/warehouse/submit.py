@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
@@ -182,6 +184,25 @@ def read_outcome(job: SparkJob, launch_failure: str | None) -> Any:
 
 
 Progress = Callable[[str], None]
+
+
+_OPERATOR_EXIT = re.compile(r"Error code is: (-?\d+)")
+
+
+def operator_failure(message: str) -> str:
+    """What went wrong with spark-submit as Airflow's Spark operator reports it, in one line: the
+    operator's message holds the whole command line and the output's tail, which its task's log
+    shows already."""
+    code = _OPERATOR_EXIT.search(message)
+    if code is None:
+        lines = message.strip().splitlines()
+        return lines[0][:500] if lines else "no message"
+    number = int(code.group(1))
+    try:
+        killed = f", killed by {signal.Signals(number - 128).name}" if number > 128 else ""
+    except ValueError:
+        killed = ""
+    return f"exit {number}{killed}: spark-submit's output is in the task's log"
 
 
 def launch_subprocess(job: SparkJob, progress: Progress) -> str | None:

@@ -21,6 +21,7 @@ from loader.warehouse.submit import (
     SparkJob,
     build_spark_job,
     error_outcome,
+    operator_failure,
     read_outcome,
     write_outcome,
 )
@@ -181,6 +182,22 @@ def test_a_job_that_left_no_outcome_says_how_it_ended(tmp_path: Path) -> None:
     ) as failed:
         read_outcome(job, "exit 137")
     assert failed.value.error_class == "" and not failed.value.transient
+
+
+def test_airflows_report_of_a_failed_spark_submit_is_one_line_with_its_exit() -> None:
+    # As the Spark provider's hook raises it: the command line, the exit code, the output's tail.
+    message = (
+        "Cannot execute: spark-submit --master local[2] --conf spark.x=1 --name loader-materialize "
+        "/opt/loader/spark_jobs.py materialize. Error code is: 137.\nLast spark-submit output:\n"
+        "26/11/28 18:51:10 INFO SecurityManager: Changing view acls to: root\n" * 3
+    )
+    assert (
+        operator_failure(message) == "exit 137, killed by SIGKILL: spark-submit's output is in the task's log"
+    )
+    assert (
+        operator_failure(message.replace("137", "1")) == "exit 1: spark-submit's output is in the task's log"
+    )
+    assert operator_failure("Cannot execute: spark-submit\nmore") == "Cannot execute: spark-submit"
 
 
 @pytest.mark.integration
