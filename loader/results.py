@@ -538,7 +538,7 @@ class Status:
     awaiting_copy: list[str] = field(default_factory=list)  # tables a load has not copied yet
     last_check: LastCheck | None = None  # the last checksum or compare against the source
 
-    def _lag_line(self) -> str:
+    def lag_line(self, backlog: bool = True) -> str:
         if self.lag_seconds is None or self.lag_bytes is None:
             why = "no checkpoint yet" if self.checkpoint is None else "the source cannot tell"
             line = f"lag: unknown ({why})"
@@ -555,7 +555,7 @@ class Status:
                     else " (no change since the checkpoint)"
                 )
             )
-        if self.backlog_intervals:
+        if backlog and self.backlog_intervals:
             line += f"; backlog: {self.backlog()}"
         return line
 
@@ -573,7 +573,7 @@ class Status:
         lines = [
             f"source {self.source}: at {where}" + (f" ({self.source_server})" if self.source_server else ""),
             f"checkpoint: {cp['position'] + ' (' + cp['interval'] + ')' if cp else 'none (run the initial load)'}",
-            self._lag_line(),
+            self.lag_line(),
             "intervals: " + ", ".join(f"{n} {state}" for state, n in self.intervals.items()),
         ]
         if cp and cp.get("gtid") is not None:

@@ -65,6 +65,18 @@ class LiveAirflow:
                 f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}"
             ) from None
 
+    def page(self, path: str) -> tuple[int, str]:
+        """A page of the API server (a plugin's) as a signed-in user gets it: status and text."""
+        self.api("GET", "/api/v2/version")  # the token
+        request = urllib.request.Request(
+            f"{self.url}{path}", headers={"Authorization": f"Bearer {self._token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+
     def wait_for_dags(self, *dag_ids: str, timeout: float = 300) -> None:
         """Until the DAG processor has parsed them."""
         deadline = time.monotonic() + timeout

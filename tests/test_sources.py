@@ -6,6 +6,7 @@ merge stopping only that source."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -235,6 +236,18 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
                 # Killed once, in its merge's job, after its first commit (the other sources'
                 # steps mark no points).
                 assert crash_log.read_text().count("materialize: after snapshot committed\n") == 1
+                # The on-call page lists every source; the killed one as failed, naming its interval.
+                status, listed = airflow.page("/loader-oncall/")
+                assert status == 200, listed
+                rows = {
+                    name: re.findall(rf'<tr><td><a href="source/{name}">.*?</tr>', listed) for name in servers
+                }
+                assert all(len(found) == 1 for found in rows.values()), listed
+                assert '<span class="verdict failed">failed</span>' in rows["shop_01"][0], listed
+                assert not any("verdict failed" in rows[name][0] for name in ("shop_02", "billing")), listed
+                status, shown = airflow.page("/loader-oncall/source/shop_01")
+                (stuck,) = [i for i in Ledger.of(cfgs["shop_01"]).intervals() if i.error]
+                assert status == 200 and f"<td>{stuck.id}</td><td>extracted</td>" in shown, shown
                 # The operator clears the failed task: the scheduler runs it again at once.
                 airflow.clear(dags["shop_01"], runs["shop_01"], "materialize")
                 killed, *others = airflow.finished(*runs.values())

@@ -12,7 +12,7 @@ import pytest
 from loader import errors
 
 PACKAGE = Path(errors.__file__).resolve().parent
-ENTRY_POINTS = ("loader.cli", "loader.airflow", "loader.spark_jobs")
+ENTRY_POINTS = ("loader.cli", "loader.airflow", "loader.airflow_plugin", "loader.spark_jobs")
 
 
 def _modules() -> dict[str, ast.Module]:

@@ -1,0 +1,128 @@
+"""The on-call page's facts and ways out, from the results the steps return (no server): what it
+says of a source in each state, which DAG each way out runs with which fields filled, and that
+whatever a source or an error says is shown as text, never as markup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loader import oncall, oncall_html
+from loader.results import IntervalRecord, LastCheck, Status, TableMapping
+
+
+def _status(**changed: Any) -> Status:
+    fields: dict[str, Any] = {
+        "source": "shop",
+        "source_position": "mysql-bin.000003:900",
+        "checkpoint": {"position": "mysql-bin.000003:900", "interval": "0000000002"},
+        "lag_seconds": 0.0,
+        "intervals": {"planned": 0, "extracted": 0, "materialised": 2, "failed": 0, "abandoned": 0},
+        "last_error": None,
+        "last_load": None,
+        "lag_bytes": 0,
+    }
+    return Status(**{**fields, **changed})
+
+
+DONE = [
+    IntervalRecord(
+        "0000000001", "materialised", "mysql-bin.000003:4", "mysql-bin.000003:500", 10, run_id="r1"
+    ),
+    IntervalRecord(
+        "0000000002", "materialised", "mysql-bin.000003:500", "mysql-bin.000003:900", 5, run_id="r2"
+    ),
+]
+STUCK = IntervalRecord(
+    "0000000003",
+    "extracted",
+    "mysql-bin.000003:900",
+    "mysql-bin.000003:1200",
+    3,
+    error="materialize: the materialize job failed: <b>disk</b> full",
+    run_id="manual__2026-11-28T10:00:00+00:00",
+)
+
+
+def _page(status: Status, intervals: list[IntervalRecord], alert: int = 0) -> oncall.SourcePage:
+    def dag_id(base: str) -> str:
+        return f"{base}__shop"
+
+    tables = [TableMapping("s", "t", "s__t", "mysql-bin.000001:4", last_interval="0000000002")]
+    return oncall.source_page(
+        "shop", dag_id, status, intervals, len(intervals), tables, alert_lag_seconds=alert
+    )
+
+
+def test_a_source_s_verdict_names_the_worst_of_what_is_wrong() -> None:
+    assert (_page(_status(), DONE).verdict, _page(_status(), DONE).verdict_text) == (
+        oncall.HEALTHY,
+        "caught up",
+    )
+    behind = _status(lag_seconds=4000.0, lag_bytes=10_000)
+    assert _page(behind, DONE).verdict == oncall.HEALTHY  # no threshold set
+    assert _page(behind, DONE, alert=1800).verdict_text == (
+        "4,000 s behind the source, more than alert_lag_seconds (1,800 s)"
+    )
+    differs = _status(
+        last_check=LastCheck("checksum", "2026-11-28T10:00:00Z", 2, ["s.t"], "mysql-bin.000003:900")
+    )
+    assert _page(differs, DONE).verdict == oncall.DIFFERS
+    failed = _page(differs, [*DONE, STUCK], alert=1)
+    assert failed.verdict == oncall.FAILED and failed.verdict_text.startswith(
+        "1 interval failed, the last 0000000003:"
+    )
+    stopped = _status(history_problem="the server's GTID history lacks the checkpoint's")
+    assert _page(stopped, [*DONE, STUCK]).verdict == oncall.STOPPED
+    assert _page(_status(source_position=None, source_error="refused"), DONE).verdict_text == (
+        "the source cannot be reached: refused"
+    )
+    assert _page(_status(checkpoint=None), []).verdict == oncall.NOT_LOADED
+
+
+def test_the_ways_out_fill_the_fields_of_the_right_dag_from_the_facts() -> None:
+    differs = _status(last_check=LastCheck("compare", "2026-11-28T10:00:00Z", 2, ["s.t", "s.u"]))
+    page = _page(differs, [*DONE, STUCK])
+    ways = {w.key: w for w in page.ways_out}
+    assert list(ways) == ["rerun", "abandon", "reload", "rollback", "backfill"]
+    assert (ways["rerun"].dag_id, ways["rerun"].clear) == (
+        "loader_continuous_delta__shop",
+        ("manual__2026-11-28T10:00:00+00:00", "materialize"),
+    )
+    assert [(f.name, f.value, f.required) for f in ways["abandon"].fields] == [
+        ("abandon_interval", "0000000003", False),
+        ("abandon_reason", "", True),
+    ]
+    assert (ways["reload"].dag_id, ways["reload"].fields[0].value) == (
+        "loader_initial_load__shop",
+        ["s.t", "s.u"],
+    )
+    assert (ways["rollback"].dag_id, ways["rollback"].fields[0].value) == (
+        "loader_rollback__shop",
+        "0000000001",
+    )
+    assert [(f.title, f.value) for f in ways["backfill"].fields] == [
+        ("Backfill from binlog file number", 3),
+        ("Backfill from byte position", 900),
+    ]
+    # The failed interval's task run, in the delta DAG's run that planned it.
+    (failed,) = page.failed
+    assert failed.task_link == (
+        "dags/loader_continuous_delta__shop/runs/manual__2026-11-28T10%3A00%3A00%2B00%3A00/tasks/materialize"
+    )
+    # An interval failed outside Airflow: rerun is a new delta run.
+    by_hand = _page(
+        _status(), [*DONE, IntervalRecord("0000000003", "planned", "a:4", "a:9", error="extract: x")]
+    )
+    assert by_hand.failed[0].task_link is None and by_hand.ways_out[0].clear is None
+
+
+def test_what_a_source_says_is_shown_as_text() -> None:
+    page = _page(_status(), [*DONE, STUCK])
+    shown = oncall_html.source(page, "/airflow/", many=True)
+    assert "<b>disk</b>" not in shown and "&lt;b&gt;disk&lt;/b&gt; full" in shown
+    assert 'href="/airflow/dags/loader_continuous_delta__shop/runs/' in shown
+    assert 'data-run-id="manual__2026-11-28T10:00:00+00:00" data-task-id="materialize"' in shown
+    listed = oncall_html.index(
+        [page], {"crm": "sources/crm.toml: source.port must be an integer <3306>"}, "/"
+    )
+    assert '<a href="source/shop">shop</a>' in listed and "&lt;3306&gt;" in listed
