@@ -476,19 +476,18 @@ def _key_range(key: list[str], after: list[str] | None, up_to: list[str] | None)
 @dataclass
 class LastCheck:
     """The last comparison of the warehouse with the source: ``loader checksum`` (row counts and
-    checksums per key range at one position) or ``loader compare`` (whole tables)."""
+    checksums per key range at one position) or ``loader compare`` (whole tables; not one of the
+    warehouse as of a past interval)."""
 
     kind: str  # "checksum" or "compare"
     at: str  # when it ended (UTC)
     tables: int  # compared (those awaiting their copy are not)
     differing: list[str]  # the source tables that differ
     position: str | None = None  # the source position a checksum compared at
-    as_of: str | None = None  # the interval a compare looked at the warehouse after
 
     def text(self) -> str:
         """One line for people: what was compared, where, and the verdict."""
         where = f" at {self.position}" if self.position else ""
-        where += f" as of interval {self.as_of}" if self.as_of else ""
         if not self.differing:
             verdict = f"{self.tables} tables, every one equal"
         else:

@@ -442,9 +442,10 @@ def verify(cfg: Config, launch: Launcher, rows: int = 3, as_of: str | None = Non
         extra += ["--as-of", as_of]
     summary = run_spark_job(cfg, "compare", extra, launch)
     compared = from_dict(list[TableComparison], summary)
-    checked = [t for t in compared if not t.not_loaded]
-    differing = [t.table for t in checked if not t.equal]
-    Ledger.of(cfg).record_check(LastCheck("compare", _now_text(), len(checked), differing, as_of=as_of))
+    if as_of is None:  # the warehouse of the past next to the source of now checks nothing
+        checked = [t for t in compared if not t.not_loaded]
+        differing = [t.table for t in checked if not t.equal]
+        Ledger.of(cfg).record_check(LastCheck("compare", _now_text(), len(checked), differing))
     return compared
 
 
