@@ -140,7 +140,10 @@ def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_on
         "fleet__r"
     ]
     listed = run_loader(mariadb, toml, "tables").stdout
-    assert "`fleet_a`.`r` -> fleet__r (mirror, shared by its routes, not loaded yet)" in listed
+    assert (
+        f"`fleet_a`.`r` -> fleet__r (mirror, shared by its routes, not loaded yet; last changed by interval "
+        f"{interval.id}, committed by " in listed
+    ), listed
     assert "shared table fleet_wh.fleet__r: sources fleet_a" in listed
 
     # Maintenance is one run over the deployment's warehouse tables, each table while none of the
@@ -187,6 +190,7 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
             fresh_schema(server, name, *TABLES)
             (tmp_path / "sources" / f"{name}.toml").write_text(
                 f'[source]\nhost = "{server.host}"\nport = {server.port}\nschedule = "none"\n'
+                "alert_lag_seconds = 3600\n"
                 f'[tables]\ninclude = ["{name}.*"]\n'
             )
         toml = _deployment(tmp_path, '"shop_*.k" = "shop.k", "shop_*.c" = "shop.c"')
@@ -256,6 +260,8 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
                     writer.finish()
             assert [r.state for r in (killed, *others)] == ["success"] * 3, airflow.tail()
             assert [airflow.task_state(r, "checksum") for r in runs.values()] == ["success"] * 3
+            # Within the lag alert's bounds while the writers wrote: every lag check passed.
+            assert [airflow.task_state(r, "lag") for r in runs.values()] == ["success"] * 3
         statsd.close()
         webhook.close()
         _assert_metrics(statsd, servers)

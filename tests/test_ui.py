@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import urllib.parse
@@ -229,16 +230,35 @@ def test_the_oncall_page_shows_a_healthy_source_then_a_failed_interval_whose_rer
         (run,) = airflow.finished(second)
         assert run.state == "success", airflow.tail()
 
-        mended = _oncall(airflow, "oncall-mended.png")
-        assert (mended["verdict"], mended["why"], mended["failed"]) == ("HEALTHY", "caught up", [])
-        assert "rerun" not in mended["ways"]
+        # The backfill way out, as filled (from the checkpoint): a run with those fields.
+        # A change not applied yet: healthy, and behind.
+        mariadb.execute("INSERT INTO oncall.t VALUES (5, 5)")
+        checkpoint = ledger.checkpoint()
+        assert checkpoint is not None
+        mended = _oncall(airflow, "oncall-mended.png", "backfill")
+        assert (mended["verdict"], mended["failed"]) == ("HEALTHY", []) and "rerun" not in mended["ways"]
+        assert re.fullmatch(
+            r"no failure; [\d,]+ s behind the source, the next runs apply it", mended["why"]
+        ), mended
+        lognum, logpos = checkpoint.position.rsplit(".", 1)[1].split(":")
+        assert mended["ways"]["backfill"]["fields"] == {
+            "start_lognum": str(int(lognum)),
+            "start_logpos": logpos,
+        }
+        backfill = urllib.parse.unquote(mended["opened"].split("/runs/")[1])
+        shown = airflow.api("GET", f"/api/v2/dags/{dag}/dagRuns/{urllib.parse.quote(backfill, safe='')}")
+        assert shown["conf"] == {"start_lognum": int(lognum), "start_logpos": int(logpos)}, shown
+        (run,) = airflow.finished(backfill)
+        assert run.state == "success", airflow.tail()
+        (replayed,) = [i for i in ledger.intervals() if i.run_id == backfill]
+        assert (replayed.start, replayed.state, replayed.changes) == (checkpoint.position, "materialised", 1)
         # And the warehouse holds what the source holds, the killed merge applied once.
         compared = subprocess.run(
             [str(BIN / "loader"), "compare"], env=airflow.env, capture_output=True, text=True
         )
         assert compared.returncode == 0, compared.stdout + compared.stderr[-2000:]
         assert (
-            "oncall.t → iceberg.oncall_wh.oncall__t: source 4 rows, warehouse 4 rows, equal"
+            "oncall.t → iceberg.oncall_wh.oncall__t: source 5 rows, warehouse 5 rows, equal"
             in compared.stdout
         )
         assert (

@@ -1,8 +1,9 @@
 // Opens the loader's on-call page from Airflow's navigation (Browse, Loader on-call) in headless Chromium and reads it.
-//   node oncall.mjs BASE_URL SCREENSHOT [rerun]
+//   node oncall.mjs BASE_URL SCREENSHOT [WAY]
 // Prints one JSON line: the navigation link, the page's verdict and facts, the failed intervals
-// with their task-run links, and each way out with its filled fields. With "rerun", it then uses
-// the page's Rerun way out (as on-call would: the button, then OK) and adds the URL it opened.
+// with their task-run links, and each way out with its filled fields. With WAY (rerun, backfill,
+// ...), it then takes that way out as filled (as on-call would: the button, then OK) and adds the
+// URL it opened.
 import { chromium } from 'playwright-core';
 
 const [baseUrl, screenshot, action] = process.argv.slice(2);
@@ -58,9 +59,9 @@ try {
   });
   seen.navHref = href;
   seen.url = oncall.url();
-  if (action === 'rerun') {
+  if (action) {
     oncall.on('dialog', (dialog) => dialog.accept());
-    await oncall.locator('#way-rerun button').click();
+    await oncall.locator(`#way-${action} button`).click();
     await oncall.waitForURL(/\/runs\//, { timeout: 120000 });
     seen.opened = oncall.url();
   }
