@@ -5,14 +5,17 @@
 The page reads what ``loader status``, ``loader intervals`` and ``loader tables`` read (the
 sources of ``LOADER_CONFIG`` in the API server's environment), when it is opened; only users
 Airflow lets read DAGs see it.
+
+Every Airflow task process loads the plugins (for their macros and listeners), so this module
+imports nothing heavy: the web app and Airflow's API security are imported when the API server
+asks for the app. (No ``from __future__ import annotations`` here: FastAPI reads the handlers'
+annotations, which are local to ``_app``.)
 """
 
-from __future__ import annotations
+import functools
+from typing import Any
 
-from airflow.api_fastapi.core_api.security import requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, Request
-from fastapi.responses import HTMLResponse
 
 from loader import oncall, oncall_html, steps
 from loader.airflow import DagSource
@@ -22,13 +25,10 @@ from loader.errors import REPORTED, describe
 URL_PREFIX = "/loader-oncall"
 LATEST_INTERVALS = 12
 
-app = FastAPI(title="Loader on-call", docs_url=None, redoc_url=None, openapi_url=None)
-readers = [Depends(requires_access_dag("GET"))]
 
-
-def _root(request: Request) -> str:
-    """The path of Airflow's UI: the app's mount point without its own prefix."""
-    return str(request.scope.get("root_path", "")).removesuffix(URL_PREFIX) + "/"
+def _root(root_path: str) -> str:
+    """The path of Airflow's UI: the app's mount point (``root_path``) without its own prefix."""
+    return root_path.removesuffix(URL_PREFIX) + "/"
 
 
 def _page(name: str | None, cfg: Config) -> oncall.SourcePage:
@@ -51,49 +51,67 @@ def _page(name: str | None, cfg: Config) -> oncall.SourcePage:
     )
 
 
-@app.get("/", response_class=HTMLResponse, dependencies=readers)
-def every_source(request: Request) -> HTMLResponse:
-    """Every source at a glance; a deployment of one source shows its page at once."""
-    root = _root(request)
+def every_source(root: str) -> tuple[int, str]:
+    """Every source at a glance (status code, page); a deployment of one source shows its page."""
     try:
         deployment = load_deployment()
     except REPORTED as exc:
-        return HTMLResponse(oncall_html.error_page("Loader on-call", describe(exc), root), status_code=500)
+        return 500, oncall_html.error_page("Loader on-call", describe(exc), root)
     if not deployment.many:
         (cfg,) = deployment.sources.values()
-        return _source_response(None, cfg, root, many=False)
+        return _source_page(None, cfg, root, many=False)
     pages, broken = [], dict(deployment.broken)
     for name, cfg in deployment.sources.items():
         try:
             pages.append(_page(name, cfg))
         except REPORTED as exc:
             broken[name] = describe(exc)
-    return HTMLResponse(oncall_html.index(pages, broken, root))
+    return 200, oncall_html.index(pages, broken, root)
 
 
-@app.get("/source/{name}", response_class=HTMLResponse, dependencies=readers)
-def one_source(name: str, request: Request) -> HTMLResponse:
+def one_source(name: str, root: str) -> tuple[int, str]:
     """One source of a deployment: where it is, its intervals and tables, the ways out."""
-    root = _root(request)
     try:
         deployment = load_deployment()
     except REPORTED as exc:
-        return HTMLResponse(oncall_html.error_page("Loader on-call", describe(exc), root), status_code=500)
+        return 500, oncall_html.error_page("Loader on-call", describe(exc), root)
     cfg = deployment.sources.get(name)
     if cfg is None:
         known = ", ".join(deployment.sources) or "none"
         message = deployment.broken.get(name) or f"no source {name} in the deployment (its sources: {known})"
-        return HTMLResponse(oncall_html.error_page(f"Source {name}", message, root), status_code=404)
-    return _source_response(name if deployment.many else None, cfg, root, deployment.many)
+        return 404, oncall_html.error_page(f"Source {name}", message, root)
+    return _source_page(name if deployment.many else None, cfg, root, deployment.many)
 
 
-def _source_response(name: str | None, cfg: Config, root: str, many: bool) -> HTMLResponse:
+def _source_page(name: str | None, cfg: Config, root: str, many: bool) -> tuple[int, str]:
     try:
         page = _page(name, cfg)
     except REPORTED as exc:
-        title = f"Source {cfg.source.name}"
-        return HTMLResponse(oncall_html.error_page(title, describe(exc), root), status_code=500)
-    return HTMLResponse(oncall_html.source(page, root, many))
+        return 500, oncall_html.error_page(f"Source {cfg.source.name}", describe(exc), root)
+    return 200, oncall_html.source(page, root, many)
+
+
+@functools.cache
+def _app() -> Any:
+    """The page's web app, built once, when the API server mounts it."""
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.responses import HTMLResponse
+
+    app = FastAPI(title="Loader on-call", docs_url=None, redoc_url=None, openapi_url=None)
+    readers = [Depends(requires_access_dag("GET"))]
+
+    @app.get("/", response_class=HTMLResponse, dependencies=readers)
+    def front(request: Request) -> HTMLResponse:
+        code, body = every_source(_root(str(request.scope.get("root_path", ""))))
+        return HTMLResponse(body, status_code=code)
+
+    @app.get("/source/{name}", response_class=HTMLResponse, dependencies=readers)
+    def source(name: str, request: Request) -> HTMLResponse:
+        code, body = one_source(name, _root(str(request.scope.get("root_path", ""))))
+        return HTMLResponse(body, status_code=code)
+
+    return app
 
 
 class LoaderOncallPlugin(AirflowPlugin):
@@ -101,8 +119,11 @@ class LoaderOncallPlugin(AirflowPlugin):
     (it opens in a tab of its own)."""
 
     name = "loader_oncall"
-    # Airflow's own attributes, read as they are declared.
-    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Loader on-call"}]  # noqa: RUF012
-    external_views = [  # noqa: RUF012
+    external_views = [  # noqa: RUF012 - Airflow's own attribute, read as declared
         {"name": "Loader on-call", "href": f"{URL_PREFIX}/", "destination": "nav", "category": "browse"}
     ]
+
+    @property
+    def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        """Read by the API server only (the app's imports would cost every task ~0.5 s)."""
+        return [{"app": _app(), "url_prefix": URL_PREFIX, "name": "Loader on-call"}]

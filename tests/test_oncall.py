@@ -4,6 +4,8 @@ whatever a source or an error says is shown as text, never as markup."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 from loader import oncall, oncall_html
@@ -126,3 +128,17 @@ def test_what_a_source_says_is_shown_as_text() -> None:
         [page], {"crm": "sources/crm.toml: source.port must be an integer <3306>"}, "/"
     )
     assert '<a href="source/shop">shop</a>' in listed and "&lt;3306&gt;" in listed
+
+
+def test_the_plugin_builds_its_web_app_only_when_the_api_server_asks_for_it() -> None:
+    # Every Airflow task process loads the plugins (their macros and listeners): importing the
+    # plugin must not import the web app's framework and Airflow's API security (~0.5 s a task).
+    probe = (
+        "import sys, loader.airflow_plugin as p\n"
+        "heavy = sorted(m for m in ('fastapi', 'airflow.api_fastapi.core_api.security') if m in sys.modules)\n"
+        "app = p.LoaderOncallPlugin().fastapi_apps[0]\n"
+        "print(heavy, app['url_prefix'], type(app['app']).__name__)\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.strip().splitlines()[-1] == "[] /loader-oncall FastAPI"
