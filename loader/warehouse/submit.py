@@ -197,12 +197,18 @@ def operator_failure(message: str) -> str:
     if code is None:
         lines = message.strip().splitlines()
         return lines[0][:500] if lines else "no message"
-    number = int(code.group(1))
+    return f"{exit_text(int(code.group(1)))}: spark-submit's output is in the task's log"
+
+
+def exit_text(code: int) -> str:
+    """A process's exit code for people, with the signal that killed it: Python gives ``-n`` for
+    a child killed by signal n, a shell ``128 + n``."""
+    number = -code if code < 0 else code - 128 if code > 128 else 0
     try:
-        killed = f", killed by {signal.Signals(number - 128).name}" if number > 128 else ""
+        killed = f", killed by {signal.Signals(number).name}" if number else ""
     except ValueError:
         killed = ""
-    return f"exit {number}{killed}: spark-submit's output is in the task's log"
+    return f"exit {code}{killed}"
 
 
 def launch_subprocess(job: SparkJob, progress: Progress) -> str | None:
@@ -233,4 +239,4 @@ def launch_subprocess(job: SparkJob, progress: Progress) -> str | None:
     if proc.returncode == 0:
         return None
     errors = [x for x in tail if "error" in x.lower()][-3:] or tail[-3:]
-    return f"exit {proc.returncode}: " + (" | ".join(errors) or "no output")
+    return f"{exit_text(proc.returncode)}: " + (" | ".join(errors) or "no output")

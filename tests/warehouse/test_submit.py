@@ -21,6 +21,7 @@ from loader.warehouse.submit import (
     SparkJob,
     build_spark_job,
     error_outcome,
+    exit_text,
     operator_failure,
     read_outcome,
     write_outcome,
@@ -198,6 +199,12 @@ def test_airflows_report_of_a_failed_spark_submit_is_one_line_with_its_exit() ->
         operator_failure(message.replace("137", "1")) == "exit 1: spark-submit's output is in the task's log"
     )
     assert operator_failure("Cannot execute: spark-submit\nmore") == "Cannot execute: spark-submit"
+    # The local launcher's code for a killed spark-submit, as Python reports it.
+    assert (exit_text(-9), exit_text(1), exit_text(300)) == (
+        "exit -9, killed by SIGKILL",
+        "exit 1",
+        "exit 300",
+    )
 
 
 @pytest.mark.integration
