@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BIN, ROOT, MariaDB, airflow_env, run_loader
+from tests.conftest import BIN, ROOT, MariaDB, airflow_env, loader_dag_env, run_loader
 from tests.live_airflow import standalone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -139,13 +139,13 @@ def test_the_oncall_page_shows_a_healthy_source_then_a_failed_interval_whose_rer
     (load,) = ledger.loads()
     mariadb.execute("INSERT INTO oncall.t VALUES (3, 3)", "UPDATE oncall.t SET v = 20 WHERE id = 2")
     crash_log = tmp_path / "crash.log"
-    env = airflow_env(
+    env = loader_dag_env(
         tmp_path / "airflow",
-        {
-            "LOADER_CONFIG": str(config),
+        config,
+        mariadb,
+        extra={
             "LOADER_TEST_PASSWORD": mariadb.password,
             "LOADER_DELTA_SCHEDULE": "none",  # only the runs the test triggers
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
             # The second run's merge dies (kill -9) right after its commit.
             AT_ENV: "materialize: after snapshot committed:2",
             LOG_ENV: str(crash_log),
