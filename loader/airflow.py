@@ -212,7 +212,7 @@ def check_lag(source: str | None = None) -> dict[str, Any]:
     with loader_errors(cfg.source.name, "lag"):
         result = steps.status(cfg)
         metrics.lag(cfg.source.name, result)
-        log.info("%s", next(line for line in result.text().splitlines() if line.startswith("lag: ")))
+        log.info("%s", result.lag_line())
         steps.check_lag(cfg, result)
     return to_dict(result)
 

@@ -65,6 +65,13 @@ UPGRADES: dict[int, records.Upgrade] = {
     9: lambda fields: fields,
 }
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
+
+
+def now_text() -> str:
+    """Now, as the ledger's records write a moment (``ERROR_TIME_FORMAT``, UTC)."""
+    return dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
+
+
 R = TypeVar("R")
 NOT_FOLLOWED = ' (source.failover = "stop": a server whose GTID history holds what was read is not followed)'
 
@@ -404,15 +411,12 @@ class Ledger:
         return read_to
 
     def gaps(self) -> list[tuple[str, str, str]]:
-        """(interval, skipped from, skipped to) of every gap an operator allowed."""
-        return [(i.id, i.skipped_from, i.start) for i in self.intervals() if i.skipped_from]
+        """``gaps`` of this ledger's intervals."""
+        return gaps(self.intervals())
 
     def last_error(self) -> Interval | None:
-        """The interval whose step failed last (errors are cleared when the step succeeds)."""
-        failed = sorted(
-            (i for i in self.intervals() if i.error and i.state != ABANDONED), key=lambda i: i.error_at or ""
-        )
-        return failed[-1] if failed else None
+        """``last_error`` of this ledger's intervals."""
+        return last_error(self.intervals())
 
     def abandon(self, interval_id: str, reason: str) -> list[Interval]:
         """Give up an interval that is not materialised, and every later one (they continue it),
@@ -443,7 +447,7 @@ class Ledger:
         )
 
     def _abandon(self, intervals: list[Interval], reason: str, first: str) -> list[Interval]:
-        now = dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
+        now = now_text()
         for i in intervals:
             i.state = ABANDONED
             i.abandoned_reason = reason if i.id == first else f"{reason} (it follows interval {first})"
@@ -540,7 +544,7 @@ class Ledger:
             interval = self.get(interval_id)
             if interval is not None:
                 interval.error = error
-                interval.error_at = dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
+                interval.error_at = now_text()
                 self.save(interval)
         except (LoaderError, OSError):
             pass
@@ -793,6 +797,25 @@ def layouts_before(
         for schema, table, columns in recorded:
             known[(schema, table)] = [ColumnSpec(name, kind) for name, kind in columns]
     return {name: columns for name, columns in known.items() if columns is not None}
+
+
+def waits_on_failure(state: str, error: str | None) -> bool:
+    """Whether an interval in ``state`` whose last step failed with ``error`` waits on that
+    failure (a materialised or abandoned one waits on nothing)."""
+    return bool(error) and state not in (MATERIALISED, ABANDONED)
+
+
+def gaps(intervals: list[Interval]) -> list[tuple[str, str, str]]:
+    """(interval, skipped from, skipped to) of every gap an operator allowed."""
+    return [(i.id, i.skipped_from, i.start) for i in intervals if i.skipped_from]
+
+
+def last_error(intervals: list[Interval]) -> Interval | None:
+    """The interval whose step failed last (errors are cleared when the step succeeds)."""
+    failed = sorted(
+        (i for i in intervals if i.error and i.state != ABANDONED), key=lambda i: i.error_at or ""
+    )
+    return failed[-1] if failed else None
 
 
 def last_changes(intervals: list[Interval]) -> dict[tuple[str, str], Interval]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loader import dag_params
-from loader.ledger import ABANDONED, MATERIALISED
+from loader.ledger import MATERIALISED, waits_on_failure
 from loader.positions import Position, lognum_of
 from loader.results import IntervalRecord, Status, TableMapping
 
@@ -98,22 +98,20 @@ def source_page(
     """The page of source ``name`` from its status, latest intervals and tables; ``dag_id`` names
     its DAG of a base id (``DagSource.dag_id``)."""
     dags = {base: dag_id(base) for base in (DELTA, INITIAL_LOAD, ROLLBACK)}
-    failed = [
-        _failed(r, dags[DELTA]) for r in intervals if r.error and r.state not in (MATERIALISED, ABANDONED)
-    ]
-    verdict, text = _verdict(status, failed, alert_lag_seconds)
+    waiting = [_failed(r, dags[DELTA]) for r in intervals if waits_on_failure(r.state, r.error)]
+    verdict, text = _verdict(status, waiting, alert_lag_seconds)
     return SourcePage(
         name,
         dags,
         status,
         verdict,
         text,
-        failed,
+        waiting,
         intervals,
         total_intervals,
         tables,
         tables_error,
-        _ways_out(dags, status, failed, intervals),
+        _ways_out(dags, status, waiting, intervals),
     )
 
 

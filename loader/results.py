@@ -485,6 +485,18 @@ class LastCheck:
     differing: list[str]  # the source tables that differ
     position: str | None = None  # the source position a checksum compared at
 
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        at: str,
+        compared: list[TableComparison] | list[TableChecksum],
+        position: str | None = None,
+    ) -> LastCheck:
+        """The verdict of a check's tables; those awaiting their copy were not compared."""
+        checked = [t for t in compared if not t.not_loaded]
+        return cls(kind, at, len(checked), [t.table for t in checked if not t.equal], position)
+
     def text(self) -> str:
         """One line for people: what was compared, where, and the verdict."""
         where = f" at {self.position}" if self.position else ""
@@ -538,6 +550,7 @@ class Status:
     last_check: LastCheck | None = None  # the last checksum or compare against the source
 
     def lag_line(self, backlog: bool = True) -> str:
+        """``lag: …``: how far behind the source, and (``backlog``) what waits to be merged."""
         if self.lag_seconds is None or self.lag_bytes is None:
             why = "no checkpoint yet" if self.checkpoint is None else "the source cannot tell"
             line = f"lag: unknown ({why})"

@@ -41,15 +41,19 @@ from loader.extract import run_extract
 from loader.history import SourceHistory
 from loader.ledger import (
     ABANDONED,
-    ERROR_TIME_FORMAT,
     EXTRACTED,
     MATERIALISED,
     PLANNED,
     Interval,
     Ledger,
     Load,
+    awaiting_copy,
+    gaps,
     last_changes,
+    last_error,
+    now_text,
     table_rows,
+    waits_on_failure,
 )
 from loader.naming import warehouse_tables
 from loader.positions import Position
@@ -443,9 +447,7 @@ def verify(cfg: Config, launch: Launcher, rows: int = 3, as_of: str | None = Non
     summary = run_spark_job(cfg, "compare", extra, launch)
     compared = from_dict(list[TableComparison], summary)
     if as_of is None:  # the warehouse of the past next to the source of now checks nothing
-        checked = [t for t in compared if not t.not_loaded]
-        differing = [t.table for t in checked if not t.equal]
-        Ledger.of(cfg).record_check(LastCheck("compare", _now_text(), len(checked), differing))
+        Ledger.of(cfg).record_check(LastCheck.of("compare", now_text(), compared))
     return compared
 
 
@@ -492,14 +494,8 @@ def checksum(
             extra = [MATERIALIZE_FIRST] if apply_first else []
             compared = run_spark_job(cfg, "checksum", [*extra, "--sums", path], launch)
     report = ChecksumReport(sums.position, from_dict(list[TableChecksum], compared), caught_up)
-    checked = [t for t in report.tables if not t.not_loaded]
-    differing = [t.table for t in checked if not t.equal]
-    ledger.record_check(LastCheck("checksum", _now_text(), len(checked), differing, position=sums.position))
+    ledger.record_check(LastCheck.of("checksum", now_text(), report.tables, sums.position))
     return report
-
-
-def _now_text() -> str:
-    return dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
 
 
 def _checkpoint_position(ledger: Ledger) -> Position:
@@ -700,8 +696,9 @@ def status(cfg: Config) -> Status:
         last_change = _utc_text(checkpoint.commit_ts)
     counts = {PLANNED: 0, EXTRACTED: 0, MATERIALISED: 0, "failed": 0, ABANDONED: 0}
     backlog = backlog_changes = 0
-    for interval in ledger.intervals():
-        if interval.error and interval.state not in (MATERIALISED, ABANDONED):
+    intervals, loads = ledger.intervals(), ledger.loads()  # read once: each is a file per record
+    for interval in intervals:
+        if waits_on_failure(interval.state, interval.error):
             counts["failed"] += 1
         else:
             counts[interval.state] = counts.get(interval.state, 0) + 1
@@ -709,9 +706,8 @@ def status(cfg: Config) -> Status:
             backlog += 1
         if interval.state == EXTRACTED:
             backlog_changes += interval.changes or 0
-    failed = ledger.last_error()
-    loads = ledger.loads()
-    switches = [i for i in ledger.intervals() if i.followed_from and i.state != ABANDONED]
+    last = last_error(intervals)
+    switches = [i for i in intervals if i.followed_from and i.state != ABANDONED]
     return Status(
         source=cfg.source.name,
         source_position=position,
@@ -730,7 +726,7 @@ def status(cfg: Config) -> Status:
         backlog_changes=backlog_changes,
         last_change_at=last_change,
         intervals=counts,
-        last_error=FailedStep(failed.id, failed.error or "", failed.error_at) if failed else None,
+        last_error=FailedStep(last.id, last.error or "", last.error_at) if last else None,
         last_load=LastLoad(
             loads[-1].id,
             "started from now" if loads[-1].from_now else loads[-1].state,
@@ -739,8 +735,8 @@ def status(cfg: Config) -> Status:
         )
         if loads
         else None,
-        gaps=[{"interval": i, "from": a, "to": b} for i, a, b in ledger.gaps()],
+        gaps=[{"interval": i, "from": a, "to": b} for i, a, b in gaps(intervals)],
         lease=lease.holder(ledger.store, cfg.source.name),
-        awaiting_copy=sorted(f"{schema}.{table}" for schema, table in ledger.awaiting_copy()),
+        awaiting_copy=sorted(f"{schema}.{table}" for schema, table in awaiting_copy(loads)),
         last_check=ledger.last_check(),
     )
