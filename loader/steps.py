@@ -370,17 +370,26 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
             return read_outcome(job, failure)
         except SparkJobError as exc:
             applying = name == "materialize" or MATERIALIZE_FIRST in extra
-            if applying and not exc.error_class:  # no outcome: the job noted nothing
-                note_materialize_error(cfg, str(exc))
-            raise
+            if not applying or exc.error_class:  # the job said what failed, and noted it
+                raise
+            noted = note_materialize_error(cfg, str(exc))  # no outcome: the job noted nothing
+            if noted is None:
+                raise
+            raise SparkJobError(
+                f"interval {noted}: {exc}; the checkpoint stays before it and its merges are applied "
+                "once: run the materialisation again (clear the task, or loader materialize)",
+                exc.job,
+            ) from None
 
 
-def note_materialize_error(cfg: Config, error: str) -> None:
-    """Note a failed materialisation on the first interval waiting for it."""
+def note_materialize_error(cfg: Config, error: str) -> str | None:
+    """Note a failed materialisation on the first interval waiting for it; that interval's id."""
     ledger = Ledger.of(cfg)
     waiting = [i for i in ledger.intervals() if i.state == EXTRACTED]
-    if waiting:
-        ledger.record_error(waiting[0].id, f"materialize: {error}")
+    if not waiting:
+        return None
+    ledger.record_error(waiting[0].id, f"materialize: {error}")
+    return waiting[0].id
 
 
 @contextlib.contextmanager

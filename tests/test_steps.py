@@ -136,6 +136,9 @@ def test_a_materialisation_that_dies_without_a_word_is_noted_on_the_waiting_inte
     ) as failed:
         steps.materialize(cfg, lambda job: "exit 137")
     assert exit_code(failed.value) == 1
+    assert str(failed.value).startswith(f"interval {interval}: the materialize job failed") and str(
+        failed.value
+    ).endswith("run the materialisation again (clear the task, or loader materialize)")
     noted = Ledger.of(cfg).get(interval)
     assert (
         noted is not None
