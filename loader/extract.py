@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import gzip
-import hashlib
 import itertools
 import multiprocessing
 import os
@@ -49,7 +48,7 @@ from loader.naming import reserved_column_problem
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
 from loader.source import binary_logs, check_binlog_settings, connect, credentials
-from loader.staging import csvformat, layout
+from loader.staging import checksums, csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
 from loader.staging.verify import sha256_hex
@@ -152,16 +151,16 @@ def _python_lines(batch: RowsBatch, encode: csvformat.RowEncoder, seqno: int, co
 
 
 class _HashedFile:
-    """A part's file, its SHA-256 and size taken from the bytes as they are written (not read
+    """A part's file, its checksum and size taken from the bytes as they are written (not read
     back once it is closed)."""
 
     def __init__(self, path: Path) -> None:
         self.file = open(path, "wb")  # noqa: SIM115 - closed in close
-        self.digest = hashlib.sha256()
+        self.checksum = checksums.RunningChecksum()
         self.size = 0
 
     def write(self, data: bytes) -> int:
-        self.digest.update(data)
+        self.checksum.update(data)
         self.size += len(data)
         return self.file.write(data)
 
@@ -359,7 +358,7 @@ class TableWriter:
                     p.layout,
                     p.rows,
                     dict(sorted(p.ops.items())),
-                    p.raw.digest.hexdigest(),
+                    p.raw.checksum.text(),
                     p.raw.size,
                 )
                 for p in self.finished
@@ -377,7 +376,7 @@ class PartInfo:
     layout: int
     rows: int
     ops: dict[str, int]
-    sha256: str
+    checksum: str
     bytes: int
 
 
@@ -440,7 +439,7 @@ def publish_table(
             number += 1
             store.put_file(key, Path(part.path))
             entry.files.append(
-                FileEntry(key, mapping[part.layout], part.rows, part.ops, part.bytes, part.sha256)
+                FileEntry(key, mapping[part.layout], part.rows, part.ops, part.bytes, part.checksum)
             )
         entry.statements.extend(piece.statements)
     return entry

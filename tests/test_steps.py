@@ -39,7 +39,7 @@ def _extracted_interval(cfg: Config, tables: list[TableEntry] | None = None) -> 
     assert interval is not None
     if tables is None:
         columns = [ColumnSpec("id", "int")]
-        changed = FileEntry("s/t/part-0.csv", 0, 1, {"I": 1}, 0, "0" * 64)
+        changed = FileEntry("s/t/part-0.csv", 0, 1, {"I": 1}, 0, "crc32:00000000")
         tables = [TableEntry("s", "t", ["id"], [columns], [changed])]
     manifest = Manifest(interval.id, {}, interval.start, interval.end, None, None, 0, tables)
     data = manifest.to_json()

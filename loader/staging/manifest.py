@@ -8,11 +8,27 @@ bytes.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from loader import records
 from loader.errors import ManifestError
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
+
+
+def _checksum_named(fields: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 recorded each file's SHA-256 as ``sha256``; version 2 a ``checksum`` naming its
+    algorithm (see ``checksums``)."""
+    tables = fields.get("tables")
+    for table in tables if isinstance(tables, list) else []:
+        files = table.get("files") if isinstance(table, dict) else None
+        for entry in files if isinstance(files, list) else []:
+            if isinstance(entry, dict) and "sha256" in entry:
+                entry["checksum"] = f"sha256:{entry.pop('sha256')}"
+    return fields
+
+
+UPGRADES = {1: _checksum_named}
 
 
 @dataclass(frozen=True)
@@ -32,7 +48,7 @@ class FileEntry:
     rows: int
     ops: dict[str, int]
     bytes: int
-    sha256: str
+    checksum: str  # "<algorithm>:<hex digest>" of the file's bytes (see ``checksums``)
 
 
 @dataclass
@@ -75,7 +91,7 @@ class Manifest:
     @classmethod
     def from_json(cls, data: bytes, what: str = "manifest") -> Manifest:
         """Read a manifest (``what`` names it in errors: its key in the store)."""
-        raw = records.decode(data, what, MANIFEST_VERSION, {}, ManifestError)
+        raw = records.decode(data, what, MANIFEST_VERSION, UPGRADES, ManifestError)
         try:
             tables = [
                 TableEntry(

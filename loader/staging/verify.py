@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from loader.errors import ManifestError
+from loader.staging import checksums
 from loader.staging.manifest import Manifest
 from loader.staging.stores import Store
 
@@ -61,7 +62,7 @@ def verified_manifest(
                     f"{table.schema}.{table.table}: staging file {entry.path} has {len(staged):,} bytes, "
                     f"extract wrote {entry.bytes:,}"
                 )
-            if sha256_hex(staged) != entry.sha256:
+            if not checksums.matches(staged, entry.checksum):
                 raise refuse(
                     f"{table.schema}.{table.table}: staging file {entry.path} was changed after extract "
                     "(checksum differs)"

@@ -24,10 +24,10 @@ def orders(table: str = "orders") -> TableEntry:
         layouts=[[ColumnSpec("id", "int"), ColumnSpec("note", "varchar(20)")], [ColumnSpec("id", "int")]],
         files=[
             FileEntry(
-                "demo/shop/orders/0000000007/part-00000.csv.gz", 0, 5, {"I": 3, "U": 2}, 512, "ab" * 32
+                "demo/shop/orders/0000000007/part-00000.csv.gz", 0, 5, {"I": 3, "U": 2}, 512, "crc32:0a1b2c3d"
             ),
             FileEntry(
-                "demo/shop/orders/0000000007/part-00001.csv.gz", 1, 2, {"U": 1, "D": 1}, 128, "cd" * 32
+                "demo/shop/orders/0000000007/part-00001.csv.gz", 1, 2, {"U": 1, "D": 1}, 128, "crc32:4e5f6071"
             ),
         ],
         statements=[{"position": "binlog.000001:900", "query": "ALTER TABLE orders ADD note varchar(20)"}],
@@ -63,13 +63,24 @@ def test_the_same_manifest_always_gives_the_same_bytes() -> None:
     assert Manifest.from_json(data).to_json() == data
 
 
+def test_a_version_1_manifest_reads_with_its_files_sha256_named_as_their_checksum() -> None:
+    data = raw()
+    data["version"] = 1
+    for entry in data["tables"][0]["files"]:
+        entry["sha256"] = "ab" * 32
+        del entry["checksum"]
+    read = Manifest.from_json(json.dumps(data).encode())
+    assert [f.checksum for f in read.tables[0].files] == ["sha256:" + "ab" * 32] * 2
+    assert json.loads(read.to_json())["version"] == 2
+
+
 def test_a_non_ascii_table_name_survives_as_utf8() -> None:
     data = manifest(table="注文 заказы").to_json()
     assert "注文 заказы".encode() in data
     assert Manifest.from_json(data).tables[0].table == "注文 заказы"
 
 
-@pytest.mark.parametrize("version", [2, 0, None])
+@pytest.mark.parametrize("version", [3, 0, None])
 def test_a_manifest_of_another_version_is_refused_naming_the_version(version: int | None) -> None:
     data = raw()
     data["version"] = version
@@ -77,7 +88,7 @@ def test_a_manifest_of_another_version_is_refused_naming_the_version(version: in
         Manifest.from_json(json.dumps(data).encode())
 
 
-@pytest.mark.parametrize("missing", ["end", "seqno_max", "tables", "files", "sha256", "mysql_type"])
+@pytest.mark.parametrize("missing", ["end", "seqno_max", "tables", "files", "checksum", "mysql_type"])
 def test_a_missing_field_is_a_manifest_error(missing: str) -> None:
     data = raw()
     table = data["tables"][0]
