@@ -9,8 +9,7 @@ import random
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-import pymysql
-
+from loader.driver import pymysql
 from loader.positions import Position
 from loader.source import current_position
 

@@ -9,7 +9,7 @@ task runners) intact.
 
 from __future__ import annotations
 
-import pymysql
+from loader.driver import pymysql
 
 # Exit codes of the ``loader`` command and of the Spark jobs (``loader.spark_jobs``).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRANSIENT = 0, 1, 2, 3

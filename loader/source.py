@@ -7,11 +7,8 @@ import ssl
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import pymysql
-import pymysql.connections
-import pymysql.cursors
-
 from loader.config import SourceConfig
+from loader.driver import pymysql
 from loader.errors import SourceError, TransientError
 from loader.positions import Position
 

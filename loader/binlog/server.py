@@ -13,10 +13,9 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-import pymysql
-
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent
+from loader.driver import pymysql
 from loader.errors import DecodeError, SourceError, TransientError
 from loader.positions import Position
 from loader.source import Credentials, connect, current_position
