@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 from typing import Any
 
 _HIDDEN = "cryptography"
@@ -47,7 +48,8 @@ def _rsa_imported_when_needed(auth: Any) -> None:
     auth.sha2_rsa_encrypt = sha2_rsa_encrypt
 
 
-_hide = "pymysql" not in sys.modules and _HIDDEN not in sys.modules
+# Not while another thread runs: it could be importing cryptography for itself meanwhile.
+_hide = "pymysql" not in sys.modules and _HIDDEN not in sys.modules and threading.active_count() == 1
 if _hide:
     sys.meta_path.insert(0, _Hidden)
 try:
