@@ -390,6 +390,39 @@ def test_a_transaction_longer_than_a_run_across_the_cut_is_spooled_whole(
     assert sum(_decode_spooled(cfg, piece, tmp_path / f"w{i}") for i, piece in enumerate(pieces)) == rows + 10
 
 
+def test_the_servers_stream_is_cut_at_shares_of_the_log_where_the_server_leaves_events_out(
+    mariadb: MariaDB, tmp_path: Path
+) -> None:
+    """MariaDB writes each statement's text to the binlog (an Annotate_rows event) and leaves it
+    out of a replica's stream: single-row transactions of long statements are most of their log
+    and little of the stream. The pieces are still cut at shares of the log, so that each
+    process gets its share of the work."""
+    from loader.binlog.reader import open_transport
+    from loader.binlog.spool import spool_pieces
+
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS ex16", "CREATE TABLE IF NOT EXISTS ex16.t (id INT PRIMARY KEY, v INT)"
+    )
+    cfg = _config(mariadb, tmp_path, "ex16")
+    start = mariadb.execute()
+    long_text = "x" * 2000  # in the statement, not in the row
+    end = mariadb.execute(
+        *(f"INSERT INTO ex16.t SELECT {i}, {i} FROM DUAL WHERE '{long_text}' <> ''" for i in range(60))
+    )
+    total = end.pos - start.pos
+    for read in ("events", "runs"):  # the Python decoder's stream, and the native one's
+        transport = open_transport(cfg.source)
+        try:
+            stream = getattr(transport, read)(start, end)
+            pieces = list(spool_pieces(stream, start, end, total, 3, str(tmp_path)))
+        finally:
+            transport.close()
+        spans = [p.end.pos - p.start.pos for p in pieces]
+        assert len(pieces) == 3 and all(total / 6 < span < total / 2 for span in spans), (read, spans, total)
+        assert sum(p.bytes for p in pieces) == total
+        assert sum(_decode_spooled(cfg, p, tmp_path / f"{read}{i}") for i, p in enumerate(pieces)) == 60
+
+
 def _decode_spooled(cfg: Config, piece: Piece, folder: Path) -> int:
     """The changes a decoding process stages from one spooled piece of the server's stream."""
     from loader import extract

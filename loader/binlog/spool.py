@@ -38,7 +38,7 @@ class Piece:
     start: Position
     end: Position
     path: str
-    bytes: int  # of binlog events (what the server sent for this part of its log)
+    bytes: int  # of log between its positions (the server sends less where it leaves events out)
 
 
 def stream_bytes(sizes: Mapping[str, int], start: Position, end: Position) -> int:
@@ -91,21 +91,20 @@ def spool_pieces(
     number = 0
     writer = _Writer(f"{folder}/piece-{number:03d}.events")
     begin = start
-    done = 0  # bytes of log read, over all pieces
+    log = _LogRead(start)  # bytes of log read, over all pieces
     written = 0  # of them, in this piece
     fde: RawEvent | None = None  # the format description in force
     try:
         for event in events:
             if isinstance(event, EventRun):
                 # Cut where a transaction starts past the target, as often as targets fall in it.
-                while targets and done + len(event.data) > targets[0]:
-                    cut = _transaction_start(event, targets[0] - done)
+                while targets and log.to(event.file, event.position(len(event.data)), peek=True) > targets[0]:
+                    cut = _transaction_start(event, event.offset_at(log.position_at(event.file, targets[0])))
                     if cut is None:
                         break
                     if cut > 0:
                         writer.write(event.head(cut))
-                        done += cut
-                        written += cut
+                        written += log.passed(event.file, event.position(cut))
                     at = Position(event.file, event.position(cut))
                     event = event.rest(cut)
                     if at != begin:
@@ -116,25 +115,24 @@ def spool_pieces(
                         begin, written = at, 0
                         if fde is not None:
                             writer.write(fde, artificial=True)
-                    while targets and targets[0] <= done:
+                    while targets and targets[0] <= log.done:
                         targets.pop(0)
                 if event.data:
                     writer.write(event)
-                    done += len(event.data)
-                    written += len(event.data)
+                    written += log.passed(event.file, event.position(len(event.data)))
                 continue
             data = event.data
             typ = data[4]
             if (
                 targets
                 and not event.artificial
-                and done >= targets[0]
+                and log.done >= targets[0]
                 and starts_transaction(typ, data[HEADER_LEN:] if typ == EventType.QUERY else b"")
                 and (at := Position(event.file, event.pos)) != begin
             ):
                 writer.close()
                 yield Piece(begin, at, writer.path, written)
-                while targets and targets[0] <= done:
+                while targets and targets[0] <= log.done:
                     targets.pop(0)
                 number += 1
                 writer = _Writer(f"{folder}/piece-{number:03d}.events")
@@ -145,16 +143,44 @@ def spool_pieces(
                 fde = event
             writer.write(event)
             if not event.artificial:
-                done += len(data)
-                written += len(data)
+                written += log.passed(event.file, event.pos + len(data))
     finally:
         writer.close()
     yield Piece(begin, end, writer.path, written)
 
 
+class _LogRead:
+    """How many bytes of log the stream has gone past since its start, counted in positions:
+    the server leaves some events out of a replica's stream (MariaDB its Annotate_rows events,
+    the statements' text, often most of the log of single-row transactions), and the pieces are
+    cut at shares of the log's bytes between the interval's positions (``stream_bytes``)."""
+
+    def __init__(self, start: Position) -> None:
+        self.file, self.pos = start.file, start.pos
+        self.done = 0
+
+    def to(self, file: str, end: int, peek: bool = False) -> int:
+        """``done`` once the stream has read to ``end`` in ``file`` (a file after this one is
+        read from its first event, at 4); recorded unless ``peek``."""
+        base = self.pos if file == self.file else 4
+        done = self.done + max(0, end - base)
+        if not peek:
+            self.file, self.pos, self.done = file, max(base, end), done
+        return done
+
+    def position_at(self, file: str, done: int) -> int:
+        """The position in ``file`` (this one or the next) where ``done`` bytes are read."""
+        return (self.pos if file == self.file else 4) + done - self.done
+
+    def passed(self, file: str, end: int) -> int:
+        """Record that the stream has read to ``end`` in ``file``; the bytes of log passed."""
+        before = self.done
+        return self.to(file, end) - before
+
+
 def _transaction_start(run: EventRun, at_least: int) -> int | None:
     """The offset of the first event of ``run`` at or past ``at_least`` that starts a
-    transaction (``split``'s walk of event headers); None when none does. ``at_least`` is negative
+    transaction (``split``'s walk of event headers); None when none does. ``at_least`` is 0
     once a transaction longer than the rest of the last run carried the stream past the target."""
     off, status = split.transaction_start(run.data, at_least)
     return off if status == split.FOUND else None

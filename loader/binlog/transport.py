@@ -43,6 +43,17 @@ class EventRun:
             return self.pos + offset
         return self.gap_positions[i - 1] + offset - self.gap_offsets[i - 1]
 
+    def offset_at(self, position: int) -> int:
+        """The offset of the first byte at or past the file position ``position`` (after a gap,
+        for a position in it; ``len(data)`` for one past the run)."""
+        starts = (self.pos, *self.gap_positions)  # of the stretches between gaps
+        i = bisect.bisect_right(starts, position)
+        if i == 0:
+            return 0
+        begin = 0 if i == 1 else self.gap_offsets[i - 2]
+        end = self.gap_offsets[i - 1] if i <= len(self.gap_offsets) else len(self.data)
+        return min(begin + position - starts[i - 1], end)
+
     def event_at(self, offset: int) -> RawEvent:
         """The event that starts at ``offset``."""
         size = int.from_bytes(self.data[offset + 9 : offset + 13], "little")
