@@ -19,7 +19,7 @@ from typing import BinaryIO
 from loader.binlog import split
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.split import starts_transaction
-from loader.binlog.transport import EventRun, RawEvent, in_runs
+from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent, in_runs, joined
 from loader.errors import DecodeError
 from loader.positions import Position
 
@@ -186,6 +186,33 @@ def _transaction_start(run: EventRun, at_least: int) -> int | None:
     return off if status == split.FOUND else None
 
 
+def _coalesced(items: Iterable[RawEvent | EventRun], most: int = RUN_BYTES) -> Iterator[RawEvent | EventRun]:
+    """Runs of one file one after the other joined into runs of up to ``most`` bytes. The runs
+    are spooled as the parent's reads of the socket gave them, often tens of KB, and each run
+    the native reader takes costs a write per table it holds rows of."""
+    pending: list[EventRun] = []
+    size = 0
+    for item in items:
+        if (
+            isinstance(item, EventRun)
+            and pending
+            and item.file == pending[0].file
+            and size + len(item.data) <= most
+        ):
+            pending.append(item)
+            size += len(item.data)
+            continue
+        if pending:
+            yield joined(*pending) if len(pending) > 1 else pending[0]
+            pending, size = [], 0
+        if isinstance(item, EventRun):
+            pending, size = [item], len(item.data)
+        else:
+            yield item
+    if pending:
+        yield joined(*pending) if len(pending) > 1 else pending[0]
+
+
 class SpooledEvents:
     """A transport that replays one spooled piece (what the server sent for it)."""
 
@@ -193,8 +220,9 @@ class SpooledEvents:
         self.path = path
 
     def runs(self, start: Position, end: Position | None) -> Iterator[RawEvent | EventRun]:
-        """The piece's events in runs (as they were spooled, or grouped here)."""
-        return in_runs(self._records(start))
+        """The piece's events in runs (those spooled joined up to ``RUN_BYTES``, or grouped
+        here)."""
+        return in_runs(_coalesced(self._records(start)))
 
     def _records(self, start: Position) -> Iterator[RawEvent | EventRun]:
         file = start.file

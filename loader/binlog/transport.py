@@ -84,16 +84,25 @@ class EventRun:
         )
 
 
-def joined(first: EventRun, then: EventRun) -> EventRun:
-    """Two runs of one file, one after the other, as one."""
+def joined(first: EventRun, *then: EventRun) -> EventRun:
+    """Runs of one file, one after the other, as one."""
+    offsets, positions = list(first.gap_offsets), list(first.gap_positions)
     at = len(first.data)
-    gap = () if then.pos == first.position(at) else ((at,), (then.pos,))
+    end = first.position(at)
+    for run in then:
+        if run.pos != end:
+            offsets.append(at)
+            positions.append(run.pos)
+        offsets.extend(o + at for o in run.gap_offsets)
+        positions.extend(run.gap_positions)
+        at += len(run.data)
+        end = run.position(len(run.data))
     return EventRun(
         first.file,
         first.pos,
-        first.data + then.data,
-        first.gap_offsets + (gap[0] if gap else ()) + tuple(o + at for o in then.gap_offsets),
-        first.gap_positions + (gap[1] if gap else ()) + then.gap_positions,
+        b"".join([first.data, *(r.data for r in then)]),
+        tuple(offsets),
+        tuple(positions),
     )
 
 
