@@ -42,5 +42,5 @@ def checksum(data: bytes, algorithm: str = WRITTEN) -> str:
 
 def matches(data: bytes, recorded: str) -> bool:
     """Whether ``data`` has the checksum ``recorded`` (in the algorithm it names)."""
-    algorithm, _, _ = recorded.partition(":")
+    algorithm = recorded.partition(":")[0] if isinstance(recorded, str) else repr(recorded)
     return checksum(data, algorithm) == recorded

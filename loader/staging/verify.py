@@ -62,7 +62,11 @@ def verified_manifest(
                     f"{table.schema}.{table.table}: staging file {entry.path} has {len(staged):,} bytes, "
                     f"extract wrote {entry.bytes:,}"
                 )
-            if not checksums.matches(staged, entry.checksum):
+            try:
+                same = checksums.matches(staged, entry.checksum)
+            except ManifestError as exc:
+                raise refuse(f"{table.schema}.{table.table}: staging file {entry.path}: {exc}") from None
+            if not same:
                 raise refuse(
                     f"{table.schema}.{table.table}: staging file {entry.path} was changed after extract "
                     "(checksum differs)"

@@ -66,6 +66,18 @@ def _staged(tmp_path: Path, version: int) -> tuple[LocalStore, str]:
     return store, sha256_hex(raw)
 
 
+def test_a_file_whose_checksum_names_an_unknown_algorithm_is_refused_naming_the_file(tmp_path: Path) -> None:
+    store, _ = _staged(tmp_path, 2)
+    raw = json.loads(store.get("m/7.json") or b"")
+    raw["tables"][0]["files"][0]["checksum"] = "md5:00"
+    store.put("m/7.json", json.dumps(raw).encode())
+    with pytest.raises(
+        ManifestError,
+        match=r"interval 7: s\.t: staging file s/t/part-0\.csv: checksum algorithm 'md5' is not",
+    ):
+        verified_manifest(store, "7", "m/7.json", None, 1)
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_staged_file_is_checked_with_the_checksum_its_manifest_recorded(
     tmp_path: Path, version: int
