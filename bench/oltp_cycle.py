@@ -20,6 +20,13 @@ Timed with the wall clock, each in a process of its own (``bench/delta_cycle.py`
 
 After the run ``loader checksum`` (not timed) must find every table equal to the source.
 
+Beside the initial load, a yardstick in a process of its own (``reference-copy``): the same
+tables copied into Iceberg without a JVM, each table's rows as text from MariaDB's own client
+(``mariadb --batch --quick``), parsed into Arrow by pyarrow and appended by pyiceberg to a table
+of its own SQLite catalog, two tables at a time. It carries only this benchmark's column types
+and takes the client's ``NULL`` for NULL (no value here is that text): what a copy engine
+without Spark could reach, not a loader. Printed as the ratio of the two.
+
 Printed: ops/s of the cycle (a change is an op), ops/s per core, and the ratio to OLake's
 published figure for MySQL CDC into Iceberg (940 changes/s per vCPU); the targets of the issue
 "A million OLTP changes in one minute on two cores": the cycle at most 60 s, the merges at most
@@ -35,6 +42,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -144,6 +152,60 @@ def make_changes(port: int, tables: int, rows: int, changes: int) -> dict[str, i
     return made
 
 
+# Arrow's type of each column type of COLUMNS (the yardstick's only types).
+ARROW_TYPES = {
+    "BIGINT": "int64",
+    "INT": "int32",
+    "DOUBLE": "float64",
+    "VARCHAR(128)": "string",
+    "DATE": "date32",
+}
+
+
+def reference_copy(port: int, tables: int, folder: Path) -> int:
+    """The yardstick: ``bench.oltp0`` .. copied by MariaDB's client, pyarrow and pyiceberg into
+    an Iceberg catalog in ``folder``, two tables at a time; the rows copied."""
+    import concurrent.futures
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from bench.binlog_decode import PASSWORD
+
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    assert client, "the reference copy needs MariaDB's client (mariadb-client)"
+    schema = pa.schema(
+        [pa.field(n, getattr(pa, ARROW_TYPES[t.split()[0]])(), "NOT NULL" not in t) for n, t, _ in COLUMNS]
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    catalog = SqlCatalog("reference", uri=f"sqlite:///{folder}/catalog.db", warehouse=f"file://{folder}")
+    catalog.create_namespace("bench")
+
+    command = [client, "-h127.0.0.1", f"-P{port}", "-uapp", "--batch", "--skip-column-names", "--quick"]
+
+    def copy(t: int) -> int:
+        text = subprocess.run(
+            [*command, "-e", f"SELECT * FROM bench.oltp{t}"],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "MYSQL_PWD": PASSWORD},
+        ).stdout
+        rows = pacsv.read_csv(
+            pa.BufferReader(text),
+            read_options=pacsv.ReadOptions(column_names=schema.names),
+            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=schema, null_values=["NULL"], strings_can_be_null=True
+            ),
+        ).cast(schema)
+        catalog.create_table(f"bench.oltp{t}", schema=schema).append(rows)
+        return int(rows.num_rows)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return sum(pool.map(copy, range(tables)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -154,7 +216,12 @@ def main() -> None:
     parser.add_argument(
         "--merge-tables-at-once", type=int, help="[spark] merge_tables_at_once (default: the loader's)"
     )
+    parser.add_argument("--reference-copy", metavar="FOLDER", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.reference_copy:  # the yardstick, in a process of its own
+        print(reference_copy(args.port, args.tables, Path(args.reference_copy)))
+        return
     if args.tables < 1 or args.rows < 2 or args.changes < 1:
         parser.error("--tables and --changes must be at least 1, --rows at least 2")
     if args.changes // args.tables // 5 * 2 + 2 > args.rows:
@@ -184,6 +251,25 @@ def main() -> None:
         print(
             f"initial load: {copied:,} rows in {done.seconds:.1f} s wall = {copied / done.seconds:,.0f} rows/s, "
             f"{load_rate:,.0f} per core"
+        )
+        t0 = time.perf_counter()
+        child = [
+            "--reference-copy",
+            str(tmp / "reference"),
+            "--port",
+            str(port),
+            "--tables",
+            str(args.tables),
+        ]
+        yardstick = subprocess.run([sys.executable, __file__, *child], capture_output=True, text=True)
+        assert yardstick.returncode == 0, f"the reference copy failed: {yardstick.stderr[-3000:]}"
+        reference_seconds = time.perf_counter() - t0
+        referenced = int(yardstick.stdout.split()[-1])
+        assert referenced == total_rows, f"the reference copy copied {referenced:,} rows, not {total_rows:,}"
+        print(
+            f"reference copy without a JVM (MariaDB's client, pyarrow, pyiceberg): {reference_seconds:.1f} s = "
+            f"{referenced / reference_seconds / cores:,.0f} rows/s per core; ratio initial load / reference (rows/s): "
+            f"{reference_seconds / done.seconds:.2f}x"
         )
 
         t0 = time.perf_counter()
