@@ -156,3 +156,20 @@ def test_connections_offer_tls_as_pymysql_does_from_one_context_and_options_stil
     # With options, a context of their own that requires TLS: refused by a server without it.
     with pytest.raises(Exception, match="SSL is required"):
         source.connect(creds(mariadb), ssl_verify_cert=True)
+
+
+def test_a_schema_reader_connects_only_when_a_tables_schema_is_asked_for(mariadb: MariaDB) -> None:
+    # Each range a process decodes has one; a binlog with full metadata rarely needs it.
+    from loader.binlog.reader import source_schema
+
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS src9", "CREATE TABLE IF NOT EXISTS src9.t (id INT PRIMARY KEY)"
+    )
+    wrong = source.Credentials(mariadb.host, mariadb.port, "loader", "not-the-password")
+    with source_schema(wrong) as schema:  # nothing asked: no connection, no refusal
+        pass
+    with source_schema(wrong) as schema, pytest.raises(SourceError, match="refused the login"):
+        schema.get("src9", "t")
+    with source_schema(creds(mariadb)) as schema:
+        table = schema.get("src9", "t")
+        assert table is not None and table.primary_key == ("id",)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
-from typing import overload
+from typing import Any, overload
 
 from loader.binlog.files import BinlogFiles
 from loader.binlog.schema import InformationSchema, SchemaProvider
@@ -50,12 +50,31 @@ def native_decoder(source: SourceConfig) -> bool:
 
 @contextmanager
 def source_schema(creds: Credentials) -> Iterator[SchemaProvider]:
-    """Table schemas read from the source's information_schema, on a connection of their own."""
-    conn = connect(creds)
+    """Table schemas read from the source's information_schema, on a connection of their own
+    opened when a schema is first asked for: a binlog with full metadata rarely needs one, and
+    each range a process decodes would open it."""
+    conn = _OnFirstUse(creds)
     try:
         yield InformationSchema(conn)
     finally:
         conn.close()
+
+
+class _OnFirstUse:
+    """A connection to the source, made when a cursor is first asked of it."""
+
+    def __init__(self, creds: Credentials) -> None:
+        self.creds = creds
+        self.conn: Any = None
+
+    def cursor(self) -> Any:
+        if self.conn is None:
+            self.conn = connect(self.creds)
+        return self.conn.cursor()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
 
 
 @overload
