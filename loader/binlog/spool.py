@@ -89,16 +89,24 @@ def spool_pieces(
     piece once it is written."""
     targets = [total * k // parts for k in range(1, parts)]
     number = 0
-    writer = _Writer(f"{folder}/piece-{number:03d}.events")
+    fde: RawEvent | None = None  # the format description in force
+
+    def next_piece() -> _Writer:
+        """The next piece's file, the format description in force first (marked artificial)."""
+        piece = _Writer(f"{folder}/piece-{number:03d}.events")
+        if fde is not None:
+            piece.write(fde, artificial=True)
+        return piece
+
+    writer = next_piece()
     begin = start
     log = _LogRead(start)  # bytes of log read, over all pieces
     written = 0  # of them, in this piece
-    fde: RawEvent | None = None  # the format description in force
     try:
         for event in events:
             if isinstance(event, EventRun):
                 # Cut where a transaction starts past the target, as often as targets fall in it.
-                while targets and log.to(event.file, event.position(len(event.data)), peek=True) > targets[0]:
+                while targets and log.after(event.file, event.position(len(event.data))) > targets[0]:
                     cut = _transaction_start(event, event.offset_at(log.position_at(event.file, targets[0])))
                     if cut is None:
                         break
@@ -111,10 +119,8 @@ def spool_pieces(
                         writer.close()
                         yield Piece(begin, at, writer.path, written)
                         number += 1
-                        writer = _Writer(f"{folder}/piece-{number:03d}.events")
+                        writer = next_piece()
                         begin, written = at, 0
-                        if fde is not None:
-                            writer.write(fde, artificial=True)
                     while targets and targets[0] <= log.done:
                         targets.pop(0)
                 if event.data:
@@ -135,10 +141,8 @@ def spool_pieces(
                 while targets and targets[0] <= log.done:
                     targets.pop(0)
                 number += 1
-                writer = _Writer(f"{folder}/piece-{number:03d}.events")
+                writer = next_piece()
                 begin, written = at, 0
-                if fde is not None:
-                    writer.write(fde, artificial=True)
             if typ == EventType.FORMAT_DESCRIPTION:
                 fde = event
             writer.write(event)
@@ -159,23 +163,25 @@ class _LogRead:
         self.file, self.pos = start.file, start.pos
         self.done = 0
 
-    def to(self, file: str, end: int, peek: bool = False) -> int:
-        """``done`` once the stream has read to ``end`` in ``file`` (a file after this one is
-        read from its first event, at 4); recorded unless ``peek``."""
-        base = self.pos if file == self.file else 4
-        done = self.done + max(0, end - base)
-        if not peek:
-            self.file, self.pos, self.done = file, max(base, end), done
-        return done
+    def _base(self, file: str) -> int:
+        """Where the stream stands in ``file``: a file after this one is read from its first
+        event, at 4."""
+        return self.pos if file == self.file else 4
+
+    def after(self, file: str, end: int) -> int:
+        """``done`` once the stream has read to ``end`` in ``file``."""
+        return self.done + max(0, end - self._base(file))
 
     def position_at(self, file: str, done: int) -> int:
         """The position in ``file`` (this one or the next) where ``done`` bytes are read."""
-        return (self.pos if file == self.file else 4) + done - self.done
+        return self._base(file) + done - self.done
 
     def passed(self, file: str, end: int) -> int:
         """Record that the stream has read to ``end`` in ``file``; the bytes of log passed."""
         before = self.done
-        return self.to(file, end) - before
+        self.pos, self.done = max(self._base(file), end), self.after(file, end)
+        self.file = file
+        return self.done - before
 
 
 def _transaction_start(run: EventRun, at_least: int) -> int | None:
@@ -203,14 +209,14 @@ def _coalesced(items: Iterable[RawEvent | EventRun], most: int = RUN_BYTES) -> I
             size += len(item.data)
             continue
         if pending:
-            yield joined(*pending) if len(pending) > 1 else pending[0]
+            yield joined(*pending)
             pending, size = [], 0
         if isinstance(item, EventRun):
             pending, size = [item], len(item.data)
         else:
             yield item
     if pending:
-        yield joined(*pending) if len(pending) > 1 else pending[0]
+        yield joined(*pending)
 
 
 class SpooledEvents:
