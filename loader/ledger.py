@@ -410,10 +410,6 @@ class Ledger:
             )
         return read_to
 
-    def gaps(self) -> list[tuple[str, str, str]]:
-        """``gaps`` of this ledger's intervals."""
-        return gaps(self.intervals())
-
     def last_error(self) -> Interval | None:
         """``last_error`` of this ledger's intervals."""
         return last_error(self.intervals())

@@ -42,5 +42,5 @@ def checksum(data: bytes, algorithm: str = WRITTEN) -> str:
 
 def matches(data: bytes, recorded: str) -> bool:
     """Whether ``data`` has the checksum ``recorded`` (in the algorithm it names)."""
-    algorithm = recorded.partition(":")[0] if isinstance(recorded, str) else repr(recorded)
+    algorithm = str(recorded).partition(":")[0]  # a malformed manifest's may not be text
     return checksum(data, algorithm) == recorded
