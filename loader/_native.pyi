@@ -103,3 +103,13 @@ class PacketStream:
     ) -> list[bytes | tuple[int, bytes, list[int], list[int], int]]:
         """``chunk`` added; then a run ``(first position, events, gap offsets, gap positions,
         end)`` and/or a packet's payload to read; none when more must be read."""
+
+class TextRows:
+    """A text-protocol result set's rows to Arrow-layout columns (large binary)."""
+
+    def __init__(self, width: int) -> None: ...
+    def feed(self, chunk: bytes) -> tuple[bool, bytes | None]:
+        """``chunk`` taken in: ``(done, error)``, done once the end-of-rows packet was read,
+        error the payload of an error packet sent instead."""
+    def take(self) -> tuple[int, list[tuple[bytes | None, bytes, bytes]]]:
+        """The rows read since the last take: ``(rows, [(validity or None, offsets, values)])``."""

@@ -19,6 +19,7 @@ from loader.driver import pymysql
 from loader.errors import DecodeError, SourceError, TransientError
 from loader.positions import Position
 from loader.source import Credentials, connect, current_position
+from loader.wire import check_error, read_some
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
@@ -143,12 +144,12 @@ class BinlogServer:
         while not at.done:
             items = stream.feed(fresh, at.limit(), RUN_BYTES)
             if not items:
-                fresh = _read_some(conn)
+                fresh = read_some(conn, RUN_BYTES)
                 continue
             fresh = b""
             for item in items:
                 if isinstance(item, bytes):
-                    _check_error(item)
+                    check_error(item)
                     event = self._event(item, at)
                     if event is not None:
                         yield event
@@ -240,30 +241,6 @@ class _Reading:
         return self.end_key[1] if self.end_key[0] == self.lognum else 0
 
 
-def _read_some(conn: Any) -> bytes:
-    """What the connection has to read (at least a byte), as pymysql's own reads fail."""
-    conn._sock.settimeout(conn._read_timeout)
-    try:
-        data: bytes = conn._rfile.read1(RUN_BYTES)
-    except OSError as exc:
-        conn._force_close()
-        raise pymysql.err.OperationalError(
-            2013, f"Lost connection to MySQL server during query ({exc})"
-        ) from None
-    if not data:
-        conn._force_close()
-        raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
-    return data
-
-
-def _check_error(payload: bytes) -> None:
-    """An error packet as the exception pymysql gives for it."""
-    if payload[:1] == b"\xff":
-        code = int.from_bytes(payload[1:3], "little")
-        message = payload[9:] if payload[3:4] == b"#" else payload[3:]
-        raise pymysql.err.OperationalError(code, message.decode("utf-8", "replace"))
-
-
 def _packets(conn: Any) -> Iterator[bytes]:
     """Packet payloads straight from the connection's buffered socket reader.
 
@@ -279,7 +256,7 @@ def _packets(conn: Any) -> Iterator[bytes]:
             header = read(4)
             length = header[0] | header[1] << 8 | header[2] << 16
             payload += read(length)
-        _check_error(payload)
+        check_error(payload)
         yield payload
 
 

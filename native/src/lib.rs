@@ -12,6 +12,7 @@ mod digits;
 mod floats;
 mod jsonb;
 mod packets;
+mod resultset;
 mod rows;
 mod scan;
 mod temporal;
@@ -523,6 +524,67 @@ impl PacketStream {
     }
 }
 
+/// A text-protocol result set's rows to Arrow-layout columns (see `resultset.rs`).
+#[pyclass(module = "loader._native")]
+struct TextRows {
+    rows: resultset::TextRows,
+}
+
+/// One column's buffers for Python: (validity bitmap or None when no value is NULL, 64-bit
+/// offsets, the values end to end).
+type ColumnBuffers<'py> = (
+    Option<Bound<'py, PyBytes>>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+);
+
+#[pymethods]
+impl TextRows {
+    /// A reader of rows of `width` columns, after the result set's column definitions.
+    #[new]
+    fn new(width: usize) -> Self {
+        Self {
+            rows: resultset::TextRows::new(width),
+        }
+    }
+
+    /// `chunk` of the connection's bytes taken in: `(done, error)`, done once the end-of-rows
+    /// packet was read, error the payload of an error packet the server sent instead (bytes).
+    /// Raises ValueError on a row that is not one of `width` values.
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        chunk: &[u8],
+    ) -> PyResult<(bool, Option<Bound<'py, PyBytes>>)> {
+        let rows = &mut self.rows;
+        match py
+            .detach(|| rows.feed(chunk))
+            .map_err(PyValueError::new_err)?
+        {
+            resultset::State::More => Ok((false, None)),
+            resultset::State::Done => Ok((true, None)),
+            resultset::State::Error(payload) => Ok((true, Some(PyBytes::new(py, &payload)))),
+        }
+    }
+
+    /// The rows read since the last take: `(rows, [column buffers])`.
+    fn take<'py>(&mut self, py: Python<'py>) -> (usize, Vec<ColumnBuffers<'py>>) {
+        let (rows, columns) = self.rows.take();
+        let buffers = columns
+            .iter()
+            .map(|c| {
+                let offsets: Vec<u8> = c.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+                (
+                    (c.nulls > 0).then(|| PyBytes::new(py, &c.validity)),
+                    PyBytes::new(py, &offsets),
+                    PyBytes::new(py, &c.data),
+                )
+            })
+            .collect();
+        (rows, buffers)
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(float_text, m)?)?;
@@ -534,5 +596,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Scanner>()?;
     m.add_class::<ScanResult>()?;
     m.add_class::<PacketStream>()?;
+    m.add_class::<TextRows>()?;
     Ok(())
 }
