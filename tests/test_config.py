@@ -86,6 +86,22 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
         ({"LOADER__WAREHOUSE__SWAP_BATCH": "0"}, "swap_batch must be >= 1"),
         ({"LOADER__SPARK__MERGE_TABLES_AT_ONCE": "0"}, "spark.merge_tables_at_once must be >= 1"),
         (
+            {"LOADER__LOAD__ENGINE": "duckdb"},
+            "load.engine = 'duckdb' is not accepted; accepted values: spark, arrow",
+        ),
+        (
+            {"LOADER__LOAD__ENGINE": "arrow", "LOADER__WAREHOUSE__FORMAT": "hive"},
+            "load.engine = 'arrow' copies into Iceberg tables in a local warehouse.dir",
+        ),
+        (
+            {
+                "LOADER__LOAD__ENGINE": "arrow",
+                "LOADER__WAREHOUSE__DIR": "s3://b/wh",
+                "LOADER__WAREHOUSE__METASTORE_DIR": "/tmp/m",
+            },
+            "load.engine = 'arrow' copies into Iceberg tables in a local warehouse.dir",
+        ),
+        (
             {"LOADER__SOURCE__ALERT_LAG_SECONDS": "-1"},
             "source.alert_lag_seconds must be >= 0 \\(0: no alert\\), got -1",
         ),

@@ -228,6 +228,16 @@ def copy_table(
     from pyspark.sql import functions as F
 
     started = time.monotonic()
+    if cfg.load.engine == "arrow":
+        from loader.warehouse import arrow_copy
+
+        why = arrow_copy.unsupported(spark, cfg, info.schema, info.table)
+        if why is None:
+            ranges = key_ranges(conn, info, cfg.load.parallelism)
+            progress(f"{info.qualified}: copying ~{info.estimated_rows:,} rows in {len(ranges)} key ranges")
+            rows = arrow_copy.copy_table(spark, cfg, creds, info, ranges, load, progress)
+            return _copied(info, rows, started, len(ranges), progress)
+        progress(f"{info.qualified}: copied by Spark: {why}")
     name = table_name(cfg, info.schema, info.table)
     own_rows = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
     mode = cfg.tables.mode_of(info.schema, info.table)
@@ -268,11 +278,7 @@ def copy_table(
     ).selectExpr(
         *([source_column_sql(cfg.source.name)] if own_rows else []),
         *(quote_identifier(c.name) for c in info.columns),
-        f"'{modes.COPIED}' AS {modes.OP}",
-        f"CAST({p0_seqno} AS BIGINT) AS {modes.SEQNO}",
-        f"CAST(NULL AS INT) AS {modes.ROWNO}",
-        f"TIMESTAMP '{load.started_at}' AS {modes.COMMIT_TS}",
-        f"{types.spark_string(load.id)} AS {modes.INTERVAL}",
+        *resync.select_items(resync.copied_change_values(p0_seqno, load.started_at, load.id)),
         f"current_timestamp() AS {modes.LOADED_AT}",
         INVALID_DATES_COLUMN,
         *resync.copied_mode_columns(mode, p0_seqno, load.started_at),
@@ -311,10 +317,15 @@ def copy_table(
             publish_version(spark, Target.of(cfg), info.schema, info.table, observed, load.id, None)
     finally:
         watcher.stop()
-    rows = int(observation.get["rows"])
+    return _copied(info, int(observation.get["rows"]), started, len(ranges), progress)
+
+
+def _copied(
+    info: SourceTableInfo, rows: int, started: float, ranges: int, progress: Progress
+) -> TableLoadResult:
     seconds = time.monotonic() - started
     progress(f"{info.qualified}: {rows:,} rows in {seconds:.1f} s ({rows / max(seconds, 1e-9):,.0f} rows/s)")
-    return TableLoadResult(info.qualified, rows, seconds, len(ranges))
+    return TableLoadResult(info.qualified, rows, seconds, ranges)
 
 
 class _ProgressWatcher:

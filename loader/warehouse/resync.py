@@ -17,21 +17,59 @@ from loader.naming import RESERVED_COLUMNS
 from loader.warehouse import types
 from loader.warehouse.tables import PART, quote_identifier
 
+# A constant column's value: a timestamp's is its UTC text.
+Value = bool | int | str | None
 
-def copied_mode_columns(mode: str, seqno: int, started_at: str) -> list[str]:
-    """The select items of a copied row's own columns in ``mode`` (after the change metadata): a
-    live row; a version valid from the load (``seqno``, P0's, and ``started_at``, its start)."""
+
+def copied_mode_values(mode: str, seqno: int, started_at: str) -> list[tuple[str, str, Value]]:
+    """A copied row's own columns in ``mode`` (after the change metadata), as ``(name, Spark
+    type, value)`` (a timestamp's value is its UTC text): a live row; a version valid from the
+    load (``seqno``, P0's, and ``started_at``, its start)."""
     if mode == modes.SOFT_DELETE:
-        return [f"false AS {modes.IS_DELETED}", f"CAST(NULL AS TIMESTAMP) AS {modes.DELETED_AT}"]
+        return [(modes.IS_DELETED, "boolean", False), (modes.DELETED_AT, "timestamp", None)]
     if mode == modes.HISTORY:
         return [
-            f"TIMESTAMP '{started_at}' AS {modes.VALID_FROM}",
-            f"CAST(NULL AS TIMESTAMP) AS {modes.VALID_TO}",
-            f"CAST({seqno} AS BIGINT) AS {modes.VALID_FROM_SEQNO}",
-            f"CAST(NULL AS BIGINT) AS {modes.VALID_TO_SEQNO}",
-            f"true AS {modes.IS_CURRENT}",
+            (modes.VALID_FROM, "timestamp", started_at),
+            (modes.VALID_TO, "timestamp", None),
+            (modes.VALID_FROM_SEQNO, "bigint", seqno),
+            (modes.VALID_TO_SEQNO, "bigint", None),
+            (modes.IS_CURRENT, "boolean", True),
         ]
     return []
+
+
+def copied_change_values(seqno: int, started_at: str, load_id: str) -> list[tuple[str, str, Value]]:
+    """A copied row's change metadata but its load time (``modes.LOADED_AT``, the copy's), as
+    ``(name, Spark type, value)``: a copy at P0 (``seqno``) in the load's start."""
+    return [
+        (modes.OP, "string", modes.COPIED),
+        (modes.SEQNO, "bigint", seqno),
+        (modes.ROWNO, "int", None),
+        (modes.COMMIT_TS, "timestamp", started_at),
+        (modes.INTERVAL, "string", load_id),
+    ]
+
+
+def _literal(kind: str, value: Value) -> str:
+    if value is None:
+        return f"CAST(NULL AS {kind.upper()})"
+    if kind == "timestamp":
+        return f"TIMESTAMP '{value}'"
+    if kind == "boolean":
+        return "true" if value else "false"
+    if kind == "string":
+        return types.spark_string(str(value))
+    return f"CAST({value} AS {kind.upper()})"
+
+
+def select_items(values: list[tuple[str, str, Value]]) -> list[str]:
+    """The select items of ``copied_change_values`` or ``copied_mode_values``."""
+    return [f"{_literal(kind, value)} AS {name}" for name, kind, value in values]
+
+
+def copied_mode_columns(mode: str, seqno: int, started_at: str) -> list[str]:
+    """The select items of ``copied_mode_values``."""
+    return select_items(copied_mode_values(mode, seqno, started_at))
 
 
 def resynced(

@@ -1,0 +1,275 @@
+"""The initial load's copy of a table without Spark's reading and writing (``[load] engine =
+"arrow"``).
+
+Each key range of the table (``initial_load.key_ranges``, ``load.parallelism`` at a time, a
+thread and a source connection each) is read by the native reader (``source_rows``), cast as
+``arrow_types`` says (the values Spark's copy gives) and written as Parquet data files of the new
+table (pyiceberg's writer: Iceberg's column ids, metrics and partition values). Iceberg's own
+catalog API then creates the table with those files in one commit, as Spark's CREATE TABLE … AS
+SELECT does (``iceberg.replace_table``): the same schema, partition spec and properties, format
+version 3 (which pyiceberg reads and writes data for, but cannot commit), and a snapshot whose
+summary names the load. Readers see no table until then.
+
+It copies into a warehouse table that does not exist yet; a re-load (which replaces a table and
+keeps its history) and a table several sources share stay Spark's (``unsupported`` says why).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import itertools
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from loader import modes
+from loader.config import Config
+from loader.driver import pymysql
+from loader.errors import LoadError
+from loader.ledger import Load
+from loader.naming import INVALID_DATES_COLUMN
+from loader.source import Credentials, connect
+from loader.source_rows import row_batches
+from loader.warehouse import arrow_types, iceberg, resync
+from loader.warehouse import types as type_map
+from loader.warehouse.tables import (
+    ICEBERG_CATALOG,
+    ICEBERG_PROPERTIES,
+    MODE_PROPERTY,
+    OWNER_PROPERTY,
+    has_integer_key,
+    quote_identifier,
+    table_name,
+)
+
+Progress = Callable[[str], None]
+
+# The Spark session's zone, in which TIMESTAMP values are read as text (``types.cast_sql``).
+_SESSION = "SET time_zone = '+00:00'"
+_INVALID_DATES_TYPE = "map<string,string>"
+
+
+def unsupported(spark: Any, cfg: Config, schema: str, table: str) -> str | None:
+    """Why this engine leaves the copy of ``schema.table`` to Spark; None when it copies it."""
+    if cfg.tables.route(schema, table) is not None:
+        return "its warehouse table is shared by several sources (tables.routes)"
+    if spark.catalog.tableExists(table_name(cfg, schema, table)):
+        return "it is a re-load of an existing table, which keeps the table's history"
+    return None
+
+
+def _java_map(jvm: Any, items: dict[str, str]) -> Any:
+    out = jvm.java.util.HashMap()
+    for key, value in items.items():
+        out.put(key, value)
+    return out
+
+
+def copy_table(
+    spark: Any,
+    cfg: Config,
+    creds: Credentials,
+    info: Any,
+    ranges: list[str],
+    load: Load,
+    progress: Progress,
+) -> int:
+    """Copy ``info`` (an ``initial_load.SourceTableInfo``) read in key ``ranges`` (predicates on
+    the key aliases ``k0, k1, ...``) into its new warehouse table; the rows copied."""
+    wh = cfg.warehouse
+    mode = cfg.tables.mode_of(info.schema, info.table)
+    columns = [(c.name, type_map.spark_type(c.mysql_type)) for c in info.columns]
+    constants = resync.copied_change_values(load.seqno, load.started_at, load.id)
+    constants.append((modes.LOADED_AT, "timestamp", _now_text()))
+    after = resync.copied_mode_values(mode, load.seqno, load.started_at)
+    every = [
+        *columns,
+        *((n, k) for n, k, _ in constants),
+        (INVALID_DATES_COLUMN, _INVALID_DATES_TYPE),
+        *((n, k) for n, k, _ in after),
+    ]
+    arrow_schema = pa.schema([pa.field(n, arrow_types.arrow_type(k)) for n, k in every])
+    properties = {
+        **ICEBERG_PROPERTIES,
+        OWNER_PROPERTY: cfg.source.name,
+        MODE_PROPERTY: mode,
+        "format-version": str(wh.iceberg_format_version),
+        "owner": spark.sparkContext.sparkUser(),  # as Spark's CREATE TABLE sets it
+    }
+    created = _create_table_transaction(spark, cfg, info, every, properties)
+    table = created.table()
+    files = _DataFiles(_pyiceberg_metadata(spark, table), table.location())
+    select = ", ".join(
+        [
+            *(arrow_types.select_sql(quote_identifier(c.name), c.mysql_type) for c in info.columns),
+            *(f"{quote_identifier(k)} AS k{i}" for i, k in enumerate(info.key)),
+        ]
+    )
+    source_sql = f"SELECT * FROM (SELECT {select} FROM {info.sql_name}) AS loader_copy"
+    width = len(info.columns) + len(info.key)
+
+    def batch_table(values: list[pa.Array]) -> pa.Table:
+        rows = len(values[0])
+        out, lost = [], []
+        for column, raw in zip(info.columns, values, strict=False):
+            typed, flags = arrow_types.to_arrow(raw, column.mysql_type)
+            out.append(typed)
+            if flags is not None:
+                lost.append((column.name, raw.cast(pa.large_string()), flags))
+        out += [_repeat(kind, value, rows) for _, kind, value in constants]
+        out.append(arrow_types.invalid_dates(lost, rows))
+        out += [_repeat(kind, value, rows) for _, kind, value in after]
+        return pa.Table.from_arrays(out, schema=arrow_schema)
+
+    copied = [0]
+    lock = threading.Lock()
+
+    def copy_range(predicate: str) -> tuple[int, list[tuple[str, str]]]:
+        conn = connect(creds, read_timeout=None)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(_SESSION)
+            rows = 0
+            written: list[tuple[str, str]] = []
+            for values in row_batches(conn, f"{source_sql} WHERE {predicate}", width):
+                batch = batch_table(values)
+                rows += batch.num_rows
+                written += files.write(batch)
+        except (pymysql.err.Error, ValueError, pa.ArrowException) as exc:
+            raise LoadError(
+                f"{info.qualified}: the copy of key range {predicate} failed: {exc}. Nothing of the "
+                "table was committed; run the load again once the cause is mended"
+            ) from exc
+        finally:
+            conn.close()
+        with lock:
+            copied[0] += 1
+            progress(f"{info.qualified}: {copied[0]}/{len(ranges)} key ranges copied")
+        return rows, written
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, cfg.load.parallelism)) as pool:
+        parts = list(pool.map(copy_range, ranges))
+    summary = {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id}
+    _commit(spark, created, [f for _, written in parts for f in written], summary)
+    return sum(rows for rows, _ in parts)
+
+
+def _now_text() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _create_table_transaction(
+    spark: Any, cfg: Config, info: Any, columns: list[tuple[str, str]], properties: dict[str, str]
+) -> Any:
+    """Iceberg's transaction creating the warehouse table of ``info`` with ``columns`` (name,
+    Spark type), as Spark's CREATE TABLE … AS SELECT creates it: the schema converted from
+    Spark's (every column optional), the key's partition transform
+    (``tables.iceberg_partitioning``), the catalog's default location."""
+    jvm = spark._jvm
+    iceberg_api = jvm.org.apache.iceberg
+    ddl = ", ".join(f"{quote_identifier(n)} {k}" for n, k in columns)
+    struct = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).asNullable()
+    schema = iceberg_api.spark.SparkSchemaUtil.convert(struct)
+    partition_rows, buckets = cfg.warehouse.partitioning(info.schema, info.table)
+    spec = iceberg_api.PartitionSpec.builderFor(schema)
+    if has_integer_key(info.columns, info.key):
+        spec = spec.truncate(info.key[0], partition_rows)
+    else:
+        spec = spec.bucket(info.key[0], buckets)
+    catalog = iceberg_api.spark.Spark3Util.loadIcebergCatalog(spark._jsparkSession, ICEBERG_CATALOG)
+    levels = spark.sparkContext._gateway.new_array(jvm.java.lang.String, 1)
+    levels[0] = cfg.warehouse.database
+    identifier = iceberg_api.catalog.TableIdentifier.of(
+        iceberg_api.catalog.Namespace.of(levels), cfg.tables.warehouse_name(info.schema, info.table)
+    )
+    return catalog.newCreateTableTransaction(identifier, schema, spec.build(), _java_map(jvm, properties))
+
+
+def _pyiceberg_metadata(spark: Any, table: Any) -> Any:
+    """The metadata of the table being created, as pyiceberg reads it (its writer's input)."""
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    parser = spark._jvm.org.apache.iceberg.TableMetadataParser
+    return TableMetadataUtil.parse_raw(parser.toJson(table.operations().current()))
+
+
+class _DataFiles:
+    """Writes a table's rows as Parquet data files under its location, as Iceberg's writers lay
+    them out: a file per partition a batch has rows of, the columns carrying their Iceberg ids;
+    compressed as the table's properties say."""
+
+    def __init__(self, metadata: Any, location: str) -> None:
+        from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+        self._metadata = metadata
+        self._location = location.rstrip("/")
+        self._schema = schema_to_pyarrow(metadata.schema(), include_field_ids=True)
+        self._files = itertools.count()
+        self._prefix = uuid.uuid4()
+        properties = metadata.properties
+        level = properties.get("write.parquet.compression-level")
+        self._options = {
+            "compression": properties.get("write.parquet.compression-codec", "zstd"),
+            "compression_level": int(level) if level else None,
+        }
+
+    def write(self, batch: pa.Table) -> list[tuple[str, str]]:
+        """Write ``batch``; each file's path (a URI, as the table's location) and partition path."""
+        import pyarrow.fs as pafs
+        import pyarrow.parquet as pq
+        from pyiceberg.io.pyarrow import _determine_partitions
+
+        spec, schema = self._metadata.spec(), self._metadata.schema()
+        fs, root = pafs.FileSystem.from_uri(self._location)
+        out = []
+        for part in _determine_partitions(spec=spec, schema=schema, arrow_table=batch):
+            folder = spec.partition_to_path(part.partition_key.partition, schema)
+            name = f"{next(self._files):05d}-{self._prefix}.parquet"
+            fs.create_dir(f"{root}/data/{folder}", recursive=True)
+            rows = part.arrow_table_partition.cast(self._schema)
+            pq.write_table(rows, f"{root}/data/{folder}/{name}", filesystem=fs, **self._options)
+            out.append((f"{self._location}/data/{folder}/{name}", folder))
+        return out
+
+
+def _commit(spark: Any, created: Any, files: list[tuple[str, str]], summary: dict[str, str]) -> None:
+    """Append the data files (path, partition path) in the snapshot creating the table, with
+    ``summary`` in its summary; each file's metrics read from its footer as Iceberg's Spark
+    writer keeps them (the table's metrics settings)."""
+    jvm = spark._jvm
+    iceberg_api = jvm.org.apache.iceberg
+    table = created.table()
+    spec = table.spec()
+    metrics = iceberg_api.MetricsConfig.forTable(table)
+    append = created.newAppend()
+    for path, partition in files:
+        source = table.io().newInputFile(path)
+        append.appendFile(
+            iceberg_api.DataFiles.builder(spec)
+            .withInputFile(source)
+            .withFormat(iceberg_api.FileFormat.PARQUET)
+            .withMetrics(iceberg_api.parquet.ParquetUtil.fileMetrics(source, metrics))
+            .withPartitionPath(partition)
+            .build()
+        )
+    for key, value in summary.items():
+        append.set(key, value)
+    append.commit()
+    created.commitTransaction()
+
+
+def _repeat(kind: str, value: resync.Value, rows: int) -> pa.Array:
+    """A constant column of ``rows`` rows (a timestamp's value is its UTC text)."""
+    target = arrow_types.arrow_type(kind)
+    if value is None:
+        return pa.nulls(rows, target)
+    if kind == "timestamp":
+        one = pa.array([value], pa.large_string()).cast(pa.timestamp("us")).cast(target)
+    else:
+        one = pa.array([value], target)
+    return one.take(pa.array(np.zeros(rows, np.int32)))

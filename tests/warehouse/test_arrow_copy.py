@@ -1,0 +1,152 @@
+"""The copy without Spark (``[load] engine = "arrow"``) gives the tables Spark's copy gives: the
+same Iceberg schema, partition spec and properties, and the same value in every column of every
+row, for every type of the type map; Spark then merges changes into them as into its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loader.config import Config
+from loader.ledger import Ledger
+from loader.naming import INVALID_DATES_COLUMN as INVALID
+from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.tables import table_name
+from tests.conftest import MariaDB, assert_equal_to_source, delta, iceberg_table
+from tests.warehouse.test_initial_load import ALL_TYPES, ALL_TYPES_ROWS
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# Beside the type map's table: the values at the edges of what Spark and Arrow read alike, and
+# a key that is not an integer (its table is partitioned by hash buckets, not key ranges).
+EDGES = """CREATE TABLE ac.edges (
+    id INT PRIMARY KEY, si SMALLINT, su SMALLINT UNSIGNED, mi MEDIUMINT, mu MEDIUMINT UNSIGNED,
+    iu INT UNSIGNED, f FLOAT, db DOUBLE, d DATE, dtm DATETIME, ts TIMESTAMP(6) NULL,
+    dp DECIMAL(38,10), y YEAR, vc VARCHAR(10)
+)"""
+EDGES_ROWS = [
+    "(1, -32768, 65535, -8388608, 16777215, 4294967295, 3.1415927, 0.30000000000000004, '2024-02-30',"
+    " '2023-02-29 12:00:00', '2038-01-19 03:14:07.999999',"
+    " -9999999999999999999999999999.9999999999, 1901, 'NULL')",
+    "(2, 0, 0, 0, 0, 0, 1e-45, 5e-324, '0000-01-01', '2024-00-15 00:00:00', '1970-01-01 00:00:01.000001',"
+    " 0.0000000001, 0, '')",
+    "(3, 1, 1, 1, 1, 1, -3.4028235e38, -1.7976931348623157e308, '9999-12-31', '0000-01-01 00:00:00',"
+    " '0000-00-00 00:00:00', 1, 2155, '\\\\N')",
+    "(4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '2024-12-00', '1000-01-01 00:00:00', NULL, NULL, NULL, NULL)",
+]
+WORDS = "CREATE TABLE ac.words (w VARCHAR(20) PRIMARY KEY, n INT, d DATE)"
+WORDS_ROWS = ["('a', 1, '2024-01-01')", "('b', NULL, '0000-00-00')", "('c', 3, NULL)"]
+
+
+def _config(mariadb: MariaDB, tmp_path: Path, spark_config: Config, database: str, engine: str) -> Config:
+    base = mariadb.config(tmp_path / database, tables={"include": '["ac.*"]'})
+    return dataclasses.replace(
+        base,
+        warehouse=dataclasses.replace(spark_config.warehouse, database=database, partition_rows=2, buckets=4),
+        load=dataclasses.replace(base.load, engine=engine, parallelism=2),
+    )
+
+
+def _iceberg_layout(cfg: Config, table: str) -> dict[str, Any]:
+    """What a reader of the table's metadata sees of its layout: schema, spec, sort order,
+    properties, location (the table's own name aside)."""
+    loaded = iceberg_table(cfg, "ac", table)
+    metadata = loaded.metadata
+    return {
+        "schema": json.loads(loaded.schema().model_dump_json()),
+        "spec": json.loads(loaded.spec().model_dump_json()),
+        "sort_order": json.loads(loaded.sort_order().model_dump_json()),
+        "format_version": metadata.format_version,
+        "properties": dict(metadata.properties),
+        "location": loaded.location().replace(f"/{cfg.warehouse.database}/", "/<db>/"),
+        "summary": {
+            k: v
+            for k, v in (metadata.current_snapshot().summary.additional_properties or {}).items()
+            if k.startswith("loader.") and k != "loader.load"
+        },
+    }
+
+
+def _rows_as_json(spark: Any, name: str) -> list[str]:
+    """Every row of a table as JSON text, but what names its load (the text keeps -0.0's sign,
+    every digit of a float and a map's entries)."""
+    frame = spark.table(name).drop("_loaded_at", "_interval", "_commit_ts")
+    return sorted(r[0] for r in frame.selectExpr("to_json(struct(*))").collect())
+
+
+def test_the_arrow_copy_gives_the_tables_spark_copy_gives(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ac",
+        "CREATE DATABASE ac",
+        ALL_TYPES.replace("il.", "ac."),
+        EDGES,
+        WORDS,
+        "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'",
+        *(f"INSERT INTO ac.types VALUES {r}" for r in ALL_TYPES_ROWS),
+        *(f"INSERT INTO ac.edges VALUES {r}" for r in EDGES_ROWS),
+        *(f"INSERT INTO ac.words VALUES {r}" for r in WORDS_ROWS),
+    )
+    by_spark = _config(mariadb, tmp_path, spark_config, "ac_spark", "spark")
+    by_arrow = _config(mariadb, tmp_path, spark_config, "ac_arrow", "arrow")
+    said: list[str] = []
+    loads = {
+        "spark": run_initial_load(spark, by_spark, progress=lambda _: None),
+        "arrow": run_initial_load(spark, by_arrow, progress=said.append),
+    }
+    copied = {engine: {t.table: t.rows for t in s.tables} for engine, s in loads.items()}
+    assert copied["arrow"] == copied["spark"] == {"ac.edges": 4, "ac.types": 3, "ac.words": 3}
+    assert loads["arrow"].p0 == loads["spark"].p0  # the same rows' seqno
+    assert not [line for line in said if "copied by Spark" in line], said
+    for table in ("types", "edges", "words"):
+        assert _iceberg_layout(by_arrow, table) == _iceberg_layout(by_spark, table), table
+        arrow_rows = _rows_as_json(spark, table_name(by_arrow, "ac", table))
+        spark_rows = _rows_as_json(spark, table_name(by_spark, "ac", table))
+        for mine, theirs in zip(arrow_rows, spark_rows, strict=True):
+            assert json.loads(mine) == json.loads(theirs), table
+            assert mine == theirs, table
+    # Each row names the copy that wrote it: the load, its start.
+    (load,) = [ld for ld in Ledger.of(by_arrow).loads() if ld.id == loads["arrow"].load_id]
+    named = spark.sql(
+        f"SELECT DISTINCT _interval, _commit_ts, _op FROM {table_name(by_arrow, 'ac', 'words')}"
+    )
+    assert [tuple(r) for r in named.collect()] == [(load.id, dt.datetime.fromisoformat(load.started_at), "r")]
+    # Invalid dates: NULL, their text kept, as Spark's copy keeps it.
+    (edge,) = spark.table(table_name(by_arrow, "ac", "edges")).where("id = 1").select("d", INVALID).collect()
+    assert tuple(edge) == (None, {"d": "2024-02-30", "dtm": "2023-02-29 12:00:00"})
+
+
+def test_spark_merges_changes_into_a_table_the_arrow_copy_made_and_a_re_load_is_sparks(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ac",
+        "CREATE DATABASE ac",
+        "CREATE TABLE ac.items (id BIGINT PRIMARY KEY, v VARCHAR(20), at DATETIME(3))",
+        *(
+            f"INSERT INTO ac.items VALUES ({i}, 'v{i}', '2024-05-0{i % 9 + 1} 10:00:00.{i:03d}')"
+            for i in range(1, 41)
+        ),
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "ac_merged", "arrow")
+    said: list[str] = []
+    run_initial_load(spark, cfg, progress=said.append)
+    assert "ac.items: 2/2 key ranges copied" in said
+    mariadb.execute(
+        "UPDATE ac.items SET v = 'changed' WHERE id % 3 = 0",
+        "DELETE FROM ac.items WHERE id % 7 = 0",
+        "INSERT INTO ac.items VALUES (100, 'new', NULL)",
+    )
+    delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+    # A re-load replaces the table and keeps its history: Spark's copy does it, and says so.
+    said.clear()
+    run_initial_load(spark, cfg, only=["ac.items"], progress=said.append)
+    assert any("ac.items: copied by Spark: it is a re-load" in line for line in said), said
+    assert_equal_to_source(spark, cfg)
