@@ -14,7 +14,9 @@ hours. Every statement's affected rows are counted (an update is two change rows
 
 Timed with the wall clock, each in a process of its own (``bench/delta_cycle.py``'s runner):
 
-- ``loader initial-load``: the tables' rows copied into the warehouse (rows/s, and per core);
+- ``loader initial-load``: the tables' rows copied into the warehouse (rows/s, and per core),
+  with each ``[load] engine`` of ``--load-engine`` (default both, Spark's then Arrow's, each into
+  a warehouse of its own; the cycle runs on the last one's), and the ratio of the two;
 - ``loader run-once``: plan, extract, materialise, split as ``bench/delta_cycle.py`` splits it
   (start, plan, extract, Spark start and bookkeeping, each table's merge).
 
@@ -34,7 +36,7 @@ published figure for MySQL CDC into Iceberg (940 changes/s per vCPU); the target
 the initial load at least 100,000 rows/s per core.
 
     .venv/bin/python bench/oltp_cycle.py [--tables 10] [--rows 200000] [--changes 1000000]
-        [--merge-tables-at-once N]
+        [--merge-tables-at-once N] [--load-engine spark,arrow]
 """
 
 from __future__ import annotations
@@ -216,6 +218,12 @@ def main() -> None:
     parser.add_argument(
         "--merge-tables-at-once", type=int, help="[spark] merge_tables_at_once (default: the loader's)"
     )
+    parser.add_argument(
+        "--load-engine",
+        default="spark,arrow",
+        help="[load] engine of the initial load, or several comma-separated, each loading its own "
+        "warehouse (the cycle runs on the last one's); default: spark,arrow",
+    )
     parser.add_argument("--reference-copy", metavar="FOLDER", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -239,19 +247,26 @@ def main() -> None:
             f"source: {args.tables} tables bench.oltp* of {len(COLUMNS)} columns, {args.rows:,} rows each, "
             f"{time.perf_counter() - t0:.1f} s"
         )
-        config = write_config(tmp / "iceberg", "iceberg", port, include="bench.oltp*")
-        if args.merge_tables_at_once is not None:  # [spark] is the file's last section
-            with open(config, "a", encoding="utf-8") as f:
-                f.write(f"merge_tables_at_once = {args.merge_tables_at_once}\n")
-        done = loader("initial-load", "--output", "json", config=config, cwd=config.parent).check()
-        loaded = done.json()
-        copied = sum(int(t["rows"]) for t in loaded["tables"])
-        assert copied == total_rows, f"the initial load copied {copied:,} rows, not {total_rows:,}"
-        load_rate = copied / done.seconds / cores
-        print(
-            f"initial load: {copied:,} rows in {done.seconds:.1f} s wall = {copied / done.seconds:,.0f} rows/s, "
-            f"{load_rate:,.0f} per core"
-        )
+        loads = {}
+        for engine in args.load_engine.split(","):  # the last one's warehouse goes on
+            config = write_config(tmp / f"iceberg-{engine}", "iceberg", port, include="bench.oltp*")
+            with open(config, "a", encoding="utf-8") as f:  # [spark] is the file's last section
+                if args.merge_tables_at_once is not None:
+                    f.write(f"merge_tables_at_once = {args.merge_tables_at_once}\n")
+                f.write(f'\n[load]\nengine = "{engine}"\n')
+            done = loader("initial-load", "--output", "json", config=config, cwd=config.parent).check()
+            copied = sum(int(t["rows"]) for t in done.json()["tables"])
+            assert copied == total_rows, f"the initial load copied {copied:,} rows, not {total_rows:,}"
+            loads[engine] = done
+            print(
+                f"initial load ([load] engine = {engine}): {copied:,} rows in {done.seconds:.1f} s wall = "
+                f"{copied / done.seconds:,.0f} rows/s, {copied / done.seconds / cores:,.0f} per core"
+            )
+        if "spark" in loads and "arrow" in loads:
+            print(
+                f"ratio engine arrow / engine spark (rows/s): {loads['spark'].seconds / loads['arrow'].seconds:.2f}x"
+            )
+        load_rate = total_rows / done.seconds / cores
         t0 = time.perf_counter()
         child = [
             "--reference-copy",
@@ -310,7 +325,7 @@ def main() -> None:
         for name, value, target, better in (
             ("cycle seconds", cycle.seconds, CYCLE_TARGET, "<="),
             ("merges seconds", cycle.merge_span, MERGE_TARGET, "<="),
-            ("initial load rows/s per core", load_rate, LOAD_TARGET, ">="),
+            (f"initial load (engine {engine}) rows/s per core", load_rate, LOAD_TARGET, ">="),
         ):
             met = value <= target if better == "<=" else value >= target
             print(

@@ -130,7 +130,7 @@ def copy_table(
     lock = threading.Lock()
 
     def copy_range(predicate: str) -> tuple[int, list[tuple[str, str]]]:
-        conn = connect(creds, read_timeout=None)
+        conn = connect(creds)
         try:
             with conn.cursor() as cur:
                 cur.execute(_SESSION)

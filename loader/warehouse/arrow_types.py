@@ -78,15 +78,14 @@ def to_arrow(values: pa.Array, mysql_type: str) -> tuple[pa.Array, pa.Array | No
     if spark == "string":
         return text, None
     if base in types.DATE_KINDS:
-        valid = valid_dates(text)
+        # UTC text (TIMESTAMP's) read as such, then marked as UTC.
+        read = pa.timestamp("us") if base == "timestamp" else target
+        try:
+            return text.cast(read).cast(target), None  # every value on the calendar (Arrow checks)
+        except pa.ArrowInvalid:
+            valid = valid_dates(text)
         lost = pc.and_(pc.is_valid(text), pc.invert(valid))
-        if pc.any(lost).as_py():
-            text = pc.if_else(valid, text, pa.scalar(None, pa.large_string()))
-        else:
-            lost = None
-        if base == "timestamp":  # UTC text: read as such, then marked as UTC
-            return text.cast(pa.timestamp("us")).cast(target), lost
-        return text.cast(target), lost
+        return pc.if_else(valid, text, pa.scalar(None, pa.large_string())).cast(read).cast(target), lost
     if base == "float":
         return text.cast(pa.float64()).cast(target), None
     return text.cast(target), None
