@@ -47,7 +47,7 @@ CATALOGS = ("derby", "hive")
 # "": the Iceberg catalog follows `catalog` (the embedded SQLite file, or the Hive metastore).
 ICEBERG_CATALOGS = ("", "jdbc", "rest")
 TABLE_FORMATS = ("hive", "iceberg")
-LOAD_ENGINES = ("spark", "arrow")
+LOAD_ENGINES = ("arrow", "spark")
 # What staging.uri and warehouse.dir may name.
 STORAGE_SCHEMES = ("file", "s3", "hdfs")
 # Where make setup puts the pinned jars Spark runs with (infra/jars/fetch.sh).
@@ -224,12 +224,13 @@ class WarehouseConfig:
 class LoadConfig:
     """How the initial load copies the source's tables, in key ranges."""
 
-    # "spark": Spark reads each table over JDBC in its executors and writes it. "arrow": the
-    # job's Python process reads the rows (the native reader), casts them with Arrow and writes
-    # Parquet files (pyiceberg's writer), which Iceberg's API commits as the new table; for
-    # Iceberg tables in a local warehouse.dir (a re-load of an existing table and a table
-    # shared by sources stay Spark's).
-    engine: str = "spark"
+    # "arrow": the job's Python process reads each table's rows (the native reader), casts them
+    # with Arrow as Spark would and writes the Parquet files (pyiceberg's writer), which
+    # Iceberg's API commits as the new table; for a new Iceberg table in a local warehouse.dir
+    # (a re-load of an existing table, a table shared by sources, a Hive-format or remote
+    # warehouse: Spark's copy, and the load says so). "spark": Spark reads each table over JDBC
+    # in its executors and writes it.
+    engine: str = "arrow"
 
     # A JDBC driver jar besides the pinned ones ([spark] jars has MariaDB's, which reads MySQL
     # servers too); empty for none.
@@ -706,11 +707,6 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
             f"{origin}: spark.quick_compiler_changes and quick_compiler_table_rows must be >= 0 (or -1: never)"
         )
     _one_of(cfg.load.engine, LOAD_ENGINES, "load.engine", origin)
-    if cfg.load.engine == "arrow" and (wh.format != "iceberg" or wh.scheme != "file"):
-        raise ConfigError(
-            f"{origin}: load.engine = 'arrow' copies into Iceberg tables in a local warehouse.dir "
-            f"(warehouse.format = 'iceberg'; got format {wh.format!r}, dir {wh.dir!r}); use engine = 'spark'"
-        )
     if cfg.load.parallelism < 1 or cfg.load.fetch_size < 1:
         raise ConfigError(f"{origin}: load.parallelism and load.fetch_size must be >= 1")
     if not wh.database.replace("_", "").isalnum():

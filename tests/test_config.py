@@ -87,19 +87,7 @@ def test_password_comes_from_the_named_environment_variable(monkeypatch: pytest.
         ({"LOADER__SPARK__MERGE_TABLES_AT_ONCE": "0"}, "spark.merge_tables_at_once must be >= 1"),
         (
             {"LOADER__LOAD__ENGINE": "duckdb"},
-            "load.engine = 'duckdb' is not accepted; accepted values: spark, arrow",
-        ),
-        (
-            {"LOADER__LOAD__ENGINE": "arrow", "LOADER__WAREHOUSE__FORMAT": "hive"},
-            "load.engine = 'arrow' copies into Iceberg tables in a local warehouse.dir",
-        ),
-        (
-            {
-                "LOADER__LOAD__ENGINE": "arrow",
-                "LOADER__WAREHOUSE__DIR": "s3://b/wh",
-                "LOADER__WAREHOUSE__METASTORE_DIR": "/tmp/m",
-            },
-            "load.engine = 'arrow' copies into Iceberg tables in a local warehouse.dir",
+            "load.engine = 'duckdb' is not accepted; accepted values: arrow, spark",
         ),
         (
             {"LOADER__SOURCE__ALERT_LAG_SECONDS": "-1"},

@@ -10,8 +10,9 @@ SELECT does (``iceberg.replace_table``): the same schema, partition spec and pro
 version 3 (which pyiceberg reads and writes data for, but cannot commit), and a snapshot whose
 summary names the load. Readers see no table until then.
 
-It copies into a warehouse table that does not exist yet; a re-load (which replaces a table and
-keeps its history) and a table several sources share stay Spark's (``unsupported`` says why).
+It copies into a new Iceberg table in a local warehouse folder; a re-load (which replaces a table
+and keeps its history), a table several sources share, Hive-format tables and a warehouse on S3
+or HDFS stay Spark's (``unsupported`` says why).
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ _INVALID_DATES_TYPE = "map<string,string>"
 
 def unsupported(spark: Any, cfg: Config, schema: str, table: str) -> str | None:
     """Why this engine leaves the copy of ``schema.table`` to Spark; None when it copies it."""
+    if cfg.warehouse.format != "iceberg":
+        return f"the warehouse tables are {cfg.warehouse.format}-format (this engine writes Iceberg tables)"
+    if cfg.warehouse.scheme != "file":
+        return f"the warehouse is not on local disk ({cfg.warehouse.dir}; this engine writes local files)"
     if cfg.tables.route(schema, table) is not None:
         return "its warehouse table is shared by several sources (tables.routes)"
     if spark.catalog.tableExists(table_name(cfg, schema, table)):

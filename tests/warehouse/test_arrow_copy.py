@@ -45,8 +45,11 @@ WORDS_ROWS = ["('a', 1, '2024-01-01')", "('b', NULL, '0000-00-00')", "('c', 3, N
 
 def _config(mariadb: MariaDB, tmp_path: Path, spark_config: Config, database: str, engine: str) -> Config:
     base = mariadb.config(tmp_path / database, tables={"include": '["ac.*"]'})
+    # Each mode's own columns: a soft_delete table's, a history table's.
+    modes = {"ac.edges": "soft_delete", "ac.words": "history"}
     return dataclasses.replace(
         base,
+        tables=dataclasses.replace(base.tables, modes=modes),
         warehouse=dataclasses.replace(spark_config.warehouse, database=database, partition_rows=2, buckets=4),
         load=dataclasses.replace(base.load, engine=engine, parallelism=2),
     )
@@ -75,7 +78,7 @@ def _iceberg_layout(cfg: Config, table: str) -> dict[str, Any]:
 def _rows_as_json(spark: Any, name: str) -> list[str]:
     """Every row of a table as JSON text, but what names its load (the text keeps -0.0's sign,
     every digit of a float and a map's entries)."""
-    frame = spark.table(name).drop("_loaded_at", "_interval", "_commit_ts")
+    frame = spark.table(name).drop("_loaded_at", "_interval", "_commit_ts", "_valid_from")
     return sorted(r[0] for r in frame.selectExpr("to_json(struct(*))").collect())
 
 

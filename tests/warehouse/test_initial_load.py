@@ -220,10 +220,10 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
 def test_each_key_range_is_written_by_the_task_that_read_it_where_ranges_follow_partitions(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    """Iceberg: an integer key's ranges are spans of the key the table is partitioned by, so
-    each range's rows are written where they were read (a file per range and partition it covers,
-    in parallel) instead of being gathered a partition per task; a table bucketed by a text key
-    keeps one file per bucket. The rows are the source's either way."""
+    """Spark's copy into Iceberg: an integer key's ranges are spans of the key the table is
+    partitioned by, so each range's rows are written where they were read (a file per range and
+    partition it covers, in parallel) instead of being gathered a partition per task; a table
+    bucketed by a text key keeps one file per bucket. The rows are the source's either way."""
     from tests.conftest import iceberg_table
 
     mariadb.execute(
@@ -234,7 +234,7 @@ def test_each_key_range_is_written_by_the_task_that_read_it_where_ranges_follow_
         "INSERT INTO il.ints SELECT seq, CONCAT('v', seq), seq FROM il.seq_1_to_3000",
         "INSERT INTO il.words SELECT CONCAT('w', seq), seq FROM il.seq_1_to_500",
     )
-    cfg = _config(mariadb, tmp_path, spark_config, "il", "il_ranges", parallelism=3)
+    cfg = _config(mariadb, tmp_path, spark_config, "il", "il_ranges", parallelism=3, engine="spark")
     cfg = dataclasses.replace(
         cfg, warehouse=dataclasses.replace(cfg.warehouse, format="iceberg", partition_rows=2000)
     )
@@ -296,7 +296,7 @@ def test_the_first_load_copies_every_selected_table(
 
 
 def test_a_million_rows_stream_through_a_small_driver(mariadb: MariaDB, tmp_path: Path) -> None:
-    """1,000,000 rows of ~400 bytes (~400 MB) in one key range through a 512 MB Spark driver:
+    """Spark's copy: 1,000,000 rows of ~400 bytes (~400 MB) in one key range through a 512 MB driver:
     it only works if the copy streams, since the rows alone would not fit."""
     import json
     import os
@@ -313,7 +313,7 @@ def test_a_million_rows_stream_through_a_small_driver(mariadb: MariaDB, tmp_path
         tmp_path,
         "big",
         "ilbig.*",
-        more='[load]\nparallelism = 1\n[spark]\nconf = { "spark.driver.memory" = "512m", "spark.sql.shuffle.partitions" = "2" }\n',
+        more='[load]\nengine = "spark"\nparallelism = 1\n[spark]\nconf = { "spark.driver.memory" = "512m", "spark.sql.shuffle.partitions" = "2" }\n',
     )
     loader = str(Path(sys.executable).with_name("loader"))
     env = {**os.environ, "LOADER_TEST_PASSWORD": mariadb.password}
