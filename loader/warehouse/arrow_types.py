@@ -45,7 +45,7 @@ def arrow_type(spark_type: str) -> pa.DataType:
     if spark_type.startswith("decimal("):
         precision, _, scale = spark_type[len("decimal(") : -1].partition(",")
         return pa.decimal128(int(precision), int(scale))
-    if spark_type.startswith("map<string,string>") or spark_type == "map<string, string>":
+    if spark_type == "map<string,string>":  # naming.INVALID_DATES_COLUMN's
         return pa.map_(pa.large_string(), pa.large_string())
     return _ARROW[spark_type]
 
@@ -58,7 +58,7 @@ def select_sql(column: str, mysql_type: str) -> str:
 
 
 def valid_dates(text: pa.Array) -> pa.Array:
-    """Whether each DATE, DATETIME or TIMESTAMP text's date is on the calendar (NULL for NULL):
+    """Whether each DATE, DATETIME or TIMESTAMP text's date is on the calendar (false for NULL):
     its date part read and written back unchanged (the reading rolls February 30th over)."""
     day = pc.utf8_slice_codeunits(text, 0, 10)
     read = pc.strptime(day, format=_DATE, unit="s", error_is_null=True)
