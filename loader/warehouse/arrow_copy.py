@@ -205,8 +205,8 @@ def _pyiceberg_metadata(spark: Any, table: Any) -> Any:
 
 class _DataFiles:
     """Writes a table's rows as Parquet data files under its location, as Iceberg's writers lay
-    them out: a file per partition a batch has rows of, the columns carrying their Iceberg ids;
-    compressed as the table's properties say."""
+    them out: a file per partition a batch has rows of (``tables.iceberg_partitioning``'s one
+    field), the columns carrying their Iceberg ids; compressed as the table's properties say."""
 
     def __init__(self, metadata: Any, location: str) -> None:
         from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -227,19 +227,32 @@ class _DataFiles:
         """Write ``batch``; each file's path (a URI, as the table's location) and partition path."""
         import pyarrow.fs as pafs
         import pyarrow.parquet as pq
-        from pyiceberg.io.pyarrow import _determine_partitions
 
-        spec, schema = self._metadata.spec(), self._metadata.schema()
         fs, root = pafs.FileSystem.from_uri(self._location)
         out = []
-        for part in _determine_partitions(spec=spec, schema=schema, arrow_table=batch):
-            folder = spec.partition_to_path(part.partition_key.partition, schema)
+        for folder, rows in self._partitions(batch):
             name = f"{next(self._files):05d}-{self._prefix}.parquet"
             fs.create_dir(f"{root}/data/{folder}", recursive=True)
-            rows = part.arrow_table_partition.cast(self._schema)
-            pq.write_table(rows, f"{root}/data/{folder}/{name}", filesystem=fs, **self._options)
+            pq.write_table(
+                rows.cast(self._schema), f"{root}/data/{folder}/{name}", filesystem=fs, **self._options
+            )
             out.append((f"{self._location}/data/{folder}/{name}", folder))
         return out
+
+    def _partitions(self, batch: pa.Table) -> list[tuple[str, pa.Table]]:
+        """The batch's rows by partition (the table's one partition field), with each one's path.
+        A key range within one partition (the common case) is written as it is."""
+        import pyarrow.compute as pc
+        from pyiceberg.typedef import Record
+
+        spec, schema = self._metadata.spec(), self._metadata.schema()
+        (field,) = spec.fields
+        source = schema.find_field(field.source_id)
+        values = field.transform.pyarrow_transform(source.field_type)(batch.column(source.name))
+        found = pc.unique(values).to_pylist()
+        if len(found) == 1:
+            return [(spec.partition_to_path(Record(found[0]), schema), batch)]
+        return [(spec.partition_to_path(Record(v), schema), batch.filter(pc.equal(values, v))) for v in found]
 
 
 def _commit(spark: Any, created: Any, files: list[tuple[str, str]], summary: dict[str, str]) -> None:
