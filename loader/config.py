@@ -245,6 +245,16 @@ class LoadConfig:
     fetch_size: int = 10_000
 
 
+def arrow_engine_problem(wh: WarehouseConfig) -> str | None:
+    """Why ``[load] engine = "arrow"`` leaves every copy into this warehouse to Spark; None when
+    it copies new tables into it."""
+    if wh.format != "iceberg":
+        return f"the warehouse tables are {wh.format}-format (this engine writes Iceberg tables)"
+    if wh.scheme != "file":
+        return f"the warehouse is not on local disk ({wh.dir}; this engine writes local files)"
+    return None
+
+
 @dataclass(frozen=True)
 class SparkConfig:
     """How Spark jobs are started."""

@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 from loader import crashpoints, lease, scratch
 from loader.aws import keys_env
-from loader.config import Config, WarehouseConfig
+from loader.config import Config, WarehouseConfig, arrow_engine_problem
 from loader.errors import (
     REPORTED,
     ConfigError,
@@ -310,6 +310,16 @@ def materialize_size(warehouse: WarehouseConfig, ledger: Ledger, intervals: list
     return JobSize(sum(i.changes or 0 for i in pending), sum(known[name] for name in touched))
 
 
+def initial_load_size(cfg: Config, ledger: Ledger) -> JobSize | None:
+    """A first load the arrow engine copies is a job that is mostly its start: the rows are read,
+    cast and written in Python, the JVM only creates and commits the tables. Sized as nothing, it
+    runs on the quick compiler. Other loads are not sized: Spark copies a table that exists (a
+    re-load) or is shared, and such a copy may be long."""
+    if cfg.load.engine != "arrow" or arrow_engine_problem(cfg.warehouse) or cfg.tables.routes:
+        return None
+    return JobSize(0, 0) if ledger.checkpoint() is None else None
+
+
 def changed_tables(cfg: Config, interval_id: str | None) -> list[tuple[str, str]]:
     """The source tables an interval changed (what a run publishes as updated)."""
     if interval_id is None:
@@ -349,6 +359,8 @@ def run_spark_job(cfg: Config, name: str, extra: list[str], launch: Launcher) ->
                 if apply_unchanged(ledger, intervals):
                     return []  # nothing to merge: no Spark job either
             size = materialize_size(cfg.warehouse, ledger, intervals)
+        elif name == "initial-load":
+            size = initial_load_size(cfg, Ledger.of(cfg))
         job = build_spark_job(
             cfg,
             name,

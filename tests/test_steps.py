@@ -12,7 +12,7 @@ import pytest
 from loader import steps
 from loader.config import Config, load_config
 from loader.errors import ManifestError, SparkJobError, TransientError, exit_code
-from loader.ledger import EXTRACTED, MATERIALISED, Ledger, Load, layout_record
+from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Ledger, Load, layout_record
 from loader.positions import Position
 from loader.results import TableResult
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
@@ -181,6 +181,38 @@ def test_inside_the_job_a_failure_is_noted_and_a_success_clears_old_errors(cfg: 
 def test_decoding_uses_every_core_whichever_the_transport() -> None:
     assert steps.decode_workers(3) == 3
     assert steps.decode_workers() == min(steps.MAX_DECODE_WORKERS, os.cpu_count() or 1)
+
+
+def test_a_first_load_the_arrow_engine_copies_runs_with_the_quick_compiler_only(
+    cfg: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)  # the test suite's own choice
+
+    def quick(config: Config) -> bool:
+        options: list[list[str]] = []
+
+        def launch(job: SparkJob) -> str | None:
+            options.append(job.conf.get(JAVA_OPTIONS, "").split())
+            summary = {"load_id": "l", "p0": "binlog.000001:4", "tables": [], "seconds": 0, "first": True}
+            write_outcome(job.result_path, summary)
+            return None
+
+        steps.run_initial_load(config, launch)
+        return QUICK_COMPILER in options[0]
+
+    def changed(**sections: dict[str, object]) -> Config:
+        return dataclasses.replace(
+            cfg, **{k: dataclasses.replace(getattr(cfg, k), **v) for k, v in sections.items()}
+        )
+
+    assert quick(cfg)  # the defaults: the arrow engine, Iceberg tables on local disk
+    # Spark copies these tables (the ones shared by sources, Hive-format ones) or every table.
+    assert not quick(changed(load={"engine": "spark"}))
+    assert not quick(changed(warehouse={"format": "hive"}))
+    assert not quick(changed(tables={"routes": {"s.t": "shared.t"}}))
+    # After the first load, a load re-loads tables that exist: Spark copies them.
+    Ledger.of(cfg).set_checkpoint(Checkpoint("binlog.000001:4", "initial-load"))
+    assert not quick(cfg)
 
 
 def test_a_materialise_job_over_few_rows_runs_with_the_quick_compiler_only(

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from loader import modes
-from loader.config import Config
+from loader.config import Config, arrow_engine_problem
 from loader.driver import pymysql
 from loader.errors import LoadError
 from loader.ledger import Load
@@ -57,10 +57,9 @@ _INVALID_DATES_TYPE = "map<string,string>"
 
 def unsupported(spark: Any, cfg: Config, schema: str, table: str) -> str | None:
     """Why this engine leaves the copy of ``schema.table`` to Spark; None when it copies it."""
-    if cfg.warehouse.format != "iceberg":
-        return f"the warehouse tables are {cfg.warehouse.format}-format (this engine writes Iceberg tables)"
-    if cfg.warehouse.scheme != "file":
-        return f"the warehouse is not on local disk ({cfg.warehouse.dir}; this engine writes local files)"
+    problem = arrow_engine_problem(cfg.warehouse)
+    if problem is not None:
+        return problem
     if cfg.tables.route(schema, table) is not None:
         return "its warehouse table is shared by several sources (tables.routes)"
     if spark.catalog.tableExists(table_name(cfg, schema, table)):
