@@ -225,8 +225,8 @@ class LoadConfig:
     """How the initial load copies the source's tables, in key ranges."""
 
     # "arrow": the job's Python process reads each table's rows (the native reader), casts them
-    # with Arrow as Spark would and writes the Parquet files (pyiceberg's writer), which
-    # Iceberg's API commits as the new table; for a new Iceberg table in a local warehouse.dir
+    # with Arrow as Spark would and writes the Parquet files, which Iceberg's API commits as the
+    # new table (``warehouse.arrow_copy``); for a new Iceberg table in a local warehouse.dir
     # (a re-load of an existing table, a table shared by sources, a Hive-format or remote
     # warehouse: Spark's copy, and the load says so). "spark": Spark reads each table over JDBC
     # in its executors and writes it.

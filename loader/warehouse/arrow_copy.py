@@ -3,12 +3,13 @@
 
 Each key range of the table (``initial_load.key_ranges``, ``load.parallelism`` at a time, a
 thread and a source connection each) is read by the native reader (``source_rows``), cast as
-``arrow_types`` says (the values Spark's copy gives) and written as Parquet data files of the new
-table (pyiceberg's writer: Iceberg's column ids, metrics and partition values). Iceberg's own
-catalog API then creates the table with those files in one commit, as Spark's CREATE TABLE … AS
-SELECT does (``iceberg.replace_table``): the same schema, partition spec and properties, format
-version 3 (which pyiceberg reads and writes data for, but cannot commit), and a snapshot whose
-summary names the load. Readers see no table until then.
+``arrow_types`` says (the values Spark's copy gives) and written by pyarrow as Parquet data files
+of the new table, a file per partition a batch of rows has, the columns carrying their Iceberg
+ids. Iceberg's own catalog API (the Spark job's JVM) then creates the table with those files in
+one commit, as Spark's CREATE TABLE … AS SELECT does (``iceberg.replace_table``): the same
+schema, partition spec and properties, format version 3 (which pyiceberg cannot commit), each
+file's metrics read from its footer, and a snapshot whose summary names the load. Readers see no
+table until then.
 
 It copies into a new Iceberg table in a local warehouse folder; a re-load (which replaces a table
 and keeps its history), a table several sources share, Hive-format tables and a warehouse on S3

@@ -6,10 +6,14 @@ written with ``_seqno = seqno(P0)``, which every change after P0 exceeds. The de
 replays from P0, so a row the copy read before or after a later change ends up as that change
 left it (the merge rule makes the replay safe).
 
-Spark reads each table over JDBC in primary-key ranges, ``load.parallelism`` at a time, in its
-executors, streaming (``load.fetch_size`` rows per round trip), and writes the base table to a new
-version folder whose partitions are then swapped in as materialisation does. Values are read as
-the text the binlog reader stages (``types.source_select_sql``) and cast with the same type map.
+Each table is read in primary-key ranges, ``load.parallelism`` at a time. By default
+(``load.engine = "arrow"``) a new Iceberg table is copied by ``arrow_copy``: the rows read,
+cast and written in this process, the table created with them in one commit. Otherwise Spark
+reads the ranges over JDBC in its executors, streaming (``load.fetch_size`` rows per round trip),
+and writes the table: an Iceberg table replaced in one snapshot, a Hive-format table's base to a
+new version folder whose partitions are then swapped in as materialisation does. Values are read
+as the text the binlog reader stages (``types.source_select_sql``) and cast with the same type
+map.
 
 A first load copies every selected table and sets the checkpoint to P0. A re-load of some tables
 while deltas keep running copies them at their own P0 and leaves the checkpoint alone. Until a
