@@ -5,8 +5,10 @@ A private MariaDB gets a 5,000,000-row table (the ten mixed-type columns of
 
 - ``mariadb-dump --single-transaction`` of the table to a file (the reference: a copy that is
   not yet a warehouse table);
-- ``loader``'s initial load of the table into a partitioned warehouse table (Spark over JDBC
-  in key ranges, ``load.parallelism`` at a time; the Spark session is started beforehand).
+- ``loader``'s initial load of the table into a new Iceberg warehouse table with each ``[load]
+  engine`` of ``--engine`` (``arrow``: read, cast and written by this process, committed by
+  Iceberg's API; ``spark``: Spark over JDBC), in key ranges, ``load.parallelism`` at a time; the
+  Spark session is started beforehand.
 
 Target: the load at least as fast as the dump (ratio >= 1.0).
 
@@ -14,7 +16,7 @@ Each side's CPU seconds are printed too (the server's and the copying program's)
 small machine the server and the copier share the cores: wall time cannot go below the CPU
 seconds of both divided by the cores.
 
-    .venv/bin/python bench/initial_load.py [--rows 5000000] [--parallelism 4]
+    .venv/bin/python bench/initial_load.py [--rows 5000000] [--parallelism 4] [--engine arrow,spark]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import itertools
 import os
 import resource
 import shutil
@@ -73,6 +76,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--parallelism", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--engine", default="arrow,spark", help="[load] engine, or several comma-separated")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import pymysql
@@ -151,24 +155,42 @@ def main() -> None:
         jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
         jvm_cpu = functools.partial(cpu_seconds, jvm_pid)
 
-        def load_table() -> None:
-            shutil.rmtree(tmp / "staging", ignore_errors=True)  # a re-load needs a checkpoint: start over
-            summary = run_initial_load(spark, cfg, progress=lambda _: None)
+        runs = itertools.count()
+
+        def load_table(engine: str) -> None:
+            # Each run a first load into a database of its own: a re-load would be Spark's copy.
+            shutil.rmtree(tmp / "staging", ignore_errors=True)
+            run = dataclasses.replace(
+                cfg,
+                load=dataclasses.replace(cfg.load, engine=engine),
+                warehouse=dataclasses.replace(cfg.warehouse, database=f"bench_wh{next(runs)}"),
+            )
+            summary = run_initial_load(spark, run, progress=lambda _: None)
             assert summary.tables[0].rows == args.rows, summary
 
-        # (seconds, server CPU, Spark CPU)
-        load_runs = [measured(load_table, server_cpu, jvm_cpu) for _ in range(args.repeat)]
-        load, load_server, load_jvm = min(load_runs)
-        print(
-            f"loader initial load ({args.parallelism} ranges): {load:6.1f} s, {args.rows / load:,.0f} rows/s; "
-            f"CPU: server {load_server:.1f} s + Spark {load_jvm:.1f} s"
-        )
-        print(f"ratio load rows/s / dump rows/s: {dump / load:.2f} (target >= 1.0)")
+        def own_cpu() -> float:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            return usage.ru_utime + usage.ru_stime
+
         cores = os.cpu_count() or 1
-        print(
-            f"CPU seconds, load / dump: {(load_server + load_jvm) / (dump_server + dump_client):.2f}; "
-            f"on {cores} cores the load cannot take less than {(load_server + load_jvm) / cores:.1f} s"
-        )
+        for engine in args.engine.split(","):
+            # (seconds, server CPU, Spark's JVM CPU, this process's CPU)
+            load_runs = [
+                measured(functools.partial(load_table, engine), server_cpu, jvm_cpu, own_cpu)
+                for _ in range(args.repeat)
+            ]
+            load, load_server, load_jvm, load_python = min(load_runs)
+            copier = load_jvm + load_python
+            print(
+                f"loader initial load, engine {engine} ({args.parallelism} ranges): {load:6.1f} s, "
+                f"{args.rows / load:,.0f} rows/s; CPU: server {load_server:.1f} s + JVM {load_jvm:.1f} s "
+                f"+ Python {load_python:.1f} s"
+            )
+            print(f"ratio load (engine {engine}) rows/s / dump rows/s: {dump / load:.2f} (target >= 1.0)")
+            print(
+                f"CPU seconds, load / dump: {(load_server + copier) / (dump_server + dump_client):.2f}; "
+                f"on {cores} cores the load cannot take less than {(load_server + copier) / cores:.1f} s"
+            )
         spark.stop()
     finally:
         stop_server(datadir)
