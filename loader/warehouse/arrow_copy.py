@@ -22,6 +22,7 @@ import concurrent.futures
 import datetime as dt
 import itertools
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -131,8 +132,7 @@ def copy_table(
         out += [_repeat(kind, value, rows) for _, kind, value in after]
         return pa.Table.from_arrays(out, schema=arrow_schema)
 
-    copied = [0]
-    lock = threading.Lock()
+    told = _Told(info.qualified, len(ranges), info.estimated_rows, progress)
 
     def copy_range(predicate: str) -> tuple[int, list[tuple[str, str]]]:
         conn = connect(creds)
@@ -145,6 +145,7 @@ def copy_table(
                 batch = batch_table(values)
                 rows += batch.num_rows
                 written += files.write(batch)
+                told.rows(batch.num_rows)
         except (pymysql.err.Error, ValueError, pa.ArrowException) as exc:
             raise LoadError(
                 f"{info.qualified}: the copy of key range {predicate} failed: {exc}. Nothing of the "
@@ -152,9 +153,7 @@ def copy_table(
             ) from exc
         finally:
             conn.close()
-        with lock:
-            copied[0] += 1
-            progress(f"{info.qualified}: {copied[0]}/{len(ranges)} key ranges copied")
+        told.range_done()
         return rows, written
 
     with concurrent.futures.ThreadPoolExecutor(max(1, cfg.load.parallelism)) as pool:
@@ -162,6 +161,34 @@ def copy_table(
     summary = {iceberg.SOURCE: cfg.source.name, iceberg.LOAD: load.id}
     _commit(spark, created, [f for _, written in parts for f in written], summary)
     return sum(rows for rows, _ in parts)
+
+
+class _Told:
+    """A table's copy as its key ranges' threads report it: each range done, and every
+    ``every`` seconds the rows copied so far."""
+
+    def __init__(
+        self, table: str, ranges: int, estimated: int, progress: Progress, every: float = 5.0
+    ) -> None:
+        self._table, self._ranges, self._estimated = table, ranges, estimated
+        self._progress, self._every = progress, every
+        self._lock = threading.Lock()
+        self._done = self._copied = 0
+        self._last = time.monotonic()
+
+    def rows(self, count: int) -> None:
+        with self._lock:
+            self._copied += count
+            if time.monotonic() - self._last >= self._every:
+                self._last = time.monotonic()
+                self._progress(f"{self._table}: {self._copied:,} of ~{self._estimated:,} rows copied")
+
+    def range_done(self) -> None:
+        with self._lock:
+            self._done += 1
+            self._progress(
+                f"{self._table}: {self._done}/{self._ranges} key ranges copied ({self._copied:,} rows)"
+            )
 
 
 def _now_text() -> str:

@@ -41,6 +41,10 @@ EDGES_ROWS = [
 ]
 WORDS = "CREATE TABLE ac.words (w VARCHAR(20) PRIMARY KEY, n INT, d DATE)"
 WORDS_ROWS = ["('a', 1, '2024-01-01')", "('b', NULL, '0000-00-00')", "('c', 3, NULL)"]
+# A key of two columns (ranges cut at key values), and a table with no rows.
+PAIRS = "CREATE TABLE ac.pairs (a VARCHAR(5), b INT, v DOUBLE, PRIMARY KEY (a, b))"
+PAIRS_ROWS = [f"('k{i % 3}', {i}, {i / 7})" for i in range(12)]
+EMPTY = "CREATE TABLE ac.empty (id BIGINT PRIMARY KEY, v VARCHAR(5))"
 
 
 def _config(mariadb: MariaDB, tmp_path: Path, spark_config: Config, database: str, engine: str) -> Config:
@@ -91,10 +95,13 @@ def test_the_arrow_copy_gives_the_tables_spark_copy_gives(
         ALL_TYPES.replace("il.", "ac."),
         EDGES,
         WORDS,
+        PAIRS,
+        EMPTY,
         "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'",
         *(f"INSERT INTO ac.types VALUES {r}" for r in ALL_TYPES_ROWS),
         *(f"INSERT INTO ac.edges VALUES {r}" for r in EDGES_ROWS),
         *(f"INSERT INTO ac.words VALUES {r}" for r in WORDS_ROWS),
+        *(f"INSERT INTO ac.pairs VALUES {r}" for r in PAIRS_ROWS),
     )
     by_spark = _config(mariadb, tmp_path, spark_config, "ac_spark", "spark")
     by_arrow = _config(mariadb, tmp_path, spark_config, "ac_arrow", "arrow")
@@ -104,10 +111,20 @@ def test_the_arrow_copy_gives_the_tables_spark_copy_gives(
         "arrow": run_initial_load(spark, by_arrow, progress=said.append),
     }
     copied = {engine: {t.table: t.rows for t in s.tables} for engine, s in loads.items()}
-    assert copied["arrow"] == copied["spark"] == {"ac.edges": 4, "ac.types": 3, "ac.words": 3}
+    assert (
+        copied["arrow"]
+        == copied["spark"]
+        == {
+            "ac.edges": 4,
+            "ac.empty": 0,
+            "ac.pairs": 12,
+            "ac.types": 3,
+            "ac.words": 3,
+        }
+    )
     assert loads["arrow"].p0 == loads["spark"].p0  # the same rows' seqno
     assert not [line for line in said if "copied by Spark" in line], said
-    for table in ("types", "edges", "words"):
+    for table in ("types", "edges", "words", "pairs", "empty"):
         assert _iceberg_layout(by_arrow, table) == _iceberg_layout(by_spark, table), table
         arrow_rows = _rows_as_json(spark, table_name(by_arrow, "ac", table))
         spark_rows = _rows_as_json(spark, table_name(by_spark, "ac", table))
@@ -140,7 +157,7 @@ def test_spark_merges_changes_into_a_table_the_arrow_copy_made_and_a_re_load_is_
     cfg = _config(mariadb, tmp_path, spark_config, "ac_merged", "arrow")
     said: list[str] = []
     run_initial_load(spark, cfg, progress=said.append)
-    assert "ac.items: 2/2 key ranges copied" in said
+    assert "ac.items: 2/2 key ranges copied (40 rows)" in said
     mariadb.execute(
         "UPDATE ac.items SET v = 'changed' WHERE id % 3 = 0",
         "DELETE FROM ac.items WHERE id % 7 = 0",
