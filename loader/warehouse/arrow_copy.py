@@ -140,12 +140,15 @@ def copy_table(
             with conn.cursor() as cur:
                 cur.execute(_SESSION)
             rows = 0
-            written: list[tuple[str, str]] = []
-            for values in row_batches(conn, f"{source_sql} WHERE {predicate}", width):
-                batch = batch_table(values)
-                rows += batch.num_rows
-                written += files.write(batch)
-                told.rows(batch.num_rows)
+            out = files.of_range()
+            try:
+                for values in row_batches(conn, f"{source_sql} WHERE {predicate}", width):
+                    batch = batch_table(values)
+                    rows += batch.num_rows
+                    out.write(batch)
+                    told.rows(batch.num_rows)
+            finally:
+                written = out.close()
         except (pymysql.err.Error, ValueError, pa.ArrowException) as exc:
             raise LoadError(
                 f"{info.qualified}: the copy of key range {predicate} failed: {exc}. Nothing of the "
@@ -230,43 +233,41 @@ def _pyiceberg_metadata(spark: Any, table: Any) -> Any:
     return TableMetadataUtil.parse_raw(parser.toJson(table.operations().current()))
 
 
+# Iceberg's default ``write.target-file-size-bytes``: a data file is closed once it holds this much.
+TARGET_FILE_BYTES = 512 << 20
+
+
 class _DataFiles:
     """Writes a table's rows as Parquet data files under its location, as Iceberg's writers lay
-    them out: a file per partition a batch has rows of (``tables.iceberg_partitioning``'s one
-    field), the columns carrying their Iceberg ids; compressed as the table's properties say."""
+    them out: each key range's rows of each partition (``tables.iceberg_partitioning``'s one
+    field) in files of up to the table's target size, the columns carrying their Iceberg ids;
+    compressed as the table's properties say."""
 
     def __init__(self, metadata: Any, location: str) -> None:
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
         self._metadata = metadata
-        self._location = location.rstrip("/")
-        self._schema = schema_to_pyarrow(metadata.schema(), include_field_ids=True)
-        self._files = itertools.count()
+        self.location = location.rstrip("/")
+        self.schema = schema_to_pyarrow(metadata.schema(), include_field_ids=True)
+        self._numbers = itertools.count()
         self._prefix = uuid.uuid4()
         properties = metadata.properties
         level = properties.get("write.parquet.compression-level")
-        self._options = {
+        self.options = {
             "compression": properties.get("write.parquet.compression-codec", "zstd"),
             "compression_level": int(level) if level else None,
         }
+        self.target = int(properties.get("write.target-file-size-bytes", TARGET_FILE_BYTES))
 
-    def write(self, batch: pa.Table) -> list[tuple[str, str]]:
-        """Write ``batch``; each file's path (a URI, as the table's location) and partition path."""
-        import pyarrow.fs as pafs
-        import pyarrow.parquet as pq
+    def file_name(self) -> str:
+        """A new data file's name, unique in the table."""
+        return f"{next(self._numbers):05d}-{self._prefix}.parquet"
 
-        fs, root = pafs.FileSystem.from_uri(self._location)
-        out = []
-        for folder, rows in self._partitions(batch):
-            name = f"{next(self._files):05d}-{self._prefix}.parquet"
-            fs.create_dir(f"{root}/data/{folder}", recursive=True)
-            pq.write_table(
-                rows.cast(self._schema), f"{root}/data/{folder}/{name}", filesystem=fs, **self._options
-            )
-            out.append((f"{self._location}/data/{folder}/{name}", folder))
-        return out
+    def of_range(self) -> _RangeFiles:
+        """A writer of one key range's batches (one thread's)."""
+        return _RangeFiles(self)
 
-    def _partitions(self, batch: pa.Table) -> list[tuple[str, pa.Table]]:
+    def partitions(self, batch: pa.Table) -> list[tuple[str, pa.Table]]:
         """The batch's rows by partition (the table's one partition field), with each one's path.
         A key range within one partition (the common case) is written as it is."""
         import pyarrow.compute as pc
@@ -280,6 +281,46 @@ class _DataFiles:
         if len(found) == 1:
             return [(spec.partition_to_path(Record(found[0]), schema), batch)]
         return [(spec.partition_to_path(Record(v), schema), batch.filter(pc.equal(values, v))) for v in found]
+
+
+class _RangeFiles:
+    """One key range's data files: a file open per partition its rows have, closed once it holds
+    the target size or the range ends."""
+
+    def __init__(self, files: _DataFiles) -> None:
+        import pyarrow.fs as pafs
+
+        self._files = files
+        self._fs, self._root = pafs.FileSystem.from_uri(files.location)
+        self._open: dict[str, tuple[Any, Any, str]] = {}  # partition path: writer, stream, name
+        self.written: list[tuple[str, str]] = []  # (path, a URI as the table's location; partition path)
+
+    def write(self, batch: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        files = self._files
+        for folder, rows in files.partitions(batch):
+            if folder not in self._open:
+                name = files.file_name()
+                self._fs.create_dir(f"{self._root}/data/{folder}", recursive=True)
+                stream = self._fs.open_output_stream(f"{self._root}/data/{folder}/{name}")
+                self._open[folder] = (pq.ParquetWriter(stream, files.schema, **files.options), stream, name)
+            writer, stream, _ = self._open[folder]
+            writer.write_table(rows.cast(files.schema))
+            if stream.tell() >= files.target:
+                self._close(folder)
+
+    def close(self) -> list[tuple[str, str]]:
+        """Close the files still open; every file written."""
+        for folder in list(self._open):
+            self._close(folder)
+        return self.written
+
+    def _close(self, folder: str) -> None:
+        writer, stream, name = self._open.pop(folder)
+        writer.close()
+        stream.close()
+        self.written.append((f"{self._files.location}/data/{folder}/{name}", folder))
 
 
 def _commit(spark: Any, created: Any, files: list[tuple[str, str]], summary: dict[str, str]) -> None:

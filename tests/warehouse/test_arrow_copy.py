@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,43 @@ def test_spark_merges_changes_into_a_table_the_arrow_copy_made_and_a_re_load_is_
     run_initial_load(spark, cfg, only=["ac.items"], progress=said.append)
     assert any("ac.items: copied by Spark: it is a re-load" in line for line in said), said
     assert_equal_to_source(spark, cfg)
+
+
+def test_each_key_ranges_rows_of_a_partition_go_into_files_of_the_target_size(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader import source_rows
+    from loader.warehouse import arrow_copy
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ac",
+        "CREATE DATABASE ac",
+        "CREATE TABLE ac.items (id INT PRIMARY KEY, v VARCHAR(50))",
+        "INSERT INTO ac.items SELECT seq, REPEAT('v', seq % 50) FROM ac.seq_1_to_3000",
+    )
+    # Rows arrive in batches of ~4 KB: several in each of the three key ranges.
+    monkeypatch.setattr(source_rows, "READ_BYTES", 4096)
+    monkeypatch.setattr(
+        arrow_copy, "row_batches", functools.partial(source_rows.row_batches, batch_bytes=4096)
+    )
+
+    def files(database: str, target: int) -> list[int]:
+        monkeypatch.setattr(arrow_copy, "TARGET_FILE_BYTES", target)
+        cfg = _config(mariadb, tmp_path, spark_config, database, "arrow")
+        cfg = dataclasses.replace(
+            cfg,
+            load=dataclasses.replace(cfg.load, parallelism=3),
+            warehouse=dataclasses.replace(cfg.warehouse, partition_rows=2000),
+        )
+        run_initial_load(spark, cfg, progress=lambda _: None)
+        assert_equal_to_source(spark, cfg)
+        found: dict[str, int] = {}
+        for task in iceberg_table(cfg, "ac", "items").scan().plan_files():
+            found[str(task.file.partition)] = found.get(str(task.file.partition), 0) + 1
+        return sorted(found.values())
+
+    # Ranges 1-1000, 1001-2000, 2001-3000; partitions 0-1999 and 2000-3999: a file for each
+    # range's rows of each partition, whatever the batches.
+    assert files("ac_whole", arrow_copy.TARGET_FILE_BYTES) == [2, 2]
+    # A file is closed once it holds the target size: here after each batch.
+    assert min(files("ac_small", 1)) > 5
