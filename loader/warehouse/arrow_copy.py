@@ -303,7 +303,9 @@ class _RangeFiles:
             if folder not in self._open:
                 name = files.file_name()
                 self._fs.create_dir(f"{self._root}/data/{folder}", recursive=True)
-                stream = self._fs.open_output_stream(f"{self._root}/data/{folder}/{name}")
+                stream = self._fs.open_output_stream(
+                    f"{self._root}/data/{folder}/{name}", buffer_size=1 << 20
+                )
                 self._open[folder] = (pq.ParquetWriter(stream, files.schema, **files.options), stream, name)
             writer, stream, _ = self._open[folder]
             writer.write_table(rows.cast(files.schema))
