@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import datetime as dt
 import itertools
+import re
 import threading
 import time
 import uuid
@@ -150,8 +151,9 @@ def copy_table(
             finally:
                 written = out.close()
         except (pymysql.err.Error, ValueError, pa.ArrowException) as exc:
+            keys = re.sub(r"\bk(\d+)\b", lambda m: quote_identifier(info.key[int(m[1])]), predicate)
             raise LoadError(
-                f"{info.qualified}: the copy of key range {predicate} failed: {exc}. Nothing of the "
+                f"{info.qualified}: the copy of key range {keys} failed: {exc}. Nothing of the "
                 "table was committed; run the load again once the cause is mended"
             ) from exc
         finally:

@@ -8,12 +8,14 @@ import dataclasses
 import datetime as dt
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loader.config import Config
+from loader.errors import LoadError
 from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN as INVALID
 from loader.warehouse.initial_load import run_initial_load
@@ -211,3 +213,33 @@ def test_each_key_ranges_rows_of_a_partition_go_into_files_of_the_target_size(
     assert files("ac_whole", arrow_copy.TARGET_FILE_BYTES) == [2, 2]
     # A file is closed once it holds the target size: here after each batch.
     assert min(files("ac_small", 1)) > 5
+
+
+def test_a_copy_that_fails_says_which_table_and_range_and_leaves_no_table(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ac",
+        "CREATE DATABASE ac",
+        "CREATE TABLE ac.items (id INT PRIMARY KEY, v VARCHAR(20))",
+        "INSERT INTO ac.items SELECT seq, CONCAT('v', seq) FROM ac.seq_1_to_100",
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "ac_failed", "arrow")
+
+    def table_goes_away(line: str) -> None:  # once the ranges are planned, before they are read
+        if "copying ~" in line:
+            mariadb.execute("RENAME TABLE ac.items TO ac.elsewhere")
+
+    with pytest.raises(LoadError) as failed:
+        run_initial_load(spark, cfg, progress=table_goes_away)
+    message = str(failed.value)
+    # The range in the key's terms: one of the four, such as "`id` >= 26 AND NOT `id` >= 51".
+    pattern = r"ac\.items: the copy of key range (1=1|.*`id` >= \d+).* failed: .*doesn't exist"
+    assert re.match(pattern, message), message
+    assert "run the load again once the cause is mended" in message
+    assert not spark.catalog.tableExists(table_name(cfg, "ac", "items"))
+    assert Ledger.of(cfg).checkpoint() is None
+    # Mended, the load runs again and copies the table.
+    mariadb.execute("RENAME TABLE ac.elsewhere TO ac.items")
+    run_initial_load(spark, cfg, progress=lambda _: None)
+    assert_equal_to_source(spark, cfg)
