@@ -19,7 +19,7 @@ from loader.wire import check_error, read_some
 
 # Bytes read from the socket at a time, and the bytes of rows gathered into one batch.
 READ_BYTES = 1 << 20
-BATCH_BYTES = 64 << 20
+BATCH_BYTES = 16 << 20
 
 
 def row_batches(conn: Any, sql: str, width: int, batch_bytes: int = BATCH_BYTES) -> Iterator[list[pa.Array]]:
