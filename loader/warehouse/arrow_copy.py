@@ -21,7 +21,6 @@ from __future__ import annotations
 import concurrent.futures
 import datetime as dt
 import itertools
-import re
 import threading
 import time
 import uuid
@@ -87,7 +86,7 @@ def copy_table(
     progress: Progress,
 ) -> int:
     """Copy ``info`` (an ``initial_load.SourceTableInfo``) read in key ``ranges`` (predicates on
-    the key aliases ``k0, k1, ...``) into its new warehouse table; the rows copied."""
+    the key's columns) into its new warehouse table; the rows copied."""
     wh = cfg.warehouse
     mode = cfg.tables.mode_of(info.schema, info.table)
     columns = [(c.name, type_map.spark_type(c.mysql_type)) for c in info.columns]
@@ -111,19 +110,13 @@ def copy_table(
     created = _create_table_transaction(spark, cfg, info, every, properties)
     table = created.table()
     files = _DataFiles(_pyiceberg_metadata(spark, table), table.location())
-    select = ", ".join(
-        [
-            *(arrow_types.select_sql(quote_identifier(c.name), c.mysql_type) for c in info.columns),
-            *(f"{quote_identifier(k)} AS k{i}" for i, k in enumerate(info.key)),
-        ]
-    )
-    source_sql = f"SELECT * FROM (SELECT {select} FROM {info.sql_name}) AS loader_copy"
-    width = len(info.columns) + len(info.key)
+    select = ", ".join(arrow_types.select_sql(quote_identifier(c.name), c.mysql_type) for c in info.columns)
+    source_sql = f"SELECT {select} FROM {info.sql_name}"
 
     def batch_table(values: list[pa.Array]) -> pa.Table:
         rows = len(values[0])
         out, lost = [], []
-        for column, raw in zip(info.columns, values, strict=False):
+        for column, raw in zip(info.columns, values, strict=True):
             typed, flags = arrow_types.to_arrow(raw, column.mysql_type)
             out.append(typed)
             if flags is not None:
@@ -143,7 +136,7 @@ def copy_table(
             rows = 0
             out = files.of_range()
             try:
-                for values in row_batches(conn, f"{source_sql} WHERE {predicate}", width):
+                for values in row_batches(conn, f"{source_sql} WHERE {predicate}", len(info.columns)):
                     batch = batch_table(values)
                     rows += batch.num_rows
                     out.write(batch)
@@ -151,9 +144,8 @@ def copy_table(
             finally:
                 written = out.close()
         except (pymysql.err.Error, ValueError, pa.ArrowException) as exc:
-            keys = re.sub(r"\bk(\d+)\b", lambda m: quote_identifier(info.key[int(m[1])]), predicate)
             raise LoadError(
-                f"{info.qualified}: the copy of key range {keys} failed: {exc}. Nothing of the "
+                f"{info.qualified}: the copy of key range {predicate} failed: {exc}. Nothing of the "
                 "table was committed; run the load again once the cause is mended"
             ) from exc
         finally:

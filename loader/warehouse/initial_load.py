@@ -145,15 +145,16 @@ def selected_tables(
     return out
 
 
-def key_ranges(conn: Any, info: SourceTableInfo, count: int) -> list[str]:
-    """Up to ``count`` WHERE clauses over the key aliases ``k0, k1, ...`` that split the table.
+def key_ranges(conn: Any, info: SourceTableInfo, count: int, names: list[str] | None = None) -> list[str]:
+    """Up to ``count`` WHERE clauses over the key aliases ``k0, k1, ...`` (or the key's ``names``
+    in SQL) that split the table.
 
     Together they cover every key once. A single integer key is cut into equal spans between its
     min and max; any other key at key values found by walking its index in order
     (``ORDER BY key LIMIT 1 OFFSET n``).
     """
     key = [quote_identifier(k) for k in info.key]
-    aliases = [f"k{i}" for i in range(len(key))]
+    aliases = names or [f"k{i}" for i in range(len(key))]
     source = info.sql_name
     cuts: list[list[str]] = []
     with conn.cursor() as cur:
@@ -237,7 +238,7 @@ def copy_table(
 
         why = arrow_copy.unsupported(spark, cfg, info.schema, info.table)
         if why is None:
-            ranges = key_ranges(conn, info, cfg.load.parallelism)
+            ranges = key_ranges(conn, info, cfg.load.parallelism, [quote_identifier(k) for k in info.key])
             progress(f"{info.qualified}: copying ~{info.estimated_rows:,} rows in {len(ranges)} key ranges")
             rows = arrow_copy.copy_table(spark, cfg, creds, info, ranges, load, progress)
             return _copied(info, rows, started, len(ranges), progress)

@@ -44,8 +44,9 @@ EDGES_ROWS = [
 ]
 WORDS = "CREATE TABLE ac.words (w VARCHAR(20) PRIMARY KEY, n INT, d DATE)"
 WORDS_ROWS = ["('a', 1, '2024-01-01')", "('b', NULL, '0000-00-00')", "('c', 3, NULL)"]
-# A key of two columns (ranges cut at key values), and a table with no rows.
-PAIRS = "CREATE TABLE ac.pairs (a VARCHAR(5), b INT, v DOUBLE, PRIMARY KEY (a, b))"
+# A key of two columns (ranges cut at key values; a column named as the copy names the key's
+# columns in its query), and a table with no rows.
+PAIRS = "CREATE TABLE ac.pairs (a VARCHAR(5), b INT, k0 DOUBLE, PRIMARY KEY (a, b))"
 PAIRS_ROWS = [f"('k{i % 3}', {i}, {i / 7})" for i in range(12)]
 EMPTY = "CREATE TABLE ac.empty (id BIGINT PRIMARY KEY, v VARCHAR(5))"
 
