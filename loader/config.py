@@ -226,9 +226,9 @@ class LoadConfig:
 
     # "arrow": the job's Python process reads each table's rows (the native reader), casts them
     # with Arrow as Spark would and writes the Parquet files, which Iceberg's API commits as the
-    # new table (``warehouse.arrow_copy``); for a new Iceberg table in a local warehouse.dir
-    # (a re-load of an existing table, a table shared by sources, a Hive-format or remote
-    # warehouse: Spark's copy, and the load says so). "spark": Spark reads each table over JDBC
+    # new or replaced table (``warehouse.arrow_copy``); for Iceberg tables in a local
+    # warehouse.dir (a soft_delete or history table loaded again, a table shared by sources, a
+    # Hive-format or remote warehouse: Spark's copy, and the load says so). "spark": Spark reads each table over JDBC
     # in its executors and writes it.
     engine: str = "arrow"
 

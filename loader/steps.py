@@ -313,8 +313,8 @@ def materialize_size(warehouse: WarehouseConfig, ledger: Ledger, intervals: list
 def initial_load_size(cfg: Config, ledger: Ledger) -> JobSize | None:
     """A first load the arrow engine copies is a job that is mostly its start: the rows are read,
     cast and written in Python, the JVM only creates and commits the tables. Sized as nothing, it
-    runs on the quick compiler. Other loads are not sized: Spark copies a table that exists (a
-    re-load) or is shared, and such a copy may be long."""
+    runs on the quick compiler. Other loads are not sized: a re-load may be Spark's to copy (a
+    soft_delete or history table loaded again) and applies the intervals merged meanwhile."""
     if cfg.load.engine != "arrow" or arrow_engine_problem(cfg.warehouse) or cfg.tables.routes:
         return None
     return JobSize(0, 0) if ledger.checkpoint() is None else None

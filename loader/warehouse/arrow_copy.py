@@ -11,9 +11,11 @@ schema, partition spec and properties, format version 3 (which pyiceberg cannot 
 file's metrics read from its footer, and a snapshot whose summary names the load. Readers see no
 table until then.
 
-It copies into a new Iceberg table in a local warehouse folder; a re-load (which replaces a table
-and keeps its history), a table several sources share, Hive-format tables and a warehouse on S3
-or HDFS stay Spark's (``unsupported`` says why).
+It copies into an Iceberg table in a local warehouse folder, a new one or one it replaces (a
+re-load: readers see the old rows until the commit, the table's history keeps them); a
+``soft_delete`` or ``history`` table loaded again (which keeps what it knew), a table several
+sources share, Hive-format tables and a warehouse on S3 or HDFS stay Spark's (``unsupported``
+says why).
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ from loader.warehouse.tables import (
     OWNER_PROPERTY,
     has_integer_key,
     quote_identifier,
+    table_mode,
     table_name,
+    table_properties,
 )
 
 Progress = Callable[[str], None]
@@ -64,8 +68,14 @@ def unsupported(spark: Any, cfg: Config, schema: str, table: str) -> str | None:
         return problem
     if cfg.tables.route(schema, table) is not None:
         return "its warehouse table is shared by several sources (tables.routes)"
-    if spark.catalog.tableExists(table_name(cfg, schema, table)):
-        return "it is a re-load of an existing table, which keeps the table's history"
+    mode = cfg.tables.mode_of(schema, table)
+    name = table_name(cfg, schema, table)
+    if (
+        mode != modes.MIRROR
+        and spark.catalog.tableExists(name)
+        and table_mode(table_properties(spark, name)) == mode
+    ):
+        return f"a {mode} table loaded again keeps what it knew of the rows the copy lacks"
     return None
 
 
@@ -86,8 +96,7 @@ def copy_table(
     progress: Progress,
 ) -> int:
     """Copy ``info`` (an ``initial_load.SourceTableInfo``) read in key ``ranges`` (predicates on
-    the key's columns) into its new warehouse table; the rows copied."""
-    wh = cfg.warehouse
+    the key's columns) into its warehouse table, new or replaced; the rows copied."""
     mode = cfg.tables.mode_of(info.schema, info.table)
     columns = [(c.name, type_map.spark_type(c.mysql_type)) for c in info.columns]
     constants = resync.copied_change_values(load.seqno, load.started_at, load.id)
@@ -100,13 +109,7 @@ def copy_table(
         *((n, k) for n, k, _ in after),
     ]
     arrow_schema = pa.schema([pa.field(n, arrow_types.arrow_type(k)) for n, k in every])
-    properties = {
-        **ICEBERG_PROPERTIES,
-        OWNER_PROPERTY: cfg.source.name,
-        MODE_PROPERTY: mode,
-        "format-version": str(wh.iceberg_format_version),
-        "owner": spark.sparkContext.sparkUser(),  # as Spark's CREATE TABLE sets it
-    }
+    properties = {**ICEBERG_PROPERTIES, OWNER_PROPERTY: cfg.source.name, MODE_PROPERTY: mode}
     created = _create_table_transaction(spark, cfg, info, every, properties)
     table = created.table()
     files = _DataFiles(_pyiceberg_metadata(spark, table), table.location())
@@ -196,9 +199,11 @@ def _create_table_transaction(
     spark: Any, cfg: Config, info: Any, columns: list[tuple[str, str]], properties: dict[str, str]
 ) -> Any:
     """Iceberg's transaction creating the warehouse table of ``info`` with ``columns`` (name,
-    Spark type), as Spark's CREATE TABLE … AS SELECT creates it: the schema converted from
-    Spark's (every column optional), the key's partition transform
-    (``tables.iceberg_partitioning``), the catalog's default location."""
+    Spark type), or replacing it (a re-load: its history stays, a column keeps its id), as
+    Spark's CREATE OR REPLACE TABLE … AS SELECT does: the schema converted from Spark's (every
+    column optional), the key's partition transform (``tables.iceberg_partitioning``), the
+    catalog's default location; a new table of the configured format version, its owner the
+    Spark user."""
     jvm = spark._jvm
     iceberg_api = jvm.org.apache.iceberg
     ddl = ", ".join(f"{quote_identifier(n)} {k}" for n, k in columns)
@@ -216,7 +221,16 @@ def _create_table_transaction(
     identifier = iceberg_api.catalog.TableIdentifier.of(
         iceberg_api.catalog.Namespace.of(levels), cfg.tables.warehouse_name(info.schema, info.table)
     )
-    return catalog.newCreateTableTransaction(identifier, schema, spec.build(), _java_map(jvm, properties))
+    if catalog.tableExists(identifier):
+        return catalog.newReplaceTableTransaction(
+            identifier, schema, spec.build(), _java_map(jvm, properties), False
+        )
+    new = {
+        **properties,
+        "format-version": str(cfg.warehouse.iceberg_format_version),
+        "owner": spark.sparkContext.sparkUser(),
+    }
+    return catalog.newCreateTableTransaction(identifier, schema, spec.build(), _java_map(jvm, new))
 
 
 def _pyiceberg_metadata(spark: Any, table: Any) -> Any:

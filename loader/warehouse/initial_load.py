@@ -238,6 +238,10 @@ def copy_table(
 
         why = arrow_copy.unsupported(spark, cfg, info.schema, info.table)
         if why is None:
+            # A table there already must be this source's own, in a mode it may leave.
+            ensure_table(
+                spark, Target.of(cfg), info.schema, info.table, info.columns, key=info.key, replace=True
+            )
             ranges = key_ranges(conn, info, cfg.load.parallelism, [quote_identifier(k) for k in info.key])
             progress(f"{info.qualified}: copying ~{info.estimated_rows:,} rows in {len(ranges)} key ranges")
             rows = arrow_copy.copy_table(spark, cfg, creds, info, ranges, load, progress)
