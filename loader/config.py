@@ -228,8 +228,8 @@ class LoadConfig:
     # with Arrow as Spark would and writes the Parquet files, which Iceberg's API commits as the
     # new or replaced table (``warehouse.arrow_copy``); for Iceberg tables in a local
     # warehouse.dir (a soft_delete or history table loaded again, a table shared by sources, a
-    # Hive-format or remote warehouse: Spark's copy, and the load says so). "spark": Spark reads each table over JDBC
-    # in its executors and writes it.
+    # Hive-format or remote warehouse: Spark's copy, and the load says so). "spark": Spark reads
+    # each table over JDBC in its executors and writes it.
     engine: str = "arrow"
 
     # A JDBC driver jar besides the pinned ones ([spark] jars has MariaDB's, which reads MySQL
