@@ -40,7 +40,7 @@ from typing import Any
 
 from loader import lease, modes
 from loader.binlog.schema import InformationSchema
-from loader.config import Config, LoadConfig, TablesConfig
+from loader.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
 from loader.errors import LoadError
 from loader.history import SourceHistory
 from loader.ledger import Ledger, Load, layout_record
@@ -246,7 +246,8 @@ def copy_table(
             progress(f"{info.qualified}: copying ~{info.estimated_rows:,} rows in {len(ranges)} key ranges")
             rows = arrow_copy.copy_table(spark, cfg, creds, info, ranges, load, progress)
             return _copied(info, rows, started, len(ranges), progress)
-        progress(f"{info.qualified}: copied by Spark: {why}")
+        if arrow_engine_problem(cfg.warehouse) is None:  # else said once for the load
+            progress(f"{info.qualified}: copied by Spark: {why}")
     name = table_name(cfg, info.schema, info.table)
     own_rows = source_filter(cfg.source.name, cfg.tables, info.schema, info.table)
     mode = cfg.tables.mode_of(info.schema, info.table)
@@ -505,6 +506,9 @@ def copy_tables(
     try:
         tables = selected_tables(conn, cfg.tables, names, cfg.warehouse.format)
         ensure_database(spark, cfg.warehouse)
+        problem = arrow_engine_problem(cfg.warehouse)
+        if cfg.load.engine == "arrow" and problem:
+            progress(f"initial load {load_id}: the tables are copied by Spark: {problem}")
         results = []
         for info in tables:
             result = copy_table(spark, cfg, creds, conn, info, load, progress)
