@@ -44,10 +44,8 @@ from loader.warehouse import arrow_types, iceberg, resync
 from loader.warehouse import types as type_map
 from loader.warehouse.tables import (
     ICEBERG_CATALOG,
-    ICEBERG_PROPERTIES,
-    MODE_PROPERTY,
-    OWNER_PROPERTY,
-    has_integer_key,
+    iceberg_key_partition,
+    iceberg_properties,
     quote_identifier,
     table_mode,
     table_name,
@@ -109,8 +107,7 @@ def copy_table(
         *((n, k) for n, k, _ in after),
     ]
     arrow_schema = pa.schema([pa.field(n, arrow_types.arrow_type(k)) for n, k in every])
-    properties = {**ICEBERG_PROPERTIES, OWNER_PROPERTY: cfg.source.name, MODE_PROPERTY: mode}
-    created = _create_table_transaction(spark, cfg, info, every, properties)
+    created = _create_table_transaction(spark, cfg, info, every, mode)
     table = created.table()
     files = _DataFiles(_pyiceberg_metadata(spark, table), table.location())
     select = ", ".join(arrow_types.select_sql(quote_identifier(c.name), c.mysql_type) for c in info.columns)
@@ -120,10 +117,10 @@ def copy_table(
         rows = len(values[0])
         out, lost = [], []
         for column, raw in zip(info.columns, values, strict=True):
-            typed, flags = arrow_types.to_arrow(raw, column.mysql_type)
+            typed, invalid = arrow_types.to_arrow(raw, column.mysql_type)
             out.append(typed)
-            if flags is not None:
-                lost.append((column.name, raw.cast(pa.large_string()), flags))
+            if invalid is not None:
+                lost.append((column.name, invalid))
         out += [_repeat(kind, value, rows) for _, kind, value in constants]
         out.append(arrow_types.invalid_dates(lost, rows))
         out += [_repeat(kind, value, rows) for _, kind, value in after]
@@ -148,8 +145,9 @@ def copy_table(
                 written = out.close()
         except (pymysql.err.Error, ValueError, pa.ArrowException) as exc:
             raise LoadError(
-                f"{info.qualified}: the copy of key range {predicate} failed: {exc}. Nothing of the "
-                "table was committed; run the load again once the cause is mended"
+                f"{info.qualified}: the copy of key range {predicate} for initial load {load.id} (P0 "
+                f"{load.p0}) failed: {exc}. Nothing of the table was committed; run the load again "
+                "once the cause is mended"
             ) from exc
         finally:
             conn.close()
@@ -196,25 +194,23 @@ def _now_text() -> str:
 
 
 def _create_table_transaction(
-    spark: Any, cfg: Config, info: Any, columns: list[tuple[str, str]], properties: dict[str, str]
+    spark: Any, cfg: Config, info: Any, columns: list[tuple[str, str]], mode: str
 ) -> Any:
     """Iceberg's transaction creating the warehouse table of ``info`` with ``columns`` (name,
     Spark type), or replacing it (a re-load: its history stays, a column keeps its id), as
     Spark's CREATE OR REPLACE TABLE … AS SELECT does: the schema converted from Spark's (every
-    column optional), the key's partition transform (``tables.iceberg_partitioning``), the
-    catalog's default location; a new table of the configured format version, its owner the
-    Spark user."""
+    column optional), the key's partition transform (``tables.iceberg_key_partition``), the
+    table's properties (``tables.iceberg_properties``), the catalog's default location; a new
+    table's owner the Spark user."""
     jvm = spark._jvm
     iceberg_api = jvm.org.apache.iceberg
     ddl = ", ".join(f"{quote_identifier(n)} {k}" for n, k in columns)
     struct = jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).asNullable()
     schema = iceberg_api.spark.SparkSchemaUtil.convert(struct)
-    partition_rows, buckets = cfg.warehouse.partitioning(info.schema, info.table)
-    spec = iceberg_api.PartitionSpec.builderFor(schema)
-    if has_integer_key(info.columns, info.key):
-        spec = spec.truncate(info.key[0], partition_rows)
-    else:
-        spec = spec.bucket(info.key[0], buckets)
+    transform, column, width = iceberg_key_partition(
+        info.columns, info.key, *cfg.warehouse.partitioning(info.schema, info.table)
+    )
+    spec = getattr(iceberg_api.PartitionSpec.builderFor(schema), transform)(column, width).build()
     catalog = iceberg_api.spark.Spark3Util.loadIcebergCatalog(spark._jsparkSession, ICEBERG_CATALOG)
     levels = spark.sparkContext._gateway.new_array(jvm.java.lang.String, 1)
     levels[0] = cfg.warehouse.database
@@ -222,15 +218,11 @@ def _create_table_transaction(
         iceberg_api.catalog.Namespace.of(levels), cfg.tables.warehouse_name(info.schema, info.table)
     )
     if catalog.tableExists(identifier):
-        return catalog.newReplaceTableTransaction(
-            identifier, schema, spec.build(), _java_map(jvm, properties), False
-        )
-    new = {
-        **properties,
-        "format-version": str(cfg.warehouse.iceberg_format_version),
-        "owner": spark.sparkContext.sparkUser(),
-    }
-    return catalog.newCreateTableTransaction(identifier, schema, spec.build(), _java_map(jvm, new))
+        properties = iceberg_properties(cfg.source.name, cfg.warehouse, new=False, mode=mode)
+        return catalog.newReplaceTableTransaction(identifier, schema, spec, _java_map(jvm, properties), False)
+    properties = iceberg_properties(cfg.source.name, cfg.warehouse, mode=mode)
+    properties["owner"] = spark.sparkContext.sparkUser()  # as Spark's CREATE TABLE sets it
+    return catalog.newCreateTableTransaction(identifier, schema, spec, _java_map(jvm, properties))
 
 
 def _pyiceberg_metadata(spark: Any, table: Any) -> Any:
@@ -247,8 +239,7 @@ TARGET_FILE_BYTES = 512 << 20
 
 class _DataFiles:
     """Writes a table's rows as Parquet data files under its location, as Iceberg's writers lay
-    them out: each key range's rows of each partition (``tables.iceberg_partitioning``'s one
-    field) in files of up to the table's target size, the columns carrying their Iceberg ids;
+    them out: each key range's rows of each partition (``tables.iceberg_key_partition``) in files of up to the table's target size, the columns carrying their Iceberg ids;
     compressed as the table's properties say."""
 
     def __init__(self, metadata: Any, location: str) -> None:

@@ -67,8 +67,9 @@ def valid_dates(text: pa.Array) -> pa.Array:
 
 def to_arrow(values: pa.Array, mysql_type: str) -> tuple[pa.Array, pa.Array | None]:
     """A column's values as read (``pa.large_binary()``, by ``select_sql``) in its warehouse type,
-    and for DATE, DATETIME and TIMESTAMP columns whether each value's text was one the type
-    cannot hold (a NULL value then; None for other columns and for columns without such values)."""
+    and for DATE, DATETIME and TIMESTAMP columns the text of each value the type cannot hold (a
+    NULL value then; the text NULL elsewhere; None for other columns and for columns without
+    such values)."""
     spark = types.spark_type(mysql_type)
     target = arrow_type(spark)
     base = types.type_parts(mysql_type)[0]
@@ -84,29 +85,28 @@ def to_arrow(values: pa.Array, mysql_type: str) -> tuple[pa.Array, pa.Array | No
             return text.cast(read).cast(target), None  # every value on the calendar (Arrow checks)
         except pa.ArrowInvalid:
             valid = valid_dates(text)
-        lost = pc.and_(pc.is_valid(text), pc.invert(valid))
-        return pc.if_else(valid, text, pa.scalar(None, pa.large_string())).cast(read).cast(target), lost
+        none = pa.scalar(None, pa.large_string())
+        return pc.if_else(valid, text, none).cast(read).cast(target), pc.if_else(valid, none, text)
     if base == "float":
         return text.cast(pa.float64()).cast(target), None
     return text.cast(target), None
 
 
-def invalid_dates(lost: list[tuple[str, pa.Array, pa.Array]], rows: int) -> pa.Array:
-    """``naming.INVALID_DATES_COLUMN`` of ``rows`` rows: of ``(column name, text, lost)``
+def invalid_dates(lost: list[tuple[str, pa.Array]], rows: int) -> pa.Array:
+    """``naming.INVALID_DATES_COLUMN`` of ``rows`` rows: of ``(column name, text lost)``
     (``to_arrow``'s second answer), a map from each column's name to its text, in column order,
     in the rows that lost some; NULL in the other rows."""
     kind = pa.map_(pa.large_string(), pa.large_string())
     if not lost:
         return pa.nulls(rows, kind)
-    some = functools.reduce(pc.or_, (flags for _, _, flags in lost))
-    at = pc.indices_nonzero(some)
-    columns = [(name, text.take(at).to_pylist(), flags.take(at).to_pylist()) for name, text, flags in lost]
+    at = pc.indices_nonzero(functools.reduce(pc.or_, (pc.is_valid(text) for _, text in lost)))
+    columns = [(name, text.take(at).to_pylist()) for name, text in lost]
     keys: list[str] = []
     items: list[str] = []
     counts: Any = np.zeros(rows, np.int32)
     for i, row in enumerate(at.to_pylist()):
-        for name, text, flags in columns:
-            if flags[i]:
+        for name, text in columns:
+            if text[i] is not None:
                 keys.append(name)
                 items.append(text[i])
                 counts[row] += 1

@@ -76,19 +76,25 @@ def partition_expr(columns: list[ColumnSpec], key: list[str], partition_rows: in
     return f"CAST(pmod(xxhash64({', '.join(q(k) for k in key)}), {buckets}) AS BIGINT)"
 
 
+def iceberg_key_partition(
+    columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int
+) -> tuple[str, str, int]:
+    """How an Iceberg table is partitioned by its key, as ``(transform, column, width)``: key
+    ranges of ``partition_rows`` keys for a single integer key (``truncate``), else ``buckets``
+    hash buckets of the first key column (``bucket``)."""
+    if has_integer_key(columns, key):
+        return "truncate", key[0], partition_rows
+    return "bucket", key[0], buckets
+
+
 def iceberg_partitioning(
     columns: list[ColumnSpec], key: list[str], partition_rows: int, buckets: int, shared: bool = False
 ) -> str:
-    """An Iceberg table's partition transform: key ranges of ``partition_rows`` keys for a single
-    integer key, else ``buckets`` hash buckets of the first key column; a ``shared`` table is
-    split by source first, so that each source's writes (a merge, a copy, a compaction) touch
-    only its own files and two sources' commits never conflict."""
-    q = quote_identifier
-    by_key = (
-        f"truncate({partition_rows}, {q(key[0])})"
-        if has_integer_key(columns, key)
-        else f"bucket({buckets}, {q(key[0])})"
-    )
+    """An Iceberg table's partition transforms in SQL: its key's (``iceberg_key_partition``); a
+    ``shared`` table is split by source first, so that each source's writes (a merge, a copy, a
+    compaction) touch only its own files and two sources' commits never conflict."""
+    transform, column, width = iceberg_key_partition(columns, key, partition_rows, buckets)
+    by_key = f"{transform}({width}, {quote_identifier(column)})"
     return f"{SOURCE_COLUMN}, {by_key}" if shared else by_key
 
 
@@ -105,6 +111,23 @@ SHARED_PROPERTY = "loader.shared_key"
 MODE_PROPERTY = "loader.mode"
 
 
+def iceberg_properties(
+    source: str,
+    wh: WarehouseConfig,
+    new: bool = True,
+    shared_key: list[str] | None = None,
+    mode: str = modes.MIRROR,
+) -> dict[str, str]:
+    """The properties of an Iceberg warehouse table of ``source`` (or of a shared one, whose
+    rows name their sources, keyed by ``shared_key``) in ``mode``; a ``new`` one gets the format
+    version of ``wh`` (a table's version never goes down: a re-load keeps it)."""
+    whose = {OWNER_PROPERTY: source} if shared_key is None else {SHARED_PROPERTY: json.dumps(shared_key)}
+    properties = {**ICEBERG_PROPERTIES, **whose, MODE_PROPERTY: mode}
+    if new:
+        properties["format-version"] = str(wh.iceberg_format_version)
+    return properties
+
+
 def iceberg_properties_sql(
     source: str,
     wh: WarehouseConfig,
@@ -112,13 +135,8 @@ def iceberg_properties_sql(
     shared_key: list[str] | None = None,
     mode: str = modes.MIRROR,
 ) -> str:
-    """The ``TBLPROPERTIES`` clause of an Iceberg warehouse table of ``source`` (or of a shared
-    one, whose rows name their sources, keyed by ``shared_key``) in ``mode``; a ``new`` one gets
-    the format version of ``wh`` (a table's version never goes down: a re-load keeps it)."""
-    whose = {OWNER_PROPERTY: source} if shared_key is None else {SHARED_PROPERTY: json.dumps(shared_key)}
-    properties = {**ICEBERG_PROPERTIES, **whose, MODE_PROPERTY: mode}
-    if new:
-        properties["format-version"] = str(wh.iceberg_format_version)
+    """The ``TBLPROPERTIES`` clause of ``iceberg_properties``."""
+    properties = iceberg_properties(source, wh, new, shared_key, mode)
     return (
         "TBLPROPERTIES (" + ", ".join(f"'{k}' = {types.spark_string(v)}" for k, v in properties.items()) + ")"
     )
