@@ -21,6 +21,7 @@ says why).
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import datetime as dt
 import itertools
 import threading
@@ -128,7 +129,7 @@ def copy_table(
 
     told = _Told(info.qualified, len(ranges), info.estimated_rows, progress)
 
-    def copy_range(predicate: str) -> tuple[int, list[tuple[str, str]]]:
+    def copy_range(predicate: str) -> tuple[int, list[tuple[str, Partition]]]:
         conn = connect(creds)
         try:
             with conn.cursor() as cur:
@@ -266,9 +267,10 @@ class _DataFiles:
         """A writer of one key range's batches (one thread's)."""
         return _RangeFiles(self)
 
-    def partitions(self, batch: pa.Table) -> list[tuple[str, pa.Table]]:
-        """The batch's rows by partition (the table's one partition field), with each one's path.
-        A key range within one partition (the common case) is written as it is."""
+    def partitions(self, batch: pa.Table) -> list[tuple[Partition, pa.Table]]:
+        """The batch's rows by partition (the table's one partition field): each one's value and
+        folder (``name=value`` escaped, as Iceberg's writers name it). A key range within one
+        partition (the common case) is written as it is."""
         import pyarrow.compute as pc
         from pyiceberg.typedef import Record
 
@@ -277,9 +279,22 @@ class _DataFiles:
         source = schema.find_field(field.source_id)
         values = field.transform.pyarrow_transform(source.field_type)(batch.column(source.name))
         found = pc.unique(values).to_pylist()
+
+        def partition(value: Any) -> Partition:
+            return Partition(value, spec.partition_to_path(Record(value), schema))
+
         if len(found) == 1:
-            return [(spec.partition_to_path(Record(found[0]), schema), batch)]
-        return [(spec.partition_to_path(Record(v), schema), batch.filter(pc.equal(values, v))) for v in found]
+            return [(partition(found[0]), batch)]
+        return [(partition(v), batch.filter(pc.equal(values, v))) for v in found]
+
+
+@dataclasses.dataclass(frozen=True)
+class Partition:
+    """A data file's partition: the value of the table's partition field (an integer: a key's
+    truncated value or bucket; None for a NULL key) and the folder its files go into."""
+
+    value: int | None
+    folder: str
 
 
 class _RangeFiles:
@@ -291,43 +306,48 @@ class _RangeFiles:
 
         self._files = files
         self._fs, self._root = pafs.FileSystem.from_uri(files.location)
-        self._open: dict[str, tuple[Any, Any, str]] = {}  # partition path: writer, stream, name
-        self.written: list[tuple[str, str]] = []  # (path, a URI as the table's location; partition path)
+        self._open: dict[Partition, tuple[Any, Any, str]] = {}  # writer, stream, name
+        self.written: list[tuple[str, Partition]] = []  # (path, a URI as the table's location; partition)
 
     def write(self, batch: pa.Table) -> None:
         import pyarrow.parquet as pq
 
         files = self._files
-        for folder, rows in files.partitions(batch):
-            if folder not in self._open:
+        for partition, rows in files.partitions(batch):
+            if partition not in self._open:
                 name = files.file_name()
-                self._fs.create_dir(f"{self._root}/data/{folder}", recursive=True)
-                stream = self._fs.open_output_stream(
-                    f"{self._root}/data/{folder}/{name}", buffer_size=1 << 20
+                folder = f"{self._root}/data/{partition.folder}"
+                self._fs.create_dir(folder, recursive=True)
+                stream = self._fs.open_output_stream(f"{folder}/{name}", buffer_size=1 << 20)
+                self._open[partition] = (
+                    pq.ParquetWriter(stream, files.schema, **files.options),
+                    stream,
+                    name,
                 )
-                self._open[folder] = (pq.ParquetWriter(stream, files.schema, **files.options), stream, name)
-            writer, stream, _ = self._open[folder]
+            writer, stream, _ = self._open[partition]
             writer.write_table(rows.cast(files.schema))
             if stream.tell() >= files.target:
-                self._close(folder)
+                self._close(partition)
 
-    def close(self) -> list[tuple[str, str]]:
+    def close(self) -> list[tuple[str, Partition]]:
         """Close the files still open; every file written."""
-        for folder in list(self._open):
-            self._close(folder)
+        for partition in list(self._open):
+            self._close(partition)
         return self.written
 
-    def _close(self, folder: str) -> None:
-        writer, stream, name = self._open.pop(folder)
+    def _close(self, partition: Partition) -> None:
+        writer, stream, name = self._open.pop(partition)
         writer.close()
         stream.close()
-        self.written.append((f"{self._files.location}/data/{folder}/{name}", folder))
+        self.written.append((f"{self._files.location}/data/{partition.folder}/{name}", partition))
 
 
-def _commit(spark: Any, created: Any, files: list[tuple[str, str]], summary: dict[str, str]) -> None:
-    """Append the data files (path, partition path) in the snapshot creating the table, with
+def _commit(spark: Any, created: Any, files: list[tuple[str, Partition]], summary: dict[str, str]) -> None:
+    """Append the data files (path, partition) in the snapshot creating the table, with
     ``summary`` in its summary; each file's metrics read from its footer as Iceberg's Spark
-    writer keeps them (the table's metrics settings)."""
+    writer keeps them (the table's metrics settings). The partition is given to Iceberg as its
+    value: a folder's name is escaped text, which Iceberg does not read back (a key column named
+    ``key col`` is ``key+col_trunc=0``)."""
     jvm = spark._jvm
     iceberg_api = jvm.org.apache.iceberg
     table = created.table()
@@ -341,13 +361,21 @@ def _commit(spark: Any, created: Any, files: list[tuple[str, str]], summary: dic
             .withInputFile(source)
             .withFormat(iceberg_api.FileFormat.PARQUET)
             .withMetrics(iceberg_api.parquet.ParquetUtil.fileMetrics(source, metrics))
-            .withPartitionPath(partition)
+            .withPartitionValues(_partition_values(jvm, partition.value))
             .build()
         )
     for key, value in summary.items():
         append.set(key, value)
     append.commit()
     created.commitTransaction()
+
+
+def _partition_values(jvm: Any, value: int | None) -> Any:
+    """The Java list of a data file's partition values as Iceberg parses them (the one field's
+    decimal text; a NULL key's null)."""
+    out = jvm.java.util.ArrayList()
+    out.add(None if value is None else str(value))
+    return out
 
 
 def _repeat(kind: str, value: resync.Value, rows: int) -> pa.Array:

@@ -18,8 +18,9 @@ from loader.config import Config
 from loader.errors import LoadError
 from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN as INVALID
+from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
-from loader.warehouse.tables import table_name
+from loader.warehouse.tables import quote_identifier, table_name
 from tests.conftest import MariaDB, assert_equal_to_source, delta, iceberg_table
 from tests.warehouse.test_initial_load import ALL_TYPES, ALL_TYPES_ROWS
 
@@ -158,6 +159,99 @@ def test_the_arrow_copy_gives_the_tables_spark_copy_gives(
     # Invalid dates: NULL, their text kept, as Spark's copy keeps it.
     (edge,) = spark.table(table_name(by_arrow, "ac", "edges")).where("id = 1").select("d", INVALID).collect()
     assert tuple(edge) == (None, {"d": "2024-02-30", "dtm": "2023-02-29 12:00:00"})
+
+
+# Names as MySQL allows them, in table names, key columns (so in the partition field's name: the
+# key's truncate transform for one integer column, a bucket for a composite key) and others.
+ODD = " .`'\"%+=/\\"
+NAMED = {
+    # one integer key column: truncate partitions
+    "t.1 %+=/\\`'\"é": [
+        (f"k ey{ODD}注", "INT", True),
+        *((f"c{c}{i}", "VARCHAR(12)" if i % 2 else "INT", False) for i, c in enumerate(ODD)),
+        ("注文", "VARCHAR(10)", False),
+        ("Crème Brûlée", "DOUBLE", False),
+        ("select", "INT", False),
+        ("order", "DATE", False),
+        ("c" * 64, "INT", False),
+    ],
+    # a composite key: bucket partitions of its first column
+    "order": [(f"a/b=c+d% é{ODD}", "VARCHAR(20)", True), ("from", "INT", True), ("v w", "INT", False)],
+    # 64 characters each: the table's name, the key's, and so the partition field's 70
+    "n" * 64: [("k" * 64, "BIGINT", True), ("v" * 64, "VARCHAR(5)", False)],
+}
+
+
+def _named_rows(table: str, ids: range) -> list[str]:
+    columns = NAMED[table]
+    values = {
+        "INT": lambda i: str(i),
+        "BIGINT": lambda i: str(i * 10**12),
+        "DOUBLE": lambda i: f"{i / 3}",
+        "DATE": lambda i: f"'2024-01-{i % 28 + 1:02d}'",
+        "VARCHAR(5)": lambda i: f"'v{i % 99}'",
+        "VARCHAR(10)": lambda i: f"'注{i}'",
+        "VARCHAR(12)": lambda i: f"'%+=/{i}'",
+        "VARCHAR(20)": lambda i: f"'k{i % 5} é%+/'",
+    }
+    return [f"({', '.join(values[t](i) for _, t, _ in columns)})" for i in ids]
+
+
+def test_the_arrow_copy_loads_every_name_spark_copy_loads(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    def create(table: str) -> str:
+        columns = ", ".join(f"{quote_identifier(n)} {t}" for n, t, _ in NAMED[table])
+        key = ", ".join(quote_identifier(n) for n, _, k in NAMED[table] if k)
+        return f"CREATE TABLE ac.{quote_identifier(table)} ({columns}, PRIMARY KEY ({key}))"
+
+    def insert(table: str, ids: range) -> str:
+        return f"INSERT INTO ac.{quote_identifier(table)} VALUES {', '.join(_named_rows(table, ids))}"
+
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS ac",
+        "CREATE DATABASE ac",
+        *(create(t) for t in NAMED),
+        *(insert(t, range(1, 9)) for t in NAMED),
+    )
+    by_spark = _config(mariadb, tmp_path, spark_config, "ac_names_spark", "spark")
+    by_arrow = _config(mariadb, tmp_path, spark_config, "ac_names_arrow", "arrow")
+    said: list[str] = []
+    for cfg in (by_spark, by_arrow):
+        run_initial_load(spark, cfg, progress=said.append)
+    assert not [line for line in said if "copied by Spark" in line], said
+
+    def same_tables() -> None:
+        for table in NAMED:
+            assert _iceberg_layout(by_arrow, table) == _iceberg_layout(by_spark, table), table
+            mine, theirs = (_rows_as_json(spark, table_name(c, "ac", table)) for c in (by_arrow, by_spark))
+            assert len(mine) == len(theirs) > 0, table
+            assert mine == theirs, table
+
+    same_tables()
+    # Re-loaded, the tables replaced by both engines alike.
+    mariadb.execute(*(insert(t, range(9, 13)) for t in NAMED))
+    for cfg in (by_spark, by_arrow):
+        run_initial_load(spark, cfg, progress=said.append)
+    same_tables()
+    # Then changes merge into the arrow engine's tables, and the tables equal the source's.
+    for table in NAMED:
+        first = quote_identifier(NAMED[table][0][0])
+        mariadb.execute(
+            f"DELETE FROM ac.{quote_identifier(table)} WHERE {first} = (SELECT MIN({first}) FROM "
+            f"(SELECT {first} FROM ac.{quote_identifier(table)}) AS k)",
+            insert(table, range(20, 23)),
+        )
+    mariadb.execute(
+        f"UPDATE ac.{quote_identifier('order')} SET `v w` = -`v w` WHERE `from` % 2 = 0",
+        f"UPDATE ac.{quote_identifier('n' * 64)} SET {quote_identifier('v' * 64)} = 'new'",
+    )
+    delta(spark, by_arrow)
+    compared = compare_tables(spark, by_arrow)
+    assert sorted(c.table for c in compared) == sorted(f"ac.{t}" for t in NAMED)
+    for c in compared:
+        assert c.equal, f"{c.table}: source {c.source_sample}, warehouse {c.warehouse_sample}"
+    assert_equal_to_source(spark, by_arrow)
 
 
 def test_spark_merges_changes_into_a_table_the_arrow_copy_made_and_a_re_load_replaces_it(
