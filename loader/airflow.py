@@ -259,22 +259,36 @@ def extract(planned: dict[str, Any], source: str | None = None) -> dict[str, Any
         summary = steps.extract(cfg, interval.interval, progress=log.info)
     assert summary is not None  # a planned interval is always extracted
     metrics.extracted(cfg.source.name, summary)
-    log.info(
-        "interval %s: %s changes in %s transactions", summary.interval, summary.changes, summary.transactions
+    log.info(  # where the extraction ended (a cut one before the planned end), as the ledger has it
+        "interval %s [%s, %s): %s changes in %s transactions",
+        summary.interval,
+        summary.start,
+        summary.end,
+        summary.changes,
+        summary.transactions,
     )
     return to_dict(summary)
 
 
 def publish(planned: dict[str, Any], source: str | None = None, *, outlet_events: Any) -> list[str]:
-    """Mark the warehouse tables this run's interval changed as updated Assets."""
+    """Mark the warehouse tables the run's materialisation changed as updated Assets: those of
+    every interval it applied (an earlier run's that failed after its extraction too, which
+    that run never published), and its own interval's."""
     cfg = config(source)
-    interval = from_dict(PlannedInterval, planned).interval
+    own = from_dict(PlannedInterval, planned).interval
+    # The materialize task's intervals; none when its outcome is not there (a task run by hand).
+    applied = get_current_context()["ti"].xcom_pull(task_ids="materialize") or []
+    intervals = list(dict.fromkeys([*applied, *([own] if own else [])]))
+    latest: dict[tuple[str, str], str] = {}
     with loader_errors():
-        changed = steps.changed_tables(cfg, interval)
-    for schema, table in changed:
+        for interval in intervals:
+            for name in steps.changed_tables(cfg, interval):
+                latest[name] = interval
+    for (schema, table), interval in sorted(latest.items()):
         outlet_events[TABLES_ALIAS].add(asset_for(cfg, schema, table), extra={"interval": interval})
-    tables = [f"{schema}.{table}" for schema, table in changed]
-    log.info("updated: %s", ", ".join(tables) or "no tables")
+    tables = [f"{schema}.{table}" for schema, table in sorted(latest)]
+    of = f" (intervals {', '.join(intervals)})" if len(intervals) > 1 else ""
+    log.info("updated%s: %s", of, ", ".join(tables) or "no tables")
     return tables
 
 
@@ -357,10 +371,20 @@ class LoaderSparkJobOperator(SparkSubmitOperator):
                 'AIRFLOW_CONN_SPARK_DEFAULT=\'{"conn_type": "spark", "host": "local[2]"}\')'
             )
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Any) -> list[str] | None:  # type: ignore[override]
+        """Run the job; a materialisation's intervals applied (for ``publish``)."""
         cfg = config(self.source)
         with loader_errors(cfg.source.name, self.job):
-            steps.run_spark_job(cfg, self.job, self.job_args, self.launcher(context))
+            if self.job != "materialize":
+                steps.run_spark_job(cfg, self.job, self.job_args, self.launcher(context))
+                return None
+            done = steps.materialize(cfg, self.launcher(context))
+        # Every interval applied: an earlier run's that failed after its extraction too.
+        for line in done.interval_lines() or ["no extracted intervals to apply"]:
+            log.info("%s", line.strip())
+        if done.intervals:
+            log.info("%s tables merged: %s", len(done.tables), ", ".join(t.table for t in done.tables))
+        return [i.interval for i in done.intervals]
 
 
 class LoaderChecksumOperator(LoaderSparkJobOperator):

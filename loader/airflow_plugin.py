@@ -20,6 +20,7 @@ from airflow.plugins_manager import AirflowPlugin
 from loader import oncall, oncall_html, steps
 from loader.airflow import DagSource
 from loader.config import Config, load_deployment
+from loader.dag_state import delta_dag_state
 from loader.errors import REPORTED, describe
 
 URL_PREFIX = "/loader-oncall"
@@ -32,7 +33,9 @@ def _root(root_path: str) -> str:
 
 
 def _page(name: str | None, cfg: Config) -> oncall.SourcePage:
+    dags = DagSource(name, cfg)
     status = steps.status(cfg)
+    status.delta_dag = delta_dag_state(cfg.source.name, dags.dag_id(oncall.DELTA))
     records, total = steps.intervals(cfg, last=LATEST_INTERVALS)
     tables, tables_error = [], None
     try:
@@ -41,7 +44,7 @@ def _page(name: str | None, cfg: Config) -> oncall.SourcePage:
         tables_error = f"the tables cannot be listed: {describe(exc)}"
     return oncall.source_page(
         cfg.source.name,
-        DagSource(name, cfg).dag_id,
+        dags.dag_id,
         status,
         records,
         total,

@@ -23,9 +23,16 @@ from typing import Any
 
 from loader import __version__, steps
 from loader.config import ENV_SOURCE, Config, Deployment, load_config, load_deployment
+from loader.dag_state import delta_dag_state
 from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, ConfigError, describe, exit_code
 from loader.positions import Position
-from loader.results import ExtractSummary, IntervalRecord, TableMapping, TableResult, to_dict
+from loader.results import (
+    ExtractSummary,
+    IntervalRecord,
+    TableMapping,
+    comparison_text,
+    to_dict,
+)
 from loader.tables import table_list
 from loader.warehouse.submit import SparkJob, launch_subprocess
 from loader.warehouse.tables import ICEBERG_CATALOG
@@ -254,14 +261,6 @@ def _extract_lines(summary: ExtractSummary) -> list[str]:
     return lines
 
 
-def _table_lines(tables: list[TableResult]) -> list[str]:
-    return [
-        f"  {r.table:<30} inserted={r.inserted:,} updated={r.updated:,} deleted={r.deleted:,} "
-        f"partitions={r.partitions} seconds={r.seconds:.1f}"
-        for r in tables
-    ]
-
-
 def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
     """Extract one interval into staging: from the checkpoint (or --from) to now (or --to)."""
     summary = steps.extract(
@@ -283,11 +282,12 @@ def cmd_extract(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_materialize(args: argparse.Namespace, cfg: Config) -> int:
     """Apply every extracted interval to the warehouse with spark-submit; print a table summary."""
     started = time.monotonic()
-    tables = steps.materialize(cfg, _launch)
-    text = [f"materialize: {len(tables)} tables in {time.monotonic() - started:.1f} s", *_table_lines(tables)]
-    if not tables:
-        text = ["materialize: no extracted intervals to apply"]
-    _emit(args, {"tables": to_dict(tables)}, "\n".join(text))
+    done = steps.materialize(cfg, _launch)
+    _emit(
+        args,
+        {"tables": to_dict(done.tables), "intervals": to_dict(done.intervals)},
+        done.text(time.monotonic() - started),
+    )
     return EXIT_OK
 
 
@@ -329,6 +329,7 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 
 def _status_of(cfg: Config) -> tuple[dict[str, Any], str]:
     result = steps.status(cfg)
+    result.delta_dag = delta_dag_state(cfg.source.name)  # where Airflow is configured here
     return to_dict(result), result.text()
 
 
@@ -437,15 +438,7 @@ def cmd_run_once(args: argparse.Namespace, cfg: Config) -> int:
     run = steps.run_once(
         cfg, _launch, start, args.max_changes, args.lognum, args.logpos, _progress, args.allow_gap
     )
-    changes = run.extracted.changes if run.extracted else 0
-    lines = [
-        f"run-once: interval {run.planned.interval or '(nothing new)'} [{run.planned.start}, {run.planned.end}), "
-        f"{changes:,} changes extracted; {len(run.materialized)} tables materialised in {run.seconds:.1f} s",
-        *_table_lines(run.materialized),
-    ]
-    if run.planned.skipped_from:
-        lines.insert(1, f"  gap allowed: [{run.planned.skipped_from}, {run.planned.start}) skipped for good")
-    _emit(args, to_dict(run), "\n".join(lines))
+    _emit(args, to_dict(run), run.text())
     return EXIT_OK
 
 
@@ -468,23 +461,7 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_compare(args: argparse.Namespace, cfg: Config) -> int:
     """The warehouse tables next to the source's (spark-submit): counts, equality, a few rows."""
     tables = steps.verify(cfg, _launch, rows=args.rows, as_of=args.as_of)
-    lines = []
-    for t in tables:
-        if t.not_loaded:
-            lines.append(f"{t.table} → {t.warehouse_table}: not compared: {t.not_loaded}")
-            continue
-        verdict = "equal" if t.equal else "DIFFERENT"
-        as_of = f" as of interval {t.as_of}" if t.as_of else ""
-        lines.append(
-            f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, "
-            f"warehouse{as_of} {t.warehouse_text()}, {verdict}"
-        )
-        for side, sample in (("source", t.source_sample), ("warehouse", t.warehouse_sample)):
-            for row in sample:
-                lines.append(
-                    f"  {side:<9} " + ", ".join(f"{c}={v!r}" for c, v in zip(t.columns, row, strict=False))
-                )
-    _emit(args, {"tables": to_dict(tables)}, "\n".join(lines))
+    _emit(args, {"tables": to_dict(tables)}, comparison_text(tables))
     return EXIT_OK if all(t.equal or t.not_loaded for t in tables) else EXIT_ERROR
 
 
@@ -548,7 +525,12 @@ def build_parser() -> argparse.ArgumentParser:
         "materialize", cmd_materialize, "apply the extracted intervals to the warehouse tables (spark-submit)"
     )
     p = add("compare", cmd_compare, "show the warehouse tables next to the source tables (spark-submit)")
-    p.add_argument("--rows", type=int, default=3, help="rows of each table to show (default 3)")
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=3,
+        help="rows of each table to show: an equal table's first, a different one's first differing (default 3)",
+    )
     p.add_argument(
         "--as-of",
         metavar="ID",

@@ -23,7 +23,7 @@ DELTA, INITIAL_LOAD, ROLLBACK = "loader_continuous_delta", "loader_initial_load"
 # of that step.
 TASK_OF_STEP = {"extract": "extract", "materialize": "materialize"}
 
-HEALTHY, NOT_LOADED, FAILED, BEHIND, DIFFERS, STOPPED, UNREACHABLE = (
+HEALTHY, NOT_LOADED, FAILED, BEHIND, DIFFERS, STOPPED, UNREACHABLE, PAUSED, NO_RUN = (
     "healthy",
     "not loaded",
     "failed",
@@ -31,6 +31,8 @@ HEALTHY, NOT_LOADED, FAILED, BEHIND, DIFFERS, STOPPED, UNREACHABLE = (
     "differs",
     "stopped",
     "unreachable",
+    "paused",
+    "no run due",  # changes wait and no run will come: the delta DAG has no schedule
 )
 
 
@@ -139,6 +141,18 @@ def _verdict(status: Status, failed: list[FailedInterval], alert_lag_seconds: in
         return FAILED, f"{len(failed)} interval{plural} failed, the last {last.id}: {last.error}"
     if status.checkpoint is None:
         return NOT_LOADED, "no checkpoint yet: run the initial load"
+    dag = status.delta_dag
+    behind = f"{status.lag_seconds or 0:,.0f} s behind the source ({status.lag_bytes or 0:,} bytes of binlog)"
+    if dag and status.lag_bytes and not dag.runs_to_come:
+        if dag.paused:
+            return (
+                PAUSED,
+                f"the delta DAG {dag.dag_id} is paused, {behind}: no run applies it until it is unpaused",
+            )
+        return NO_RUN, (
+            f"{behind}, and no run of the delta DAG {dag.dag_id} is due (schedule {dag.schedule or 'none'}: "
+            "it runs when triggered): trigger a run"
+        )
     if alert_lag_seconds and (status.lag_seconds or 0) > alert_lag_seconds:
         return (
             BEHIND,
@@ -148,8 +162,19 @@ def _verdict(status: Status, failed: list[FailedInterval], alert_lag_seconds: in
     if check and check.differing:
         return DIFFERS, f"the last {check.kind} found tables that differ: {', '.join(check.differing)}"
     if not status.lag_bytes:
-        return HEALTHY, "caught up"
-    return HEALTHY, f"no failure; {status.lag_seconds or 0:,.0f} s behind the source, the next runs apply it"
+        paused = (
+            f"; the delta DAG {dag.dag_id} is paused: no run applies what comes next"
+            if dag and dag.paused
+            else ""
+        )
+        return HEALTHY, "caught up" + paused
+    if dag and dag.active_runs:
+        coming = "the run under way applies it"
+    elif dag and dag.next_run_at:
+        coming = f"the next run (due {dag.next_run_at}) applies it"
+    else:
+        coming = "the next runs apply it"
+    return HEALTHY, f"no failure; {status.lag_seconds or 0:,.0f} s behind the source, {coming}"
 
 
 def _field(params: dict[str, Any], name: str, value: Any, required: bool = False) -> Field:

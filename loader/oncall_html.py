@@ -23,7 +23,7 @@ dt { color: #52606d; } dd { margin: 0; } code { font-size: 13px; }
 .verdict { display: inline-block; padding: .15rem .6rem; border-radius: 1rem; font-weight: 600;
   color: white; background: #c0392b; text-transform: uppercase; font-size: 12px; }
 .verdict.healthy { background: #2e8540; } .verdict.behind, .verdict.differs { background: #d4820b; }
-.verdict.not-loaded { background: #616e7c; } .error { color: #c0392b; }
+.verdict.not-loaded, .verdict.paused, .verdict.no-run-due { background: #616e7c; } .error { color: #c0392b; }
 .way { border: 1px solid #cbd2d9; border-radius: 6px; padding: .7rem 1rem; margin: .6rem 0; max-width: 60rem; }
 .way h3 { margin: 0 0 .3rem; font-size: 1rem; } .way p { margin: .2rem 0 .5rem; color: #3e4c59; }
 .way label { display: block; margin: .4rem 0 .1rem; font-weight: 600; }
@@ -133,6 +133,7 @@ def source(page: SourcePage, root: str, many: bool) -> str:
         ("Lag", s.lag_line(backlog=False).removeprefix("lag: ")),
         ("Backlog", s.backlog()),
         ("Running now", s.lease or "nothing"),
+        ("Delta DAG", s.delta_dag.text() if s.delta_dag else "not known here"),
         (
             "Last initial load",
             f"{s.last_load.id} ({s.last_load.state}, {s.last_load.tables} tables, P0 {s.last_load.p0})"

@@ -262,13 +262,85 @@ class Maintenance:
 
 
 @dataclass
+class MergedInterval:
+    """An interval a materialisation applied, as the ledger records it: from its start to where
+    its extraction ended (a cut one, ``--max-changes``, before its planned end)."""
+
+    interval: str
+    start: str
+    end: str
+    changes: int | None
+
+
+@dataclass
+class Materialized:
+    """A materialisation: the intervals it applied (oldest first: a failed run's too) and its tables."""
+
+    intervals: list[MergedInterval]
+    tables: list[TableResult]
+
+    def interval_lines(self, skip: str | None = None, earlier: bool = False) -> list[str]:
+        """A line per interval applied but ``skip`` (a run's own, which its first line shows);
+        ``earlier``: the others were extracted by earlier runs (a run that failed after its
+        extraction)."""
+        return [
+            f"  {'also ' if earlier else ''}materialised interval {i.interval} [{i.start}, {i.end})"
+            + (f", {i.changes:,} changes" if i.changes is not None else "")
+            + (" (extracted by an earlier run)" if earlier else "")
+            for i in self.intervals
+            if i.interval != skip
+        ]
+
+    def text(self, seconds: float) -> str:
+        """As ``loader materialize`` prints it."""
+        if not self.intervals:
+            return "materialize: no extracted intervals to apply"
+        count = len(self.intervals)
+        return "\n".join(
+            [
+                f"materialize: {count} interval{'' if count == 1 else 's'}, {len(self.tables)} tables in "
+                f"{seconds:.1f} s",
+                *self.interval_lines(),
+                *table_lines(self.tables),
+            ]
+        )
+
+
+def table_lines(tables: list[TableResult]) -> list[str]:
+    """A line per table a materialisation merged."""
+    return [
+        f"  {r.table:<30} inserted={r.inserted:,} updated={r.updated:,} deleted={r.deleted:,} "
+        f"partitions={r.partitions} seconds={r.seconds:.1f}"
+        for r in tables
+    ]
+
+
+@dataclass
 class RunOnce:
-    """One delta run: planned, extracted (None when nothing new), materialised."""
+    """One delta run: planned, extracted (None when nothing new), materialised (every interval
+    waiting: an earlier run's that did not finish too)."""
 
     planned: PlannedInterval
     extracted: ExtractSummary | None
     materialized: list[TableResult]
     seconds: float
+    merged: list[MergedInterval] = field(default_factory=list)
+
+    def text(self) -> str:
+        """As ``loader run-once`` prints it: the interval as its extraction cut it (what the
+        ledger records), every other interval it materialised, the tables."""
+        planned, extracted = self.planned, self.extracted
+        start, end = (extracted.start, extracted.end) if extracted else (planned.start, planned.end)
+        lines = [
+            f"run-once: interval {planned.interval or '(nothing new)'} [{start}, {end}), "
+            f"{extracted.changes if extracted else 0:,} changes extracted; {len(self.materialized)} tables "
+            f"materialised in {self.seconds:.1f} s",
+            *Materialized(self.merged, self.materialized).interval_lines(planned.interval, earlier=True),
+            *table_lines(self.materialized),
+        ]
+        if planned.skipped_from:
+            lines.insert(1, f"  gap allowed: [{planned.skipped_from}, {planned.start}) skipped for good")
+        return "\n".join(lines)
 
 
 # --- initial load ---------------------------------------------------------------------------
@@ -343,6 +415,18 @@ class TableMapping:
 
 
 @dataclass
+class RowDifference:
+    """A row of a compared table that differs: its key's values, the columns that differ (every
+    column when one side lacks the row) and their values on each side (None: that side has no
+    row with the key)."""
+
+    key: list[Any]
+    columns: list[str]
+    source: list[Any] | None
+    warehouse: list[Any] | None
+
+
+@dataclass
 class TableComparison:
     """A warehouse table next to its source table."""
 
@@ -360,6 +444,9 @@ class TableComparison:
     # (``warehouse_rows`` counts the live ones, compared with the source's)
     kept_rows: int | None = None
     not_loaded: str | None = None  # why it is not compared: its copy is pending (``Ledger.not_loaded``)
+    key: list[str] = field(default_factory=list)  # the columns rows are matched by
+    differing_rows: int = 0  # keys one side lacks, or whose rows differ
+    differences: list[RowDifference] = field(default_factory=list)  # the first of them, in key order
 
     def warehouse_text(self) -> str:
         """What the warehouse side holds, for people."""
@@ -368,6 +455,69 @@ class TableComparison:
         if self.kept_rows is not None and self.mode == modes.HISTORY:
             return f"{self.warehouse_rows:,} current versions (of {self.kept_rows:,})"
         return f"{self.warehouse_rows:,} rows"
+
+
+def comparison_text(tables: list[TableComparison]) -> str:
+    """As ``loader compare`` prints it: a line per table; an equal table's first rows of each
+    side, a different one's first differing rows (their key, then the columns that differ with
+    both values), long values cut; the verdict last."""
+    lines = []
+    for t in tables:
+        if t.not_loaded:
+            lines.append(f"{t.table} → {t.warehouse_table}: not compared: {t.not_loaded}")
+            continue
+        as_of = f" as of interval {t.as_of}" if t.as_of else ""
+        verdict = (
+            "equal"
+            if t.equal
+            else f"DIFFERENT: {t.differing_rows:,} {'row differs' if t.differing_rows == 1 else 'rows differ'}"
+        )
+        lines.append(
+            f"{t.table} → {t.warehouse_table}: source {t.source_rows:,} rows, "
+            f"warehouse{as_of} {t.warehouse_text()}, {verdict}"
+        )
+        if t.equal:
+            for side, sample in (("source", t.source_sample), ("warehouse", t.warehouse_sample)):
+                for row in sample:
+                    lines.append(f"  {side:<9} " + _values(t.columns, row))
+            continue
+        for d in t.differences:
+            key = _values(t.key, d.key)
+            if d.source is None or d.warehouse is None:
+                side, only = ("source", d.source) if d.warehouse is None else ("warehouse", d.warehouse)
+                lines.append(f"  key {key}: only in the {side}: {_values(d.columns, only or [])}")
+            else:
+                changes = "; ".join(
+                    f"{c}: source {_shown(a)}, warehouse {_shown(b)}"
+                    for c, a, b in zip(d.columns, d.source, d.warehouse, strict=True)
+                )
+                lines.append(f"  key {key}: {changes}")
+        if t.differing_rows > len(t.differences):
+            more = t.differing_rows - len(t.differences)
+            lines.append(f"  … and {more:,} more row{'' if more == 1 else 's'}")
+    differ = [t.table for t in tables if not t.equal and not t.not_loaded]
+    if differ:
+        names = ",".join(differ)
+        lines.append(
+            f"compare: {len(differ)} of {len(tables)} tables differ from the source: {names}. "
+            f"Re-load them with `loader initial-load --tables {names}` (the delta runs go on for the "
+            "other tables)"
+        )
+    return "\n".join(lines)
+
+
+SHOWN_CHARACTERS = 60  # of a value ``loader compare`` prints; a longer one is cut, its length said
+
+
+def _shown(value: Any) -> str:
+    """A value as ``loader compare`` prints it: its repr, a long text cut and its length said."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARACTERS:
+        return f"{value[: SHOWN_CHARACTERS // 2]!r}… ({len(value):,} characters)"
+    return repr(value)
+
+
+def _values(columns: list[str], row: list[Any]) -> str:
+    return ", ".join(f"{c}={_shown(v)}" for c, v in zip(columns, row, strict=False))
 
 
 @dataclass
@@ -523,6 +673,34 @@ class LastLoad:
 
 
 @dataclass
+class DagState:
+    """What Airflow knows of a source's delta DAG (``dag_state``)."""
+
+    dag_id: str
+    paused: bool
+    active_runs: int  # queued or running
+    next_run_at: str | None  # when the scheduler creates the next run (UTC); None: none is due
+    schedule: str | None  # Airflow's summary of the schedule ("*/15 * * * *", "None")
+
+    @property
+    def runs_to_come(self) -> bool:
+        """Whether a run will apply what waits: one is under way, or the scheduler has one due."""
+        return not self.paused and (self.active_runs > 0 or self.next_run_at is not None)
+
+    def text(self) -> str:
+        """``<dag>: paused`` or what runs and when the next is due."""
+        if self.paused:
+            return f"{self.dag_id}: PAUSED (no run starts until it is unpaused)"
+        if self.active_runs:
+            return f"{self.dag_id}: a run under way" + (
+                f", the next due {self.next_run_at}" if self.next_run_at else ""
+            )
+        if self.next_run_at:
+            return f"{self.dag_id}: next run due {self.next_run_at}"
+        return f"{self.dag_id}: no run due (schedule {self.schedule or 'none'}: runs only when triggered)"
+
+
+@dataclass
 class Status:
     """Where the source is, what is loaded, how far behind, and what failed last."""
 
@@ -548,6 +726,7 @@ class Status:
     followed: str | None = None  # the last switch to another server that held the history
     awaiting_copy: list[str] = field(default_factory=list)  # tables a load has not copied yet
     last_check: LastCheck | None = None  # the last checksum or compare against the source
+    delta_dag: DagState | None = None  # where Airflow is known (``dag_state``)
 
     def lag_line(self, backlog: bool = True) -> str:
         """``lag: …``: how far behind the source, and (``backlog``) what waits to be merged."""
@@ -598,6 +777,12 @@ class Status:
         if self.history_problem:
             lines.append(f"STOPPED: {self.history_problem}. Runs refuse to read on. {REMEDY}")
         lines.append(f"running now: {self.lease}" if self.lease else "running now: nothing")
+        if self.delta_dag:
+            lines.append(f"delta DAG: {self.delta_dag.text()}")
+            if self.lag_bytes and not self.delta_dag.runs_to_come:
+                lines.append(
+                    f"NO RUN TO COME: {self.lag_bytes:,} bytes of binlog wait and no run will apply them"
+                )
         if self.last_error:
             e = self.last_error
             lines.append(f"last error: interval {e.interval} at {e.at}: {e.error}")

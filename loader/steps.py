@@ -66,6 +66,8 @@ from loader.results import (
     LastLoad,
     LoadSummary,
     Maintenance,
+    Materialized,
+    MergedInterval,
     PlannedInterval,
     Rollback,
     RunOnce,
@@ -240,9 +242,20 @@ def extract(
         raise
 
 
-def materialize(cfg: Config, launch: Launcher) -> list[TableResult]:
-    """Apply every extracted interval to the warehouse tables (the Spark job moves the checkpoint)."""
-    return from_dict(list[TableResult], run_spark_job(cfg, "materialize", [], launch))
+def materialize(cfg: Config, launch: Launcher) -> Materialized:
+    """Apply every extracted interval to the warehouse tables (the Spark job moves the checkpoint);
+    the intervals it applied, as the ledger recorded them, and its tables."""
+    waiting = [i.id for i in Ledger.of(cfg).intervals() if i.state == EXTRACTED]
+    tables = from_dict(list[TableResult], run_spark_job(cfg, "materialize", [], launch))
+    merged = [Ledger.of(cfg).get(i) for i in waiting]
+    return Materialized(
+        [
+            MergedInterval(i.id, i.start, str(i.effective_end), i.changes)
+            for i in merged
+            if i is not None and i.state == MATERIALISED
+        ],
+        tables,
+    )
 
 
 def rollback(cfg: Config, launch: Launcher, interval_id: str) -> Rollback:
@@ -290,8 +303,8 @@ def run_once(
     extracted = None
     if planned.interval is not None:
         extracted = extract(cfg, planned.interval, progress=progress)
-    tables = materialize(cfg, launch)
-    return RunOnce(planned, extracted, tables, time.monotonic() - started)
+    done = materialize(cfg, launch)
+    return RunOnce(planned, extracted, done.tables, time.monotonic() - started, done.intervals)
 
 
 def materialize_size(warehouse: WarehouseConfig, ledger: Ledger, intervals: list[Interval]) -> JobSize | None:

@@ -438,12 +438,33 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     outputs.append(crash)
     assert _warehouse(config) == _source(mariadb)
 
+    # A run killed in its merge, not cleared: the next run applies the killed run's interval
+    # with its own, says both, and publishes the tables both changed.
+    mariadb.execute("UPDATE af.orders SET total = total + 1 WHERE id < 5")
+    killed = dags_test(
+        {**env, "LOADER_CRASH_AT": "materialize: after snapshot committed:1"},
+        "loader_continuous_delta",
+        "2026-02-04T06:00:00+00:00",
+    )
+    outputs.append(killed)
+    assert run_state(killed) == "failed", killed[-3000:]
+    killed_interval = _status(env)["last_error"]["interval"]
+    mariadb.execute("INSERT INTO af.notes VALUES ('late', x'01', 'after the kill')")
+    after = dags_test(env, "loader_continuous_delta", "2026-02-04T12:00:00+00:00")
+    outputs.append(after)
+    assert run_state(after) == "success", after[-3000:]
+    assert f"materialised interval {killed_interval} [" in after, after[-3000:]
+    (updated,) = re.findall(r"updated \(intervals (\d+), (\d+)\): (.*)", after)
+    assert updated[0] == killed_interval and updated[1] > killed_interval, updated
+    assert "af.orders" in updated[2] and "af.notes" in updated[2], updated
+    assert _warehouse(config) == _source(mariadb)
+
     # A backfill from a position before the checkpoint replays from there: same tables.
     status = _status(env)
     assert status["intervals"] == {
         "planned": 0,
         "extracted": 0,
-        "materialised": 2,
+        "materialised": 4,
         "failed": 0,
         "abandoned": 0,
     }

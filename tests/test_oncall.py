@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from loader import oncall, oncall_html
-from loader.results import IntervalRecord, LastCheck, Status, TableMapping
+from loader.results import DagState, IntervalRecord, LastCheck, Status, TableMapping
 
 
 def _status(**changed: Any) -> Status:
@@ -79,6 +79,54 @@ def test_a_source_s_verdict_names_the_worst_of_what_is_wrong() -> None:
         "the source cannot be reached: refused"
     )
     assert _page(_status(checkpoint=None), []).verdict == oncall.NOT_LOADED
+
+
+def test_changes_waiting_with_no_run_to_come_are_not_healthy() -> None:
+    def dag(**changed: Any) -> DagState:
+        fields: dict[str, Any] = {
+            "dag_id": "loader_continuous_delta__shop",
+            "paused": False,
+            "active_runs": 0,
+            "next_run_at": "2026-11-28T10:15:00Z",
+            "schedule": "*/15 * * * *",
+        }
+        return DagState(**{**fields, **changed})
+
+    behind = {"lag_seconds": 2622.0, "lag_bytes": 10_000}
+    paused = _page(_status(**behind, delta_dag=dag(paused=True, next_run_at=None)), DONE)
+    assert (paused.verdict, paused.verdict_text) == (
+        oncall.PAUSED,
+        "the delta DAG loader_continuous_delta__shop is paused, 2,622 s behind the source (10,000 bytes "
+        "of binlog): no run applies it until it is unpaused",
+    )
+    assert "Delta DAG" in oncall_html.source(paused, "/", many=False)
+    unscheduled = _page(_status(**behind, delta_dag=dag(next_run_at=None, schedule="None")), DONE)
+    assert unscheduled.verdict == oncall.NO_RUN and unscheduled.verdict_text.endswith(
+        "no run of the delta DAG loader_continuous_delta__shop is due (schedule None: it runs when "
+        "triggered): trigger a run"
+    )
+    # A run under way or one due applies it; caught up, a paused DAG is said, not alarmed.
+    running = _page(_status(**behind, delta_dag=dag(active_runs=1, next_run_at=None)), DONE)
+    assert (running.verdict, running.verdict_text) == (
+        oncall.HEALTHY,
+        "no failure; 2,622 s behind the source, the run under way applies it",
+    )
+    due = _page(_status(**behind, delta_dag=dag()), DONE)
+    assert (
+        due.verdict_text
+        == "no failure; 2,622 s behind the source, the next run (due 2026-11-28T10:15:00Z) applies it"
+    )
+    idle = _page(_status(delta_dag=dag(paused=True)), DONE)
+    assert (idle.verdict, idle.verdict_text) == (
+        oncall.HEALTHY,
+        "caught up; the delta DAG loader_continuous_delta__shop is paused: no run applies what comes next",
+    )
+    # Where Airflow is not known, the page says what it can.
+    assert _page(_status(**behind), DONE).verdict_text.endswith("the next runs apply it")
+    # loader status says it too.
+    text = _status(**behind, delta_dag=dag(paused=True)).text()
+    assert "delta DAG: loader_continuous_delta__shop: PAUSED (no run starts until it is unpaused)" in text
+    assert "NO RUN TO COME: 10,000 bytes of binlog wait and no run will apply them" in text
 
 
 def test_the_ways_out_fill_the_fields_of_the_right_dag_from_the_facts() -> None:

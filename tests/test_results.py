@@ -13,6 +13,7 @@ from loader.results import (
     ExtractSummary,
     FailedStep,
     LastLoad,
+    MergedInterval,
     PlannedInterval,
     RunOnce,
     Status,
@@ -41,6 +42,28 @@ def test_a_run_with_nested_results_comes_back_equal() -> None:
     assert _round_trip(run) == run
     nothing_new = RunOnce(PlannedInterval(None, "binlog.000002:900", "binlog.000002:900"), None, [], 0.1)
     assert _round_trip(nothing_new) == nothing_new
+
+
+def test_a_runs_summary_is_what_the_ledger_recorded() -> None:
+    # Planned to 900, cut at 500 by --max-changes; a killed run's interval materialised with it.
+    run = RunOnce(
+        PlannedInterval("0000000007", "binlog.000002:4", "binlog.000002:900"),
+        ExtractSummary("0000000007", "binlog.000002:4", "binlog.000002:500", 3, 120, 0.4, [], "m.json"),
+        [TableResult("shop.orders", 100, 20, 0, 1, 1.5)],
+        4.2,
+        [
+            MergedInterval("0000000006", "binlog.000001:4", "binlog.000002:4", 7),
+            MergedInterval("0000000007", "binlog.000002:4", "binlog.000002:500", 120),
+        ],
+    )
+    assert _round_trip(run) == run
+    assert run.text().splitlines() == [
+        "run-once: interval 0000000007 [binlog.000002:4, binlog.000002:500), 120 changes extracted; "
+        "1 tables materialised in 4.2 s",
+        "  also materialised interval 0000000006 [binlog.000001:4, binlog.000002:4), 7 changes "
+        "(extracted by an earlier run)",
+        "  shop.orders                    inserted=100 updated=20 deleted=0 partitions=1 seconds=1.5",
+    ]
 
 
 def test_status_keeps_its_json_shape_and_its_text() -> None:

@@ -14,7 +14,7 @@ from loader.config import Config, load_config
 from loader.errors import ManifestError, SparkJobError, TransientError, exit_code
 from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Ledger, Load, layout_record
 from loader.positions import Position
-from loader.results import TableResult
+from loader.results import Materialized, MergedInterval, TableResult
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.verify import sha256_hex
 from loader.warehouse.materialize import record_materialised
@@ -53,32 +53,51 @@ def _extracted_interval(cfg: Config, tables: list[TableEntry] | None = None) -> 
     return interval.id
 
 
-def test_a_jobs_summary_comes_back_typed(cfg: Config) -> None:
-    _extracted_interval(cfg)
+def test_a_jobs_summary_comes_back_typed_with_every_interval_it_applied_as_recorded(cfg: Config) -> None:
+    ledger = Ledger.of(cfg)
+    # A killed run's interval, extracted and never materialised, then this run's, cut short of
+    # its planned end by --max-changes.
+    killed, cut = _extracted_interval(cfg), _extracted_interval(cfg)
+    interval = ledger.get(cut)
+    assert interval is not None
+    interval.extracted_end = "binlog.000001:5000"
+    ledger.save(interval)
 
     def launch(job: SparkJob) -> str | None:
         assert job.name == "materialize"
+        applied = [ledger.get(i) for i in (killed, cut)]
+        record_materialised(ledger, [i for i in applied if i is not None], [])  # as the job does
         write_outcome(
             job.result_path,
             [{"table": "s.t", "inserted": 2, "updated": 1, "deleted": 0, "partitions": 1, "seconds": 0.5}],
         )
         return None
 
-    assert steps.materialize(cfg, launch) == [TableResult("s.t", 2, 1, 0, 1, 0.5)]
+    done = steps.materialize(cfg, launch)
+    assert done.tables == [TableResult("s.t", 2, 1, 0, 1, 0.5)]
+    assert done.intervals == [
+        MergedInterval(killed, "binlog.000001:4", "binlog.000001:4000", 1),
+        MergedInterval(cut, "binlog.000001:4000", "binlog.000001:5000", 1),  # where it was cut
+    ]
+    assert done.text(1.25).splitlines()[:3] == [
+        "materialize: 2 intervals, 1 tables in 1.2 s",
+        f"  materialised interval {killed} [binlog.000001:4, binlog.000001:4000), 1 changes",
+        f"  materialised interval {cut} [binlog.000001:4000, binlog.000001:5000), 1 changes",
+    ]
 
 
 def test_a_materialisation_with_no_extracted_interval_starts_no_job(cfg: Config) -> None:
     def launch(job: SparkJob) -> str | None:
         raise AssertionError(f"a {job.name} job was launched with nothing to apply")
 
-    assert steps.materialize(cfg, launch) == []
+    assert steps.materialize(cfg, launch) == Materialized([], [])
     interval = _extracted_interval(cfg)
     ledger = Ledger.of(cfg)
     done = ledger.get(interval)
     assert done is not None
     done.state = MATERIALISED
     ledger.save(done)
-    assert steps.materialize(cfg, launch) == []
+    assert steps.materialize(cfg, launch) == Materialized([], [])
 
 
 def test_intervals_that_changed_no_selected_table_are_applied_without_a_job(cfg: Config) -> None:
@@ -91,7 +110,8 @@ def test_intervals_that_changed_no_selected_table_are_applied_without_a_job(cfg:
     ledger = Ledger.of(cfg)
     first = _extracted_interval(cfg, tables=[])
     ledger.record_error(first, "materialize: the metastore did not answer")  # an earlier attempt's
-    assert steps.materialize(cfg, launch) == []
+    done = steps.materialize(cfg, launch)
+    assert done == Materialized([MergedInterval(first, "binlog.000001:4", "binlog.000001:4000", 0)], [])
     applied = ledger.get(first)
     checkpoint = ledger.checkpoint()
     assert applied is not None and applied.state == MATERIALISED and applied.error is None

@@ -230,15 +230,33 @@ def test_the_oncall_page_shows_a_healthy_source_then_a_failed_interval_whose_rer
         (run,) = airflow.finished(second)
         assert run.state == "success", airflow.tail()
 
-        # The backfill way out, as filled (from the checkpoint): a run with those fields.
-        # A change not applied yet: healthy, and behind.
+        # A change not applied yet, the delta DAG paused: no run will apply it, and the page and
+        # loader status say so.
         mariadb.execute("INSERT INTO oncall.t VALUES (5, 5)")
         checkpoint = ledger.checkpoint()
         assert checkpoint is not None
+        airflow.api("PATCH", f"/api/v2/dags/{dag}", {"is_paused": True})
+        paused = _oncall(airflow, "oncall-paused.png")
+        assert paused["verdict"] == "PAUSED" and paused["why"].startswith(
+            f"the delta DAG {dag} is paused, "
+        ), paused
+        assert paused["facts"]["Delta DAG"] == f"{dag}: PAUSED (no run starts until it is unpaused)", paused
+        status = subprocess.run(
+            [str(BIN / "loader"), "status"], env=airflow.env, capture_output=True, text=True
+        )
+        assert status.returncode == 0, status.stderr[-2000:]
+        assert f"delta DAG: {dag}: PAUSED" in status.stdout and "NO RUN TO COME: " in status.stdout, (
+            status.stdout
+        )
+        airflow.api("PATCH", f"/api/v2/dags/{dag}", {"is_paused": False})
+        # Unpaused, it still runs only when triggered (no schedule here): not healthy either.
+        # The backfill way out, as filled (from the checkpoint): a run with those fields.
         mended = _oncall(airflow, "oncall-mended.png", "backfill")
-        assert (mended["verdict"], mended["failed"]) == ("HEALTHY", []) and "rerun" not in mended["ways"]
+        assert (mended["verdict"], mended["failed"]) == ("NO RUN DUE", []) and "rerun" not in mended["ways"]
         assert re.fullmatch(
-            r"no failure; [\d,]+ s behind the source, the next runs apply it", mended["why"]
+            rf"[\d,]+ s behind the source \([\d,]+ bytes of binlog\), and no run of the delta DAG {dag} is "
+            r"due \(schedule .*: it runs when triggered\): trigger a run",
+            mended["why"],
         ), mended
         lognum, logpos = checkpoint.position.rsplit(".", 1)[1].split(":")
         assert mended["ways"]["backfill"]["fields"] == {

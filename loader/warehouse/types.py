@@ -44,6 +44,7 @@ _INT_UNSIGNED_SPARK = {
     "int": "bigint",
     "bigint": "decimal(20,0)",
 }
+INTEGER_KINDS = frozenset(_INT_SPARK)
 _STRING = {"char", "varchar", "text", "enum", "set", "json", "time"}
 # Binary strings (warehouse ``binary``) and character strings (warehouse ``string``, TIME aside).
 BINARY_KINDS = {"binary", "varbinary", "blob", "geometry", "vector"}
