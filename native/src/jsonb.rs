@@ -11,7 +11,7 @@ use crate::csvtext::{push_base64_text, push_json_string};
 use crate::digits::{push_i64, push_u64};
 use crate::floats;
 use crate::temporal;
-use crate::values::{decimal, decimal_size};
+use crate::decimals::{decimal, decimal_size};
 
 const SMALL_OBJECT: u8 = 0;
 const LARGE_OBJECT: u8 = 1;

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 mod csvtext;
+mod decimals;
 mod digits;
 mod floats;
 mod jsonb;
@@ -68,7 +69,7 @@ fn column(spec: ColumnSpec) -> Result<Col, String> {
         "decimal" if (1..=65).contains(&a) && b <= a && b <= 30 => Col::Decimal {
             intg: a - b,
             scale: b,
-            size: values::decimal_size(a, b),
+            size: decimals::decimal_size(a, b),
         },
         "date" => Col::Date,
         "time" => Col::Time,
