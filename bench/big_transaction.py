@@ -49,14 +49,14 @@ def generate(port: int, rows: int) -> tuple[str, int, int]:
 
 
 def child(run: str, port: int, datadir: str, file: str, start: int, end: int) -> None:
-    from loader import extract
     from loader.config import load_config
+    from loader.extract import decode, run_extract
     from loader.positions import Position
 
     out = Path(tempfile.mkdtemp(prefix="bench-big-out-"))
     os.environ["BENCH_PASSWORD"] = PASSWORD
     if run == "whole":
-        extract.OPEN_ROWS_HELD_AT = None  # type: ignore[assignment]
+        decode.OPEN_ROWS_HELD_AT = None  # type: ignore[assignment]
     cfg = load_config(
         None,
         env={
@@ -71,9 +71,7 @@ def child(run: str, port: int, datadir: str, file: str, start: int, end: int) ->
     )
     t0 = time.perf_counter()
     try:
-        summary = extract.run_extract(
-            cfg, Position(file, start), Position(file, end), progress=lambda _: None
-        )
+        summary = run_extract(cfg, Position(file, start), Position(file, end), progress=lambda _: None)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     assert summary is not None

@@ -815,10 +815,10 @@ def test_a_transaction_longer_than_a_read_run_across_a_range_cut_is_applied_once
     """The DAG's extract (the server's stream, spooled into ranges for two processes) of an
     interval where a transaction several read runs long spans where a range would be cut: the
     cut moves past it, and the rows before, in and after it reach the warehouse once, in order."""
-    from loader import extract
     from loader.binlog.transport import RUN_BYTES
+    from loader.extract import decode
 
-    monkeypatch.setattr(extract, "PARALLEL_FROM_BYTES", 0)  # ~1 MB of binlog here
+    monkeypatch.setattr(decode, "PARALLEL_FROM_BYTES", 0)  # ~1 MB of binlog here
     cfg = loaded(
         "edge_long_txn",
         ["t (id INT PRIMARY KEY, v LONGTEXT, n INT)"],

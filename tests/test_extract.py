@@ -274,10 +274,11 @@ def test_parallel_extraction_writes_the_same_rows(
 ) -> None:
     """Both transports, decoded in one process or cut into ranges, stage the same rows in the
     same order: across a rotation and with a large transaction's rows waiting on disk."""
-    from loader import extract, steps
+    from loader import steps
+    from loader.extract import decode
 
-    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)
-    monkeypatch.setattr(extract, "PARALLEL_FROM_BYTES", 0)  # a few kB of binlog here
+    monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 7)
+    monkeypatch.setattr(decode, "PARALLEL_FROM_BYTES", 0)  # a few kB of binlog here
     mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex9",
         "CREATE TABLE IF NOT EXISTS ex9.a (id INT PRIMARY KEY, v VARCHAR(50))",
@@ -425,10 +426,10 @@ def test_the_servers_stream_is_cut_at_shares_of_the_log_where_the_server_leaves_
 
 def _decode_spooled(cfg: Config, piece: Piece, folder: Path) -> int:
     """The changes a decoding process stages from one spooled piece of the server's stream."""
-    from loader import extract
+    from loader.extract import decode
 
-    settings = extract.ExtractSettings.of(cfg)
-    return extract._extract_range(
+    settings = decode.ExtractSettings.of(cfg)
+    return decode._extract_range(
         settings, str(piece.start), str(piece.end), str(folder), None, None, "", spool=piece.path
     ).changes
 
@@ -436,9 +437,9 @@ def _decode_spooled(cfg: Config, piece: Piece, folder: Path) -> int:
 def test_a_stop_in_a_range_decoded_by_another_process_stops_the_extract_as_in_one(
     mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loader import extract
+    from loader.extract import decode
 
-    monkeypatch.setattr(extract, "PARALLEL_FROM_BYTES", 0)
+    monkeypatch.setattr(decode, "PARALLEL_FROM_BYTES", 0)
     mariadb.execute(
         "CREATE DATABASE IF NOT EXISTS ex13", "CREATE TABLE IF NOT EXISTS ex13.t (id INT PRIMARY KEY, a INT)"
     )
@@ -496,7 +497,7 @@ def test_extract_command_prints_a_summary(mariadb: MariaDB, tmp_path: Path) -> N
 def test_a_large_transaction_waits_on_disk_and_stages_the_same_rows(
     mariadb: MariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoder: str
 ) -> None:
-    from loader import extract
+    from loader.extract import decode
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS ex_big",
@@ -533,7 +534,7 @@ def test_a_large_transaction_waits_on_disk_and_stages_the_same_rows(
     Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
 
     in_memory = run_extract(whole, progress=lambda _: None)
-    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)
+    monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 7)
     on_disk = run_extract(held, progress=lambda _: None)
     assert in_memory is not None and on_disk is not None
     assert on_disk.changes == in_memory.changes == 300 + 300 + 600 + 50 + 1 + 2
@@ -553,10 +554,10 @@ def test_rows_a_rollback_to_savepoint_undid_are_not_staged_and_a_non_transaction
     """The rows after a savepoint are held in memory until the commit, also in a transaction
     large enough for its rows to wait on disk, so that a ROLLBACK TO can still take them back;
     rows it takes back of a table the source reports as non-transactional stop the read."""
-    from loader import extract
     from loader.binlog.files import BinlogFiles
     from loader.binlog.reader import read_transactions
     from loader.binlog.schema import SourceTable, StaticSchema
+    from loader.extract import decode
 
     fresh_schema(
         mariadb,
@@ -593,7 +594,7 @@ def test_rows_a_rollback_to_savepoint_undid_are_not_staged_and_a_non_transaction
     held = _config(mariadb, tmp_path / "held", "ex_savepoint")
     Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
     in_memory = run_extract(whole, progress=lambda _: None)
-    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)  # the 20 inserts wait on disk
+    monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 7)  # the 20 inserts wait on disk
     on_disk = run_extract(held, progress=lambda _: None)
     assert in_memory is not None and on_disk is not None
     a = Manifest.from_json(open_store(whole.staging).get(in_memory.manifest) or b"")
@@ -626,8 +627,8 @@ def test_rows_of_a_transaction_that_never_commits_are_not_staged_even_once_hande
 ) -> None:
     """A transaction whose commit never came (the binlog ended inside it after a crash, and the
     next transaction began) stages nothing, also when its rows were handed out and held."""
-    from loader import extract
     from loader.binlog.constants import EventType
+    from loader.extract import decode
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS ex_lost",
@@ -645,7 +646,7 @@ def test_rows_of_a_transaction_that_never_commits_are_not_staged_even_once_hande
     Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
 
     # The server sends the binlog as it is, less the second transaction's commit event.
-    real_transport = extract.open_transport
+    real_transport = decode.open_transport
     commits = itertools.count()
 
     def losing_a_commit(*args: Any, **kwargs: Any) -> Any:
@@ -662,10 +663,10 @@ def test_rows_of_a_transaction_that_never_commits_are_not_staged_even_once_hande
         transport.runs = None  # read as events (grouped into runs for the native reader)
         return transport
 
-    monkeypatch.setattr(extract, "open_transport", losing_a_commit)
+    monkeypatch.setattr(decode, "open_transport", losing_a_commit)
     in_memory = run_extract(whole, progress=lambda _: None)
     commits = itertools.count()
-    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 3)  # its 21 rows are handed out, held, then dropped
+    monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 3)  # its 21 rows are handed out, held, then dropped
     on_disk = run_extract(held, progress=lambda _: None)
     assert in_memory is not None and on_disk is not None
     assert on_disk.changes == in_memory.changes == 5 + 2 * 2  # an update stages as D and I
@@ -687,13 +688,13 @@ def test_the_native_reader_stages_what_the_python_decoder_stages(
     staged bytes, manifests and interval records equal the Python decoder's."""
     import random
 
-    from loader import extract
+    from loader.extract import decode
 
-    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 40)
+    monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 40)
     taken = []
-    write_native = extract._RangeTables.native
+    write_native = decode._RangeTables.native
     monkeypatch.setattr(
-        extract._RangeTables,
+        decode._RangeTables,
         "native",
         lambda self, run: taken.append(run.result.transactions) or write_native(self, run),
     )

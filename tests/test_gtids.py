@@ -13,7 +13,8 @@ from loader.binlog.files import BinlogFiles
 from loader.binlog.parser import BinlogParser
 from loader.binlog.transactions import TransactionReader
 from loader.errors import GtidError, HistoryError
-from loader.extract import RangeResult, _gtid_reached
+from loader.extract.decode import RangeResult
+from loader.extract.interval import _gtid_reached
 from loader.gtids import GtidSet
 from loader.history import gtid_of_event
 from loader.ledger import Interval

@@ -459,7 +459,7 @@ def test_one_step_at_a_time_per_source_and_a_killed_holder_does_not_block_for_ev
 def test_transactions_held_on_disk_before_their_commit_reach_the_warehouse_exactly(
     mariadb: MariaDB, tmp_path: Path, spark: Any, loaded: Loaded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loader import extract
+    from loader.extract import decode
 
     cfg = loaded(
         "ops_held",
@@ -489,6 +489,6 @@ def test_transactions_held_on_disk_before_their_commit_reach_the_warehouse_exact
             cur.execute("COMMIT")
     finally:
         conn.close()
-    monkeypatch.setattr(extract, "OPEN_ROWS_HELD_AT", 7)
+    monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 7)
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)

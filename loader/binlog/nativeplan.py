@@ -1,6 +1,6 @@
 """A table plan for the native decoder (``loader._native``): each column as the Rust row path
 reads it, chosen as ``rowplan._reader`` chooses the Python reader, and written as
-``extract.csv_kind`` says the Python encoder writes it.
+``extract.files.csv_kind`` says the Python encoder writes it.
 
 A table with a column the native path does not take (a charset of several bytes per character
 other than UTF-8, UTF-16 and UTF-32; labels or a charset the binlog and the schema left

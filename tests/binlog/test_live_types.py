@@ -15,7 +15,7 @@ from loader.binlog.schema import InformationSchema
 from loader.binlog.server import BinlogServer
 from loader.binlog.transactions import Transaction
 from loader.errors import DecodeError, SourceError
-from loader.extract import batch_csv, commit_ts_text, csv_kind
+from loader.extract.files import batch_csv, commit_ts_text, csv_kind
 from loader.positions import Position
 from loader.source import Credentials, current_position
 from loader.staging import csvformat

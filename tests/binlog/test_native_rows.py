@@ -20,7 +20,7 @@ from loader.binlog.rowplan import compile_plan
 from loader.binlog.schema import StaticSchema
 from loader.binlog.transactions import NativeRun, RowsBatch, Transaction, TransactionReader, json_keys
 from loader.errors import DecodeError, LoaderError
-from loader.extract import batch_csv, commit_ts_text, csv_kind
+from loader.extract.files import batch_csv, commit_ts_text, csv_kind
 from loader.positions import Position
 from loader.staging import csvformat
 from tests.binlog.reference import prepare
