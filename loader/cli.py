@@ -26,14 +26,9 @@ from loader.config import ENV_SOURCE, Config, Deployment, load_config, load_depl
 from loader.dag_state import delta_dag_state
 from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, ConfigError, describe, exit_code
 from loader.positions import Position
-from loader.results import (
-    ExtractSummary,
-    IntervalRecord,
-    TableMapping,
-    comparison_text,
-    to_dict,
-)
+from loader.results import ExtractSummary, IntervalRecord, TableMapping, to_dict
 from loader.tables import table_list
+from loader.warehouse.checks import comparison_text
 from loader.warehouse.submit import SparkJob, launch_subprocess
 from loader.warehouse.tables import ICEBERG_CATALOG
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loader import dag_params
-from loader.ledger import MATERIALISED, waits_on_failure
 from loader.positions import Position, lognum_of
 from loader.results import IntervalRecord, Status, TableMapping
+from loader.state.records import MATERIALISED, waits_on_failure
 
 DELTA, INITIAL_LOAD, ROLLBACK = "loader_continuous_delta", "loader_initial_load", "loader_rollback"
 # A step's failure is noted on its interval as "<step>: <error>" (``steps``); the delta DAG's task

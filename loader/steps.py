@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, cast
 
-from loader import crashpoints, lease, scratch
+from loader import crashpoints, scratch
 from loader.aws import keys_env
 from loader.config import Config, WarehouseConfig, arrow_engine_problem
 from loader.errors import (
@@ -39,26 +39,9 @@ from loader.errors import (
 )
 from loader.extract import run_extract
 from loader.history import SourceHistory
-from loader.ledger import (
-    ABANDONED,
-    EXTRACTED,
-    MATERIALISED,
-    PLANNED,
-    Interval,
-    Ledger,
-    Load,
-    awaiting_copy,
-    gaps,
-    last_changes,
-    last_error,
-    now_text,
-    table_rows,
-    waits_on_failure,
-)
 from loader.naming import warehouse_tables
 from loader.positions import Position
 from loader.results import (
-    ChecksumReport,
     ExtractSummary,
     FailedStep,
     IntervalRecord,
@@ -73,8 +56,6 @@ from loader.results import (
     RunOnce,
     StartedLoad,
     Status,
-    TableChecksum,
-    TableComparison,
     TableMapping,
     TableResult,
     from_dict,
@@ -86,8 +67,26 @@ from loader.source import (
     credentials,
 )
 from loader.staging.manifest import Manifest
+from loader.state import lease
+from loader.state.ledger import Ledger
+from loader.state.records import (
+    ABANDONED,
+    EXTRACTED,
+    MATERIALISED,
+    PLANNED,
+    Interval,
+    Load,
+    awaiting_copy,
+    gaps,
+    last_changes,
+    last_error,
+    now_text,
+    table_rows,
+    waits_on_failure,
+)
 from loader.tables import TableSelector
 from loader.warehouse import initial_load
+from loader.warehouse.checks import ChecksumReport, TableChecksum, TableComparison
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
 from loader.warehouse.materialize import apply_unchanged
 from loader.warehouse.rollback import check_interval
@@ -116,7 +115,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def source_lease(cfg: Config, what: str) -> contextlib.AbstractContextManager[object]:
-    """The source's lease for a step that changes the ledger or the warehouse (``loader.lease``)."""
+    """The source's lease for a step that changes the ledger or the warehouse (``loader.state.lease``)."""
     return lease.of_source(cfg, what)
 
 

@@ -26,8 +26,8 @@ import pytest
 
 from loader import crashpoints, steps
 from loader.config import Config
-from loader.ledger import Ledger
 from loader.staging.stores import LocalStore
+from loader.state.ledger import Ledger
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import (

@@ -28,9 +28,10 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     )
     config = mariadb.config_file(tmp_path, "afd", "afd.*")
     from loader.config import load_config
-    from loader.ledger import Checkpoint, Interval, Ledger
     from loader.positions import Position
     from loader.staging import layout
+    from loader.state.ledger import Ledger
+    from loader.state.records import Checkpoint, Interval
 
     cfg = load_config(config)
     start = mariadb.execute()

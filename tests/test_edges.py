@@ -20,9 +20,9 @@ from loader import steps
 from loader.config import Config
 from loader.errors import ExtractError, LoaderError, MaterializeError
 from loader.extract import run_extract
-from loader.ledger import Ledger
 from loader.positions import Position
 from loader.staging.manifest import Manifest
+from loader.state.ledger import Ledger
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize

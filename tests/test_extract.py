@@ -16,11 +16,12 @@ from loader.binlog.spool import Piece
 from loader.config import Config
 from loader.errors import DecodeError, ExtractError, LedgerError, LoaderError
 from loader.extract import run_extract
-from loader.ledger import EXTRACTED, Checkpoint, Ledger
 from loader.positions import Position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import Manifest
 from loader.staging.stores import open_store
+from loader.state.ledger import Ledger
+from loader.state.records import EXTRACTED, Checkpoint
 from tests.conftest import MariaDB, fresh_schema
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from loader.extract.decode import RangeResult
 from loader.extract.interval import _gtid_reached
 from loader.gtids import GtidSet
 from loader.history import gtid_of_event
-from loader.ledger import Interval
 from loader.positions import Position
+from loader.state.records import Interval
 from tests.binlog.reference import prepare
 from tests.conftest import BINLOG_TESTDATA
 

@@ -20,10 +20,11 @@ from loader.binlog.fingerprint import Fingerprint
 from loader.config import Config
 from loader.errors import HistoryError, LoadError
 from loader.extract import run_extract
-from loader.ledger import ABANDONED, PLANNED, Ledger
 from loader.positions import Position
 from loader.staging import layout
 from loader.staging.stores import open_store
+from loader.state.ledger import Ledger
+from loader.state.records import ABANDONED, PLANNED
 from loader.warehouse.initial_load import run_initial_load
 from tests.conftest import (
     MariaDB,

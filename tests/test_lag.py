@@ -15,9 +15,9 @@ from loader import steps
 from loader.config import Config
 from loader.errors import LagError
 from loader.extract import run_extract
-from loader.ledger import Ledger
 from loader.positions import Position
 from loader.results import to_dict
+from loader.state.ledger import Ledger
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import Loaded, MariaDB, fresh_schema, schema_config
 

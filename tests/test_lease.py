@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from loader import lease
 from loader.errors import LeaseError
-from loader.lease import Lease
 from loader.staging.stores import LocalStore
+from loader.state import lease
+from loader.state.lease import Lease
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def _killed_holder(store: LocalStore, hand_over: bool) -> tuple[int, int]:
     import sys
 
     holder = (
-        "import os, subprocess, sys, time; from loader import lease; from loader.staging.stores import "
+        "import os, subprocess, sys, time; from loader.state import lease; from loader.staging.stores import "
         "LocalStore; held = lease.Lease(LocalStore(sys.argv[1]), 'demo', 'a run', 60); held.acquire(); "
         "env = {**os.environ, lease.LEASE_ENV: held.record.token} if sys.argv[2] == 'yes' else None; "
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env=env); "

@@ -13,7 +13,12 @@ import pytest
 from loader.config import load_config
 from loader.errors import HistoryError, LedgerError
 from loader.history import Mark
-from loader.ledger import (
+from loader.positions import Position, seqno_of
+from loader.staging import layout
+from loader.staging.manifest import ColumnSpec
+from loader.staging.stores import LocalStore
+from loader.state.ledger import Ledger
+from loader.state.records import (
     ABANDONED,
     ERROR_TIME_FORMAT,
     EXTRACTED,
@@ -22,17 +27,12 @@ from loader.ledger import (
     PLANNED,
     Checkpoint,
     Interval,
-    Ledger,
     Load,
     last_changes,
     layout_record,
     layouts_before,
     table_rows,
 )
-from loader.positions import Position, seqno_of
-from loader.staging import layout
-from loader.staging.manifest import ColumnSpec
-from loader.staging.stores import LocalStore
 
 P = Position.parse
 

@@ -23,8 +23,8 @@ from loader import naming
 from loader.config import Config
 from loader.errors import ConfigError, MaterializeError
 from loader.extract import run_extract
-from loader.ledger import Ledger
 from loader.naming import legacy_warehouse_table, warehouse_table, warehouse_tables
+from loader.state.ledger import Ledger
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize

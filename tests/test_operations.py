@@ -17,13 +17,15 @@ from typing import Any
 import pymysql
 import pytest
 
-from loader import crashpoints, lease, steps
+from loader import crashpoints, steps
 from loader.config import Config
 from loader.errors import LoaderError, is_transient
-from loader.ledger import ABANDONED, MATERIALISED, Interval, Ledger
 from loader.positions import Position
 from loader.source import connect, credentials
 from loader.staging import layout
+from loader.state import lease
+from loader.state.ledger import Ledger
+from loader.state.records import ABANDONED, MATERIALISED, Interval
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import (
@@ -445,7 +447,7 @@ def test_one_step_at_a_time_per_source_and_a_killed_holder_does_not_block_for_ev
     # A run killed on this machine while it held the lease, nothing it started still running
     # (its process group, this test's, lives on): the next run does not wait for its expiry.
     holder = (
-        "import os, sys; from loader import lease; from loader.staging.stores import LocalStore; "
+        "import os, sys; from loader.state import lease; from loader.staging.stores import LocalStore; "
         "lease.Lease(LocalStore(sys.argv[1]), sys.argv[2], 'a killed run', 600).acquire(); os._exit(9)"
     )
     subprocess.run([sys.executable, "-c", holder, cfg.staging.uri, cfg.source.name], check=False)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from loader.config import DEFAULT_JARS
-from loader.ledger import Checkpoint, Ledger
 from loader.staging.stores import LocalStore
+from loader.state.ledger import Ledger
+from loader.state.records import Checkpoint
 from tests.conftest import ROOT, MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

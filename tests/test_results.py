@@ -7,8 +7,6 @@ import dataclasses
 import json
 
 from loader.results import (
-    ChecksumReport,
-    DifferingRange,
     ExtractedTable,
     ExtractSummary,
     FailedStep,
@@ -17,12 +15,12 @@ from loader.results import (
     PlannedInterval,
     RunOnce,
     Status,
-    TableChecksum,
     TableMapping,
     TableResult,
     from_dict,
     to_dict,
 )
+from loader.warehouse.checks import ChecksumReport, DifferingRange, TableChecksum
 
 
 def _round_trip(value: object) -> object:

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from loader import lease
 from loader.config import load_config
 from loader.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV
-from loader.ledger import Checkpoint, Ledger
 from loader.staging.stores import open_store
+from loader.state import lease
+from loader.state.ledger import Ledger
+from loader.state.records import Checkpoint
 from tests.conftest import (
     ROOT,
     MariaDB,

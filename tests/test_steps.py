@@ -12,11 +12,12 @@ import pytest
 from loader import steps
 from loader.config import Config, load_config
 from loader.errors import ManifestError, SparkJobError, TransientError, exit_code
-from loader.ledger import EXTRACTED, MATERIALISED, Checkpoint, Ledger, Load, layout_record
 from loader.positions import Position
 from loader.results import Materialized, MergedInterval, TableResult
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.verify import sha256_hex
+from loader.state.ledger import Ledger
+from loader.state.records import EXTRACTED, MATERIALISED, Checkpoint, Load, layout_record
 from loader.warehouse.materialize import record_materialised
 from loader.warehouse.session import JAVA_OPTIONS, QUICK_COMPILER
 from loader.warehouse.submit import SparkJob, write_outcome

@@ -34,8 +34,9 @@ def test_the_trigger_form_shows_the_params_and_a_backfill_run_succeeds(
     assert Path(chromium).exists(), "chromium is missing: make setup installs it (infra/install-deps.sh)"
     assert (UI_DIR / "node_modules" / "playwright-core").exists(), "run make setup (npm ci in tests/ui)"
     from loader.config import load_config
-    from loader.ledger import Checkpoint, Ledger
     from loader.positions import lognum_of
+    from loader.state.ledger import Ledger
+    from loader.state.records import Checkpoint
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS ui",
@@ -122,7 +123,7 @@ def test_the_oncall_page_shows_a_healthy_source_then_a_failed_interval_whose_rer
 ) -> None:
     from loader.config import load_config
     from loader.crashpoints import AT_ENV, LOG_ENV
-    from loader.ledger import Ledger
+    from loader.state.ledger import Ledger
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS oncall",

@@ -23,13 +23,11 @@ from loader.errors import ExtractError, TableKeyError
 from loader.extract.files import TablePiece, TableWriter, commit_ts_text
 from loader.extract.schema_changes import check_statements
 from loader.gtids import GtidSet
-from loader.ledger import (
-    Interval,
-)
 from loader.positions import Position
 from loader.source import binary_logs, connect, credentials
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec, TableEntry
+from loader.state.records import Interval
 from loader.tables import TableSelector, key_columns
 
 # A transaction's rows wait on disk, not in memory, once this many of its changes are decoded:

@@ -12,17 +12,6 @@ from loader.errors import ExtractError, HistoryError
 from loader.extract.decode import ExtractSettings, Progress, RangeResult, decode_interval
 from loader.extract.files import publish_table
 from loader.gtids import GtidSet
-from loader.ledger import (
-    ABANDONED,
-    EXTRACTED,
-    MATERIALISED,
-    Interval,
-    Ledger,
-    awaiting_copy,
-    layout_record,
-    loaded_seqnos,
-    moved_from,
-)
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
 from loader.source import check_binlog_settings, connect, credentials
@@ -30,6 +19,16 @@ from loader.staging import layout
 from loader.staging.manifest import Manifest
 from loader.staging.stores import Store, open_store
 from loader.staging.verify import sha256_hex
+from loader.state.ledger import Ledger, moved_from
+from loader.state.records import (
+    ABANDONED,
+    EXTRACTED,
+    MATERIALISED,
+    Interval,
+    awaiting_copy,
+    layout_record,
+    loaded_seqnos,
+)
 
 
 def _stderr(message: str) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loader import records
 from loader.errors import ManifestError
+from loader.staging import versioned
 
 MANIFEST_VERSION = 2
 
@@ -86,12 +86,12 @@ class Manifest:
     version: int = MANIFEST_VERSION
 
     def to_json(self) -> bytes:
-        return records.encode(asdict(self), self.version)
+        return versioned.encode(asdict(self), self.version)
 
     @classmethod
     def from_json(cls, data: bytes, what: str = "manifest") -> Manifest:
         """Read a manifest (``what`` names it in errors: its key in the store)."""
-        raw = records.decode(data, what, MANIFEST_VERSION, UPGRADES, ManifestError)
+        raw = versioned.decode(data, what, MANIFEST_VERSION, UPGRADES, ManifestError)
         try:
             tables = [
                 TableEntry(

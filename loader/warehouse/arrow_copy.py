@@ -37,10 +37,10 @@ from loader import modes
 from loader.config import Config, arrow_engine_problem
 from loader.driver import pymysql
 from loader.errors import LoadError
-from loader.ledger import Load
 from loader.naming import INVALID_DATES_COLUMN
 from loader.source import Credentials, connect
 from loader.source_rows import row_batches
+from loader.state.records import Load
 from loader.warehouse import arrow_types, iceberg, resync
 from loader.warehouse import types as type_map
 from loader.warehouse.tables import (

@@ -17,12 +17,12 @@ from typing import Any
 
 from loader.config import Config, SourceConfig, TablesConfig
 from loader.errors import SourceError
-from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN
 from loader.positions import Position
-from loader.results import DifferingRange, TableChecksum
 from loader.source import connect, credentials
+from loader.state.ledger import Ledger
 from loader.warehouse import checksum_sql as sql
+from loader.warehouse.checks import DifferingRange, TableChecksum
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
 from loader.warehouse.initial_load import SourceTableInfo, selected_tables
 from loader.warehouse.tables import (

@@ -15,11 +15,11 @@ from typing import Any
 
 from loader import modes
 from loader.config import Config
-from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN
-from loader.results import RowDifference, TableComparison
 from loader.source import connect, credentials
 from loader.staging.manifest import ColumnSpec
+from loader.state.ledger import Ledger
+from loader.warehouse.checks import RowDifference, TableComparison
 from loader.warehouse.iceberg import snapshot_after
 from loader.warehouse.initial_load import selected_tables
 from loader.warehouse.rollback import check_interval

@@ -38,12 +38,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loader import lease, modes
+from loader import modes
 from loader.binlog.schema import InformationSchema
 from loader.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
 from loader.errors import LoadError
 from loader.history import SourceHistory
-from loader.ledger import Ledger, Load, layout_record
 from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position
 from loader.results import LoadSummary, TableLoadResult
@@ -56,6 +55,9 @@ from loader.source import (
 )
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import open_store
+from loader.state import lease
+from loader.state.ledger import Ledger
+from loader.state.records import Load, layout_record
 from loader.tables import TableSelector, key_columns
 from loader.warehouse import iceberg, resync, types
 from loader.warehouse.materialize import catch_up

@@ -29,17 +29,6 @@ from typing import Any, TypeVar
 
 from loader.config import Config
 from loader.errors import MaterializeError
-from loader.ledger import (
-    ABANDONED,
-    EXTRACTED,
-    MATERIALISED,
-    Checkpoint,
-    Interval,
-    Ledger,
-    Load,
-    awaiting_copy,
-    loaded_seqnos,
-)
 from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, warehouse_tables
 from loader.positions import Position, seqno_of
 from loader.results import TableResult
@@ -47,6 +36,17 @@ from loader.staging import csvformat
 from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
 from loader.staging.verify import verified_manifest
+from loader.state.ledger import Ledger
+from loader.state.records import (
+    ABANDONED,
+    EXTRACTED,
+    MATERIALISED,
+    Checkpoint,
+    Interval,
+    Load,
+    awaiting_copy,
+    loaded_seqnos,
+)
 from loader.tables import reload_remedy
 from loader.warehouse import iceberg, types
 from loader.warehouse.catalog import PartitionCatalog

@@ -16,10 +16,11 @@ from typing import Any
 from loader import crashpoints
 from loader.config import Config, WarehouseConfig
 from loader.errors import ConfigError, LedgerError
-from loader.ledger import Ledger, Rewind
 from loader.results import Rollback, TableRollback
 from loader.staging.stores import open_store
 from loader.staging.verify import verified_manifest
+from loader.state.ledger import Ledger
+from loader.state.records import Rewind
 from loader.warehouse import iceberg
 from loader.warehouse.tables import database_name
 

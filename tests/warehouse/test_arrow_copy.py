@@ -16,8 +16,8 @@ import pytest
 
 from loader.config import Config
 from loader.errors import LoadError
-from loader.ledger import Ledger
 from loader.naming import INVALID_DATES_COLUMN as INVALID
+from loader.state.ledger import Ledger
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.tables import quote_identifier, table_name

@@ -208,8 +208,9 @@ def test_a_checkpoint_past_the_sources_snapshot_stops_the_check_before_any_spark
 ) -> None:
     from loader import steps
     from loader.errors import TransientError
-    from loader.ledger import Checkpoint, Ledger
     from loader.positions import Position
+    from loader.state.ledger import Ledger
+    from loader.state.records import Checkpoint
 
     fresh_schema(mariadb, "ck_past", "t (id INT PRIMARY KEY)")
     mariadb.execute("INSERT INTO ck_past.t VALUES (1)")

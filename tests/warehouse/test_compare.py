@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.results import RowDifference, TableComparison, comparison_text
+from loader.warehouse.checks import RowDifference, TableComparison, comparison_text
 from loader.warehouse.checksum import compare_sums, source_sums
 from loader.warehouse.compare import comparable, compare_tables
 from loader.warehouse.tables import table_name

@@ -15,8 +15,8 @@ import pytest
 
 from loader.config import Config
 from loader.extract import run_extract
-from loader.ledger import Ledger
 from loader.positions import Position
+from loader.state.ledger import Ledger
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import (

@@ -15,8 +15,9 @@ from loader import modes
 from loader.config import Config
 from loader.errors import LoaderError, LoadError
 from loader.extract import run_extract
-from loader.ledger import Checkpoint, Ledger
 from loader.staging.stores import open_store
+from loader.state.ledger import Ledger
+from loader.state.records import Checkpoint
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.tables import table_name

@@ -16,8 +16,9 @@ import pytest
 from loader.config import Config, load_config
 from loader.errors import MaterializeError
 from loader.extract import run_extract
-from loader.ledger import Checkpoint, Ledger
 from loader.positions import Position
+from loader.state.ledger import Ledger
+from loader.state.records import Checkpoint
 from loader.warehouse.materialize import at_once, run_materialize
 from loader.warehouse.tables import table_name
 from tests.conftest import TABLE_FORMATS, MariaDB, as_an_older_loader_left_it, derby_table_rows, quiet

@@ -18,11 +18,12 @@ from loader import modes, steps
 from loader.config import Config
 from loader.errors import LedgerError, MaterializeError
 from loader.extract import run_extract
-from loader.ledger import EXTRACTED, Ledger
 from loader.positions import Position, seqno_of
 from loader.staging import csvformat
 from loader.staging.stores import open_store
 from loader.staging.verify import verified_manifest
+from loader.state.ledger import Ledger
+from loader.state.records import EXTRACTED
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import copy_tables, finish_load, run_initial_load, start_load
 from loader.warehouse.materialize import run_materialize

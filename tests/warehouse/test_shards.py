@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from loader import lease
 from loader.config import Config
 from loader.errors import ExtractError, LoadError, MaterializeError
 from loader.extract import run_extract
-from loader.ledger import Ledger
 from loader.staging.stores import open_store
+from loader.state import lease
+from loader.state.ledger import Ledger
 from loader.warehouse import iceberg
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
