@@ -50,7 +50,8 @@ def generate(port: int, rows: int) -> tuple[str, int, int]:
 
 def child(run: str, port: int, datadir: str, file: str, start: int, end: int) -> None:
     from loader.config import load_config
-    from loader.extract import decode, run_extract
+    from loader.extract import decode
+    from loader.extract.interval import run_extract
     from loader.positions import Position
 
     out = Path(tempfile.mkdtemp(prefix="bench-big-out-"))

@@ -316,7 +316,7 @@ def run_ours(
 ) -> int:
     """``loader extract`` of the interval into staging at ``out``; its change rows."""
     from loader.config import load_config
-    from loader.extract import run_extract
+    from loader.extract.interval import run_extract
     from loader.positions import Position
 
     os.environ["BENCH_PASSWORD"] = PASSWORD

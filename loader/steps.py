@@ -37,7 +37,7 @@ from loader.errors import (
     TransientError,
     describe,
 )
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.history import SourceHistory
 from loader.naming import warehouse_tables
 from loader.positions import Position

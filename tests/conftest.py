@@ -560,7 +560,7 @@ def run_loader(
 
 def delta(spark: Any, cfg: Config) -> None:
     """One delta run in process: extract what is new, materialise it."""
-    from loader.extract import run_extract
+    from loader.extract.interval import run_extract
     from loader.warehouse.materialize import run_materialize
 
     run_extract(cfg, progress=quiet)

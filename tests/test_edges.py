@@ -19,7 +19,7 @@ import pytest
 from loader import steps
 from loader.config import Config
 from loader.errors import ExtractError, LoaderError, MaterializeError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.positions import Position
 from loader.staging.manifest import Manifest
 from loader.state.ledger import Ledger

@@ -15,7 +15,7 @@ import pytest
 from loader.binlog.spool import Piece
 from loader.config import Config
 from loader.errors import DecodeError, ExtractError, LedgerError, LoaderError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.positions import Position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import Manifest

@@ -19,7 +19,7 @@ from loader import gtids, steps
 from loader.binlog.fingerprint import Fingerprint
 from loader.config import Config
 from loader.errors import HistoryError, LoadError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.positions import Position
 from loader.staging import layout
 from loader.staging.stores import open_store

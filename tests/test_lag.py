@@ -14,7 +14,7 @@ import pytest
 from loader import steps
 from loader.config import Config
 from loader.errors import LagError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.positions import Position
 from loader.results import to_dict
 from loader.state.ledger import Ledger

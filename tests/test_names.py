@@ -22,7 +22,7 @@ import pytest
 from loader import naming
 from loader.config import Config
 from loader.errors import ConfigError, MaterializeError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.naming import legacy_warehouse_table, warehouse_table, warehouse_tables
 from loader.state.ledger import Ledger
 from loader.warehouse.compare import compare_tables

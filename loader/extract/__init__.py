@@ -11,7 +11,3 @@ the interval decoded in one process or in ranges in several; ``files``: a table'
 written and published; ``schema_changes``: the statements that change a selected table, carried
 or stopped at.
 """
-
-from loader.extract.interval import run_extract
-
-__all__ = ["run_extract"]

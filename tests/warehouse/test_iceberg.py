@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from loader.config import Config
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.positions import Position
 from loader.state.ledger import Ledger
 from loader.warehouse.initial_load import run_initial_load

@@ -14,7 +14,7 @@ import pytest
 from loader import modes
 from loader.config import Config
 from loader.errors import LoaderError, LoadError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.staging.stores import open_store
 from loader.state.ledger import Ledger
 from loader.state.records import Checkpoint

@@ -15,7 +15,7 @@ import pytest
 
 from loader.config import Config, load_config
 from loader.errors import MaterializeError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.positions import Position
 from loader.state.ledger import Ledger
 from loader.state.records import Checkpoint

@@ -17,7 +17,7 @@ import pytest
 from loader import modes, steps
 from loader.config import Config
 from loader.errors import LedgerError, MaterializeError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.positions import Position, seqno_of
 from loader.staging import csvformat
 from loader.staging.stores import open_store

@@ -13,7 +13,7 @@ import pytest
 
 from loader.config import Config
 from loader.errors import ExtractError, LoadError, MaterializeError
-from loader.extract import run_extract
+from loader.extract.interval import run_extract
 from loader.staging.stores import open_store
 from loader.state import lease
 from loader.state.ledger import Ledger
