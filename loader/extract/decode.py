@@ -1,4 +1,7 @@
-"""The decoding of an interval: in one process, or cut at transaction starts into ranges of similar sizes (binlog files read by each process, or the server's stream read once and spooled) decoded in several; each range's rows go to its tables' writers (``files.TableWriter``)."""
+"""The decoding of an interval: in one process, or cut at transaction starts into ranges of similar
+sizes (binlog files read by each process, or the server's stream read once and spooled) decoded in
+several; each range's rows go to its tables' writers (``files.TableWriter``).
+"""
 
 from __future__ import annotations
 
@@ -33,12 +36,8 @@ from loader.tables import TableSelector, key_columns
 # A transaction's rows wait on disk, not in memory, once this many of its changes are decoded:
 # the extract's memory stays bounded whatever the size of a transaction.
 OPEN_ROWS_HELD_AT = 20_000
-
-
 # An interval of less binlog than this is decoded in one process: starting more costs more.
 PARALLEL_FROM_BYTES = 4 << 20
-
-
 SERVER_RANGES_PER_WORKER = 2
 
 

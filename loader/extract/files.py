@@ -1,4 +1,8 @@
-"""A table's staging files as an interval's decoding writes them: its change rows as CSV parts (``op, seqno, row_id, commit_ts, <columns>``, an update as its D then its I), a new part per column layout and past ``[staging] part_bytes``, each part's checksum taken as it is written; then published under the interval's folder for the manifest. A transaction's rows not committed yet wait on disk."""
+"""A table's staging files as an interval's decoding writes them: its change rows as CSV parts (``op,
+seqno, row_id, commit_ts, <columns>``, an update as its D then its I), a new part per column layout
+and past ``[staging] part_bytes``, each part's checksum taken as it is written; then published
+under the interval's folder for the manifest. A transaction's rows not committed yet wait on disk.
+"""
 
 from __future__ import annotations
 
@@ -43,14 +47,8 @@ def layout_change_problem(old: list[ColumnSpec], new: list[ColumnSpec], table_fo
 
 
 _INT_KIND = {ColumnType.TINY, ColumnType.SHORT, ColumnType.INT24, ColumnType.LONG, ColumnType.LONGLONG}
-
-
 _INT_KIND |= {ColumnType.YEAR, ColumnType.BIT}
-
-
 _TEMPORAL_KIND = {ColumnType.DATE, ColumnType.NEWDATE, ColumnType.TIME, ColumnType.TIME2, ColumnType.DATETIME}
-
-
 _TEMPORAL_KIND |= {ColumnType.DATETIME2, ColumnType.TIMESTAMP, ColumnType.TIMESTAMP2}
 
 

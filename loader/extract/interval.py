@@ -1,4 +1,7 @@
-"""One interval extracted: planned (or a recorded one again), decoded (``decode``), its tables' files published and its manifest written last, the ledger told. Extracting the same interval again writes the same bytes."""
+"""One interval extracted: planned (or a recorded one again), decoded (``decode``), its tables' files
+published and its manifest written last, the ledger told. Extracting the same interval again writes
+the same bytes.
+"""
 
 from __future__ import annotations
 

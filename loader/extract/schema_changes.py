@@ -1,4 +1,7 @@
-"""The statements of a transaction that name a selected table: carried (an ALTER TABLE whose effect the rows after it show, a new table's CREATE TABLE) and noted in the table's manifest entry, or a stop that names the statement and the remedy."""
+"""The statements of a transaction that name a selected table: carried (an ALTER TABLE whose effect
+the rows after it show, a new table's CREATE TABLE) and noted in the table's manifest entry, or a
+stop that names the statement and the remedy.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The ledger of one source: its intervals and its checkpoint, its loads and its last check (DESIGN.md section 5), as records (``records``) in the staging store.
+"""The ledger of one source: its intervals and its checkpoint, its loads and its last check (DESIGN.md
+section 5), as records (``records``) in the staging store.
 
 It lives in the staging store beside the data, under ``<source>/_ledger/``, one JSON file per
-interval plus the checkpoint, each written atomically. An interval is claimed with a
-create-once write, so two runs cannot plan the same interval.
+interval plus the checkpoint, each written atomically. An interval is claimed with a create-once
+write, so two runs cannot plan the same interval.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ from loader.state.records import (
 )
 
 R = TypeVar("R")
-
-
 NOT_FOLLOWED = ' (source.failover = "stop": a server whose GTID history holds what was read is not followed)'
 
 

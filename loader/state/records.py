@@ -1,9 +1,12 @@
-"""The ledger's records (DESIGN.md section 5) and what is read from them: an interval of one source's binlog and its states, the checkpoint, an initial load, a rollback's rewind; which tables are loaded, their layouts, the last error, each table's last change. Pure: ``ledger.Ledger`` reads and writes them.
+"""The ledger's records (DESIGN.md section 5) and what is read from them: an interval of one source's
+binlog and its states, the checkpoint, an initial load, a rollback's rewind; which tables are
+loaded, their layouts, the last error, each table's last change. Pure: ``ledger.Ledger`` reads and
+writes them.
 
-States: ``planned`` (boundaries recorded, nothing written yet), ``extracted`` (files and
-manifest published), ``materialised`` (in the warehouse; the checkpoint moved past it), and
-``abandoned`` (given up by an operator, or superseded by a re-load of every table: it is never
-materialised, and the log it covered is planned again).
+States: ``planned`` (boundaries recorded, nothing written yet), ``extracted`` (files and manifest
+published), ``materialised`` (in the warehouse; the checkpoint moved past it), and ``abandoned``
+(given up by an operator, or superseded by a re-load of every table: it is never materialised, and
+the log it covered is planned again).
 """
 
 from __future__ import annotations
@@ -47,8 +50,6 @@ PLANNED, EXTRACTED, MATERIALISED, ABANDONED = "planned", "extracted", "materiali
 # tables wait for their re-loads); absent is False. From this version on a table counts as loaded
 # once its copy is recorded in ``rows``, whether or not the rest of the load is done.
 LEDGER_VERSION = 10
-
-
 UPGRADES: dict[int, versioned.Upgrade] = {
     1: lambda fields: fields,
     2: lambda fields: fields,
@@ -60,8 +61,6 @@ UPGRADES: dict[int, versioned.Upgrade] = {
     8: lambda fields: fields,
     9: lambda fields: fields,
 }
-
-
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 
 

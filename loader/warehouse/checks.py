@@ -1,4 +1,8 @@
-"""What the checks of the warehouse against the source report: a table compared row by row (``compare``: its rows matched by key, the rows that differ) or range by range (``checksum``: the key ranges whose count or checksum differ), and how ``loader compare`` and ``loader checksum`` print them."""
+"""What the checks of the warehouse against the source report: a table compared row by row
+(``compare``: its rows matched by key, the rows that differ) or range by range (``checksum``: the
+key ranges whose count or checksum differ), and how ``loader compare`` and ``loader checksum``
+print them.
+"""
 
 from __future__ import annotations
 
@@ -201,8 +205,6 @@ class ChecksumReport:
 
 
 _NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
-
-
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
