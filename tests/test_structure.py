@@ -76,6 +76,36 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
         assert not (imported & set(ENTRY_POINTS)) or name in ENTRY_POINTS, f"{name} imports an entry point"
 
 
+# The stages as packages, and which of them each may import: a stage takes what the ones it
+# names give (staging files, the state, the decoded binlog, the warehouse's type map), never the
+# other way round. The root modules (contracts, entry points) are not stages.
+MAY_IMPORT = {
+    "loader.binlog": set(),
+    "loader.staging": set(),
+    "loader.state": {"loader.staging"},
+    "loader.warehouse": {"loader.binlog", "loader.staging", "loader.state"},
+    "loader.extract": {"loader.binlog", "loader.staging", "loader.state", "loader.warehouse"},
+}
+
+
+def _stage(module: str) -> str | None:
+    return next((s for s in MAY_IMPORT if module == s or module.startswith(s + ".")), None)
+
+
+def test_each_stage_imports_only_the_stages_it_takes_from() -> None:
+    modules = _modules()
+    found = []
+    for name, tree in modules.items():
+        own = _stage(name)
+        if own is None:
+            continue
+        for target in sorted(_imports(name, tree, set(modules))):
+            other = _stage(target)
+            if other is not None and other != own and other not in MAY_IMPORT[own]:
+                found.append(f"{name} imports {target}")
+    assert found == []
+
+
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_entry_points_run_steps_through_the_application_layer(entry: str) -> None:
     """The ledger, extraction and materialisation are reached through ``loader.steps`` only, so
