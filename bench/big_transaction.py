@@ -30,7 +30,7 @@ LIMIT_MB = 512
 
 def generate(port: int, rows: int) -> tuple[str, int, int]:
     """One transaction of ``rows`` inserts in a fresh binlog file; (file, start, end)."""
-    from loader.source import current_position
+    from loader.source.connection import current_position
 
     conn = _connect(port)
     with conn.cursor() as cur:

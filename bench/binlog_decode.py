@@ -108,7 +108,7 @@ def generate(port: int, changes: int) -> dict[str, object]:
     """Write the workload into a fresh binlog file; returns its name, start and end positions and
     its change rows (``change_rows``: an update is two, its before and after image, counted from
     the server's affected-row counts), which every reader must find."""
-    from loader.source import current_position
+    from loader.source.connection import current_position
 
     inserts = int(changes * 0.75)
     updates = int(changes * 0.20)
@@ -155,7 +155,7 @@ def run_ours(kind: str, port: int, datadir: Path, file: str, start: int, end: in
     from loader.binlog.schema import InformationSchema
     from loader.binlog.server import BinlogServer
     from loader.positions import Position
-    from loader.source import Credentials
+    from loader.source.connection import Credentials
 
     creds = Credentials("127.0.0.1", port, "loader", PASSWORD)
     transport = BinlogServer(creds, 9901) if kind == "server" else BinlogFiles(datadir / "binlog")

@@ -163,7 +163,7 @@ def make_table(port: int, table: str, changes: int) -> dict[str, object]:
     """``bench.<table>`` made, then ``changes`` row changes in a fresh binlog file, in
     transactions of ``TX_ROWS``: new keys inserted from the Sequence engine, then a key range
     among the keys so far updated. Returns the binlog interval and its change rows."""
-    from loader.source import current_position
+    from loader.source.connection import current_position
 
     cols = columns(GROUPS[table])
     updates = round(changes * UPDATE_SHARE)
@@ -232,7 +232,7 @@ def make_oltp(port: int, changes: int) -> dict[str, object]:
     turn; five of six insert a new key, the sixth updates one row already there. Made by a
     stored procedure on the server (each of its statements commits on its own), with the redo
     log flushed once a second rather than at each commit, so that making it takes seconds."""
-    from loader.source import current_position
+    from loader.source.connection import current_position
 
     cols = columns(1)
     values = ", ".join(value for _, _, value in cols)

@@ -56,7 +56,7 @@ def cmd_config(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_check(args: argparse.Namespace, cfg: Config) -> int:
     """Connect to the source, verify its binlog settings and print its current position."""
-    from loader import source
+    from loader.source import connection as source
 
     conn = source.connect(source.credentials(cfg.source))
     try:
@@ -75,7 +75,8 @@ def cmd_check(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     """Write the demo workload to the source and report the binlog range it produced."""
-    from loader import demo, source
+    from loader import demo
+    from loader.source import connection as source
 
     creds = source.credentials(cfg.source)
     conn = source.connect(dataclasses.replace(creds, user=args.writer))
@@ -125,7 +126,7 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
 def _decode_counts(cfg: Config, start: Position, end: Position) -> dict[str, dict[str, int]]:
     """Row changes per table and op in a binlog range, as the reader decodes them."""
     from loader.binlog.reader import open_transport, read_transactions, source_schema
-    from loader.source import credentials
+    from loader.source.connection import credentials
     from loader.tables import TableSelector
 
     counts: dict[str, dict[str, int]] = {}
@@ -140,8 +141,8 @@ def _decode_counts(cfg: Config, start: Position, end: Position) -> dict[str, dic
 
 def _binlog_range(args: argparse.Namespace, cfg: Config, transport: object) -> tuple[Position, Position]:
     """The start and end positions a binlog command was asked for, with their defaults."""
-    from loader import source
     from loader.binlog.files import BinlogFiles
+    from loader.source import connection as source
 
     if isinstance(transport, BinlogFiles):
         first, last = transport.first_position(), transport.end_position()
@@ -171,7 +172,7 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     from loader.binlog.reader import native_decoder, open_transport, read_transactions, source_schema
     from loader.binlog.server import BinlogServer
     from loader.binlog.transactions import NativeRun, Transaction
-    from loader.source import credentials
+    from loader.source.connection import credentials
     from loader.tables import TableSelector
 
     transport = open_transport(cfg.source, args.file)

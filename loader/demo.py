@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta
 
 from loader.driver import pymysql
 from loader.positions import Position
-from loader.source import current_position
+from loader.source.connection import current_position
 
 DEMO_SCHEMA = "demo"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from loader import modes
-from loader.history import REMEDY
+from loader.binlog.history import REMEDY
 
 T = TypeVar("T")
 

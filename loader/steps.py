@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, cast
 
-from loader import crashpoints, scratch
+from loader import crashpoints
 from loader.aws import keys_env
+from loader.binlog.history import SourceHistory
 from loader.config import Config, WarehouseConfig, arrow_engine_problem
 from loader.errors import (
     REPORTED,
@@ -37,8 +38,8 @@ from loader.errors import (
     TransientError,
     describe,
 )
+from loader.extract import scratch
 from loader.extract.interval import run_extract
-from loader.history import SourceHistory
 from loader.naming import warehouse_tables
 from loader.positions import Position
 from loader.results import (
@@ -60,12 +61,7 @@ from loader.results import (
     TableResult,
     from_dict,
 )
-from loader.source import (
-    base_tables,
-    check_binlog_settings,
-    connect,
-    credentials,
-)
+from loader.source.connection import base_tables, check_binlog_settings, connect, credentials
 from loader.staging.manifest import Manifest
 from loader.state import lease
 from loader.state.ledger import Ledger

@@ -32,7 +32,7 @@ import pytest
 from loader.config import Config, MaintenanceConfig, WarehouseConfig, load_config
 from loader.positions import Position
 from loader.results import Maintenance
-from loader.source import current_position
+from loader.source.connection import current_position
 from tests import airflow_runner
 
 # The time and launches per file and test, printed at the end of every run.

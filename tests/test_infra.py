@@ -42,7 +42,7 @@ def test_docker_compose_accepts_the_file() -> None:
 
 
 def test_server_settings_match_what_the_loader_checks() -> None:
-    from loader.source import REQUIRED_SETTINGS
+    from loader.source.connection import REQUIRED_SETTINGS
 
     cnf = (INFRA / "mariadb" / "binlog.cnf").read_text()
     assert "binlog_format        = ROW" in cnf

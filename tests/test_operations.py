@@ -21,7 +21,7 @@ from loader import crashpoints, steps
 from loader.config import Config
 from loader.errors import LoaderError, is_transient
 from loader.positions import Position
-from loader.source import connect, credentials
+from loader.source.connection import connect, credentials
 from loader.staging import layout
 from loader.state import lease
 from loader.state.ledger import Ledger

@@ -12,7 +12,7 @@ import pytest
 from loader import errors
 
 PACKAGE = Path(errors.__file__).resolve().parent
-ENTRY_POINTS = ("loader.cli", "loader.airflow", "loader.airflow_plugin", "loader.spark_jobs")
+ENTRY_POINTS = ("loader.cli", "loader.airflow", "loader.oncall.plugin", "loader.spark_jobs")
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -77,14 +77,18 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 
 # The stages as packages, and which of them each may import: a stage takes what the ones it
-# names give (staging files, the state, the decoded binlog, the warehouse's type map), never the
-# other way round. The root modules (contracts, entry points) are not stages.
+# names give (the source's connections, the decoded binlog, staging files, the state, the
+# warehouse's type map), never the other way round. On-call's page reads them all. The root
+# modules (contracts, entry points, steps) are not stages.
+BELOW_EXTRACT = {"loader.source", "loader.binlog", "loader.staging", "loader.state", "loader.warehouse"}
 MAY_IMPORT = {
-    "loader.binlog": set(),
+    "loader.source": set(),
     "loader.staging": set(),
-    "loader.state": {"loader.staging"},
-    "loader.warehouse": {"loader.binlog", "loader.staging", "loader.state"},
-    "loader.extract": {"loader.binlog", "loader.staging", "loader.state", "loader.warehouse"},
+    "loader.binlog": {"loader.source"},
+    "loader.state": {"loader.staging", "loader.binlog"},
+    "loader.warehouse": {"loader.source", "loader.binlog", "loader.staging", "loader.state"},
+    "loader.extract": BELOW_EXTRACT,
+    "loader.oncall": BELOW_EXTRACT | {"loader.extract"},
 }
 
 

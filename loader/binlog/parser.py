@@ -29,10 +29,10 @@ from loader.binlog.constants import (
     OptionalMetadata,
     event_name,
 )
+from loader.binlog.gtids import GtidSet
 from loader.binlog.values import lenenc
 from loader.binlog.values.strings import string_meta
 from loader.errors import BodyError, DecodeError
-from loader.gtids import GtidSet
 
 _HEADER = struct.Struct("<IBIIIH")
 _U16 = struct.Struct("<H")

@@ -8,15 +8,15 @@ from contextlib import contextmanager
 from typing import Any, overload
 
 from loader.binlog.files import BinlogFiles
+from loader.binlog.gtids import GtidSet
 from loader.binlog.schema import InformationSchema, SchemaProvider
 from loader.binlog.server import BinlogServer
 from loader.binlog.transactions import NativeRun, OpenRows, TableFilter, Transaction, TransactionReader
 from loader.binlog.transport import Transport, in_runs
 from loader.config import SourceConfig
 from loader.errors import ConfigError, DecodeError
-from loader.gtids import GtidSet
 from loader.positions import Position
-from loader.source import Credentials, connect, credentials
+from loader.source.connection import Credentials, connect, credentials
 
 
 def open_transport(cfg: SourceConfig, location: str | None = None, server_id: int | None = None) -> Transport:

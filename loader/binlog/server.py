@@ -18,8 +18,8 @@ from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent
 from loader.driver import pymysql
 from loader.errors import DecodeError, SourceError, TransientError
 from loader.positions import Position
-from loader.source import Credentials, connect, current_position
-from loader.wire import check_error, read_some
+from loader.source.connection import Credentials, connect, current_position
+from loader.source.wire import check_error, read_some
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15

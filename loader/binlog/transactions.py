@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 from loader.binlog import events as ev
 from loader.binlog.constants import ColumnType, EventType
 from loader.binlog.fingerprint import Fingerprint, of_event
+from loader.binlog.gtids import GtidSet
 from loader.binlog.nativeplan import native_plan
 from loader.binlog.parser import BinlogParser, uuid_text
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
 from loader.binlog.transport import EventRun, RawEvent, joined
 from loader.errors import DecodeError, IncidentError, LoaderError
-from loader.gtids import GtidSet
 from loader.positions import Position, seqno_of
 from loader.tables import reload_remedy
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from loader import crashpoints
 from loader.binlog.fingerprint import Fingerprint
+from loader.binlog.gtids import GtidSet
 from loader.binlog.reader import native_decoder, open_transport, read_transactions, source_schema
 from loader.binlog.rowplan import TablePlan
 from loader.binlog.server import BinlogServer
@@ -25,9 +26,8 @@ from loader.config import Config, SourceConfig, StagingConfig, TablesConfig
 from loader.errors import ExtractError, TableKeyError
 from loader.extract.files import TablePiece, TableWriter, commit_ts_text
 from loader.extract.schema_changes import check_statements
-from loader.gtids import GtidSet
 from loader.positions import Position
-from loader.source import binary_logs, connect, credentials
+from loader.source.connection import binary_logs, connect, credentials
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec, TableEntry
 from loader.state.records import Interval

@@ -8,16 +8,17 @@ from __future__ import annotations
 import sys
 import time
 
-from loader import gtids, history, scratch
+from loader.binlog import gtids, history
+from loader.binlog.gtids import GtidSet
 from loader.binlog.reader import native_decoder
 from loader.config import Config
 from loader.errors import ExtractError, HistoryError
+from loader.extract import scratch
 from loader.extract.decode import ExtractSettings, Progress, RangeResult, decode_interval
 from loader.extract.files import publish_table
-from loader.gtids import GtidSet
 from loader.positions import Position
 from loader.results import ExtractedTable, ExtractSummary
-from loader.source import check_binlog_settings, connect, credentials
+from loader.source.connection import check_binlog_settings, connect, credentials
 from loader.staging import layout
 from loader.staging.manifest import Manifest
 from loader.staging.stores import Store, open_store

@@ -5,7 +5,7 @@ stop that names the statement and the remedy.
 
 from __future__ import annotations
 
-from loader import statements
+from loader.binlog import statements
 from loader.binlog.transactions import Transaction
 from loader.errors import ExtractError
 from loader.extract.files import TableWriter

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loader.errors import LeaseError
-from loader.processes import alive
 from loader.staging import layout
 from loader.staging.stores import Store, open_store
+from loader.state.processes import alive
 
 if TYPE_CHECKING:
     from loader.config import Config

@@ -12,8 +12,8 @@ import contextlib
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from loader.binlog.history import REMEDY, Mark
 from loader.errors import HistoryError, LedgerError, LoaderError
-from loader.history import REMEDY, Mark
 from loader.positions import Position
 from loader.results import LastCheck
 from loader.staging import layout, versioned

@@ -15,7 +15,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loader.history import Mark
+from loader.binlog.history import Mark
 from loader.positions import Position, seqno_of
 from loader.staging import versioned
 from loader.staging.manifest import ColumnSpec

@@ -2,7 +2,7 @@
 "arrow"``).
 
 Each key range of the table (``initial_load.key_ranges``, ``load.parallelism`` at a time, a
-thread and a source connection each) is read by the native reader (``source_rows``), cast as
+thread and a source connection each) is read by the native reader (``source.rows``), cast as
 ``arrow_types`` says (the values Spark's copy gives) and written by pyarrow as Parquet data files
 of the new table, a file per partition a batch of rows has, the columns carrying their Iceberg
 ids. Iceberg's own catalog API (the Spark job's JVM) then creates the table with those files in
@@ -38,8 +38,8 @@ from loader.config import Config, arrow_engine_problem
 from loader.driver import pymysql
 from loader.errors import LoadError
 from loader.naming import INVALID_DATES_COLUMN
-from loader.source import Credentials, connect
-from loader.source_rows import row_batches
+from loader.source.connection import Credentials, connect
+from loader.source.rows import row_batches
 from loader.state.records import Load
 from loader.warehouse import arrow_types, iceberg, resync
 from loader.warehouse import types as type_map

@@ -19,7 +19,7 @@ from loader.config import Config, SourceConfig, TablesConfig
 from loader.errors import SourceError
 from loader.naming import INVALID_DATES_COLUMN
 from loader.positions import Position
-from loader.source import connect, credentials
+from loader.source.connection import connect, credentials
 from loader.state.ledger import Ledger
 from loader.warehouse import checksum_sql as sql
 from loader.warehouse.checks import DifferingRange, TableChecksum

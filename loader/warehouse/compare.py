@@ -16,7 +16,7 @@ from typing import Any
 from loader import modes
 from loader.config import Config
 from loader.naming import INVALID_DATES_COLUMN
-from loader.source import connect, credentials
+from loader.source.connection import connect, credentials
 from loader.staging.manifest import ColumnSpec
 from loader.state.ledger import Ledger
 from loader.warehouse.checks import RowDifference, TableComparison

@@ -39,20 +39,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader import modes
+from loader.binlog.history import SourceHistory
 from loader.binlog.schema import InformationSchema
 from loader.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
 from loader.errors import LoadError
-from loader.history import SourceHistory
 from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.positions import Position
 from loader.results import LoadSummary, TableLoadResult
-from loader.source import (
-    Credentials,
-    base_tables,
-    check_binlog_settings,
-    connect,
-    credentials,
-)
+from loader.source.connection import Credentials, base_tables, check_binlog_settings, connect, credentials
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import open_store
 from loader.state import lease

@@ -21,7 +21,7 @@ from typing import Any
 
 from loader.config import Config
 from loader.errors import REPORTED, ConfigError, SparkJobError, describe, is_transient
-from loader.source import Credentials
+from loader.source.connection import Credentials
 from loader.warehouse.session import JobSize, spark_conf
 
 JOBS = ("materialize", "initial-load", "compare", "checksum", "rollback", "maintain")

@@ -17,7 +17,7 @@ from loader.binlog.transactions import Transaction
 from loader.errors import DecodeError, SourceError
 from loader.extract.files import batch_csv, commit_ts_text, csv_kind
 from loader.positions import Position
-from loader.source import Credentials, current_position
+from loader.source.connection import Credentials, current_position
 from loader.staging import csvformat
 from loader.tables import TableSelector
 from tests.conftest import MariaDB

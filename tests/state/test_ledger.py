@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from loader.binlog.history import Mark
 from loader.config import load_config
 from loader.errors import HistoryError, LedgerError
-from loader.history import Mark
 from loader.positions import Position, seqno_of
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec
@@ -373,7 +373,7 @@ def test_a_tables_rows_are_the_last_recorded_by_a_materialised_interval_or_a_loa
 class Server:
     """The questions planning asks a server (``ledger.SourceView``), answered from what a test
     sets: the files it purged and the GTID state at each position. The live answers are tested
-    in tests/test_history.py."""
+    in tests/binlog/test_history.py."""
 
     def __init__(self, server: str = "server_id=1 gtid_domain_id=0") -> None:
         self.server = server

@@ -293,7 +293,7 @@ def test_spark_merges_changes_into_a_table_the_arrow_copy_made_and_a_re_load_rep
 def test_each_key_ranges_rows_of_a_partition_go_into_files_of_the_target_size(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loader import source_rows
+    from loader.source import rows as source_rows
     from loader.warehouse import arrow_copy
 
     mariadb.execute(

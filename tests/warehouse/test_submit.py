@@ -12,7 +12,7 @@ import pytest
 
 from loader.config import Config, load_config
 from loader.errors import ConfigError, SparkJobError
-from loader.source import Credentials
+from loader.source.connection import Credentials
 from loader.warehouse.session import CLASS_PATH, iceberg_secret_conf
 from loader.warehouse.submit import (
     APPLICATION,

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from loader.driver import pymysql
-from loader.source_rows import row_batches
+from loader.source.rows import row_batches
 from tests.conftest import MariaDB
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loader.statements import classify
+from loader.binlog.statements import classify
 
 
 @pytest.mark.parametrize(

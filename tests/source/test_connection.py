@@ -11,9 +11,9 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from loader import source
 from loader.errors import SourceError
 from loader.positions import Position
+from loader.source import connection as source
 from tests.conftest import MariaDB
 
 pytestmark = pytest.mark.integration

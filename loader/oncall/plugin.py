@@ -17,11 +17,12 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from loader import oncall, oncall_html, steps
+from loader import steps
 from loader.airflow import DagSource
 from loader.config import Config, load_deployment
 from loader.dag_state import delta_dag_state
 from loader.errors import REPORTED, describe
+from loader.oncall import html, page
 
 URL_PREFIX = "/loader-oncall"
 LATEST_INTERVALS = 12
@@ -32,17 +33,17 @@ def _root(root_path: str) -> str:
     return root_path.removesuffix(URL_PREFIX) + "/"
 
 
-def _page(name: str | None, cfg: Config) -> oncall.SourcePage:
+def _page(name: str | None, cfg: Config) -> page.SourcePage:
     dags = DagSource(name, cfg)
     status = steps.status(cfg)
-    status.delta_dag = delta_dag_state(cfg.source.name, dags.dag_id(oncall.DELTA))
+    status.delta_dag = delta_dag_state(cfg.source.name, dags.dag_id(page.DELTA))
     records, total = steps.intervals(cfg, last=LATEST_INTERVALS)
     tables, tables_error = [], None
     try:
         tables = steps.tables(cfg)
     except REPORTED as exc:
         tables_error = f"the tables cannot be listed: {describe(exc)}"
-    return oncall.source_page(
+    return page.source_page(
         cfg.source.name,
         dags.dag_id,
         status,
@@ -59,7 +60,7 @@ def every_source(root: str) -> tuple[int, str]:
     try:
         deployment = load_deployment()
     except REPORTED as exc:
-        return 500, oncall_html.error_page("Loader on-call", describe(exc), root)
+        return 500, html.error_page("Loader on-call", describe(exc), root)
     if not deployment.many:
         (cfg,) = deployment.sources.values()
         return _source_page(None, cfg, root, many=False)
@@ -69,7 +70,7 @@ def every_source(root: str) -> tuple[int, str]:
             pages.append(_page(name, cfg))
         except REPORTED as exc:
             broken[name] = describe(exc)
-    return 200, oncall_html.index(pages, broken, root)
+    return 200, html.index(pages, broken, root)
 
 
 def one_source(name: str, root: str) -> tuple[int, str]:
@@ -77,21 +78,21 @@ def one_source(name: str, root: str) -> tuple[int, str]:
     try:
         deployment = load_deployment()
     except REPORTED as exc:
-        return 500, oncall_html.error_page("Loader on-call", describe(exc), root)
+        return 500, html.error_page("Loader on-call", describe(exc), root)
     cfg = deployment.sources.get(name)
     if cfg is None:
         known = ", ".join(deployment.sources) or "none"
         message = deployment.broken.get(name) or f"no source {name} in the deployment (its sources: {known})"
-        return 404, oncall_html.error_page(f"Source {name}", message, root)
+        return 404, html.error_page(f"Source {name}", message, root)
     return _source_page(name if deployment.many else None, cfg, root, deployment.many)
 
 
 def _source_page(name: str | None, cfg: Config, root: str, many: bool) -> tuple[int, str]:
     try:
-        page = _page(name, cfg)
+        shown = _page(name, cfg)
     except REPORTED as exc:
-        return 500, oncall_html.error_page(f"Source {cfg.source.name}", describe(exc), root)
-    return 200, oncall_html.source(page, root, many)
+        return 500, html.error_page(f"Source {cfg.source.name}", describe(exc), root)
+    return 200, html.source(shown, root, many)
 
 
 @functools.cache

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loader import scratch
+from loader.extract import scratch
 
 
 def test_a_killed_steps_scratch_folder_is_removed_by_the_next_step(tmp_path: Path) -> None:
@@ -16,7 +16,7 @@ def test_a_killed_steps_scratch_folder_is_removed_by_the_next_step(tmp_path: Pat
         [
             sys.executable,
             "-c",
-            "import os, sys; from loader import scratch; "
+            "import os, sys; from loader.extract import scratch; "
             "f = scratch.folder('extract', sys.argv[1]); p = f.__enter__(); "
             "open(os.path.join(p, 'part-00000.csv'), 'w').write('x'); print(p); os._exit(9)",
             str(tmp_path),

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from loader import gtids, steps
+from loader import steps
+from loader.binlog import gtids
 from loader.binlog.fingerprint import Fingerprint
 from loader.config import Config
 from loader.errors import HistoryError, LoadError

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from loader.processes import alive
+from loader.state.processes import alive
 
 _NAME = re.compile(r"^loader-[a-z]+-(\d+)-")
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from loader import _native
 from loader.driver import pymysql
-from loader.wire import check_error, read_some
+from loader.source.wire import check_error, read_some
 
 # Bytes read from the socket at a time, and the bytes of rows gathered into one batch.
 READ_BYTES = 1 << 20

@@ -1,6 +1,6 @@
 """What on-call sees of one source and what it can do about it: the facts of ``loader status``,
 ``loader intervals`` and ``loader tables`` arranged as the on-call page shows them (its HTML is
-``loader.oncall_html``, its place in Airflow ``loader.airflow_plugin``), and the ways out, each a
+``oncall.html``, its place in Airflow ``oncall.plugin``), and the ways out, each a
 DAG run with the fields of that DAG's trigger form filled from the facts.
 
 Pure: built from results the steps return, so that the page says what the commands say.

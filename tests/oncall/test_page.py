@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
-from loader import oncall, oncall_html
+from loader.oncall import html, page
 from loader.results import DagState, IntervalRecord, LastCheck, Status, TableMapping
 
 
@@ -45,40 +45,40 @@ STUCK = IntervalRecord(
 )
 
 
-def _page(status: Status, intervals: list[IntervalRecord], alert: int = 0) -> oncall.SourcePage:
+def _page(status: Status, intervals: list[IntervalRecord], alert: int = 0) -> page.SourcePage:
     def dag_id(base: str) -> str:
         return f"{base}__shop"
 
     tables = [TableMapping("s", "t", "s__t", "mysql-bin.000001:4", last_interval="0000000002")]
-    return oncall.source_page(
+    return page.source_page(
         "shop", dag_id, status, intervals, len(intervals), tables, alert_lag_seconds=alert
     )
 
 
 def test_a_source_s_verdict_names_the_worst_of_what_is_wrong() -> None:
     assert (_page(_status(), DONE).verdict, _page(_status(), DONE).verdict_text) == (
-        oncall.HEALTHY,
+        page.HEALTHY,
         "caught up",
     )
     behind = _status(lag_seconds=4000.0, lag_bytes=10_000)
-    assert _page(behind, DONE).verdict == oncall.HEALTHY  # no threshold set
+    assert _page(behind, DONE).verdict == page.HEALTHY  # no threshold set
     assert _page(behind, DONE, alert=1800).verdict_text == (
         "4,000 s behind the source, more than alert_lag_seconds (1,800 s)"
     )
     differs = _status(
         last_check=LastCheck("checksum", "2026-11-28T10:00:00Z", 2, ["s.t"], "mysql-bin.000003:900")
     )
-    assert _page(differs, DONE).verdict == oncall.DIFFERS
+    assert _page(differs, DONE).verdict == page.DIFFERS
     failed = _page(differs, [*DONE, STUCK], alert=1)
-    assert failed.verdict == oncall.FAILED and failed.verdict_text.startswith(
+    assert failed.verdict == page.FAILED and failed.verdict_text.startswith(
         "1 interval failed, the last 0000000003:"
     )
     stopped = _status(history_problem="the server's GTID history lacks the checkpoint's")
-    assert _page(stopped, [*DONE, STUCK]).verdict == oncall.STOPPED
+    assert _page(stopped, [*DONE, STUCK]).verdict == page.STOPPED
     assert _page(_status(source_position=None, source_error="refused"), DONE).verdict_text == (
         "the source cannot be reached: refused"
     )
-    assert _page(_status(checkpoint=None), []).verdict == oncall.NOT_LOADED
+    assert _page(_status(checkpoint=None), []).verdict == page.NOT_LOADED
 
 
 def test_changes_waiting_with_no_run_to_come_are_not_healthy() -> None:
@@ -95,20 +95,20 @@ def test_changes_waiting_with_no_run_to_come_are_not_healthy() -> None:
     behind = {"lag_seconds": 2622.0, "lag_bytes": 10_000}
     paused = _page(_status(**behind, delta_dag=dag(paused=True, next_run_at=None)), DONE)
     assert (paused.verdict, paused.verdict_text) == (
-        oncall.PAUSED,
+        page.PAUSED,
         "the delta DAG loader_continuous_delta__shop is paused, 2,622 s behind the source (10,000 bytes "
         "of binlog): no run applies it until it is unpaused",
     )
-    assert "Delta DAG" in oncall_html.source(paused, "/", many=False)
+    assert "Delta DAG" in html.source(paused, "/", many=False)
     unscheduled = _page(_status(**behind, delta_dag=dag(next_run_at=None, schedule="None")), DONE)
-    assert unscheduled.verdict == oncall.NO_RUN and unscheduled.verdict_text.endswith(
+    assert unscheduled.verdict == page.NO_RUN and unscheduled.verdict_text.endswith(
         "no run of the delta DAG loader_continuous_delta__shop is due (schedule None: it runs when "
         "triggered): trigger a run"
     )
     # A run under way or one due applies it; caught up, a paused DAG is said, not alarmed.
     running = _page(_status(**behind, delta_dag=dag(active_runs=1, next_run_at=None)), DONE)
     assert (running.verdict, running.verdict_text) == (
-        oncall.HEALTHY,
+        page.HEALTHY,
         "no failure; 2,622 s behind the source, the run under way applies it",
     )
     due = _page(_status(**behind, delta_dag=dag()), DONE)
@@ -118,7 +118,7 @@ def test_changes_waiting_with_no_run_to_come_are_not_healthy() -> None:
     )
     idle = _page(_status(delta_dag=dag(paused=True)), DONE)
     assert (idle.verdict, idle.verdict_text) == (
-        oncall.HEALTHY,
+        page.HEALTHY,
         "caught up; the delta DAG loader_continuous_delta__shop is paused: no run applies what comes next",
     )
     # Where Airflow is not known, the page says what it can.
@@ -131,8 +131,8 @@ def test_changes_waiting_with_no_run_to_come_are_not_healthy() -> None:
 
 def test_the_ways_out_fill_the_fields_of_the_right_dag_from_the_facts() -> None:
     differs = _status(last_check=LastCheck("compare", "2026-11-28T10:00:00Z", 2, ["s.t", "s.u"]))
-    page = _page(differs, [*DONE, STUCK])
-    ways = {w.key: w for w in page.ways_out}
+    shown = _page(differs, [*DONE, STUCK])
+    ways = {w.key: w for w in shown.ways_out}
     assert list(ways) == ["rerun", "abandon", "reload", "rollback", "backfill"]
     assert (ways["rerun"].dag_id, ways["rerun"].clear) == (
         "loader_continuous_delta__shop",
@@ -155,7 +155,7 @@ def test_the_ways_out_fill_the_fields_of_the_right_dag_from_the_facts() -> None:
         ("Backfill from byte position", 900),
     ]
     # The failed interval's task run, in the delta DAG's run that planned it.
-    (failed,) = page.failed
+    (failed,) = shown.failed
     assert failed.task_link == (
         "dags/loader_continuous_delta__shop/runs/manual__2026-11-28T10%3A00%3A00%2B00%3A00/tasks/materialize"
     )
@@ -167,14 +167,12 @@ def test_the_ways_out_fill_the_fields_of_the_right_dag_from_the_facts() -> None:
 
 
 def test_what_a_source_says_is_shown_as_text() -> None:
-    page = _page(_status(), [*DONE, STUCK])
-    shown = oncall_html.source(page, "/airflow/", many=True)
+    one = _page(_status(), [*DONE, STUCK])
+    shown = html.source(one, "/airflow/", many=True)
     assert "<b>disk</b>" not in shown and "&lt;b&gt;disk&lt;/b&gt; full" in shown
     assert 'href="/airflow/dags/loader_continuous_delta__shop/runs/' in shown
     assert 'data-run-id="manual__2026-11-28T10:00:00+00:00" data-task-id="materialize"' in shown
-    listed = oncall_html.index(
-        [page], {"crm": "sources/crm.toml: source.port must be an integer <3306>"}, "/"
-    )
+    listed = html.index([one], {"crm": "sources/crm.toml: source.port must be an integer <3306>"}, "/")
     assert '<a href="source/shop">shop</a>' in listed and "&lt;3306&gt;" in listed
 
 
@@ -182,7 +180,7 @@ def test_the_plugin_builds_its_web_app_only_when_the_api_server_asks_for_it() ->
     # Every Airflow task process loads the plugins (their macros and listeners): importing the
     # plugin must not import the web app's framework and Airflow's API security (~0.5 s a task).
     probe = (
-        "import sys, loader.airflow_plugin as p\n"
+        "import sys, loader.oncall.plugin as p\n"
         "heavy = sorted(m for m in ('fastapi', 'airflow.api_fastapi.core_api.security') if m in sys.modules)\n"
         "app = p.LoaderOncallPlugin().fastapi_apps[0]\n"
         "print(heavy, app['url_prefix'], type(app['app']).__name__)\n"

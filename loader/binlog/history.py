@@ -25,16 +25,16 @@ import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from loader import gtids
+from loader.binlog import gtids
 from loader.binlog.fingerprint import Fingerprint, first_commit_after, read_fingerprint
+from loader.binlog.gtids import GtidSet, behind, gtid_domains, gtid_text, same_gtid
 from loader.binlog.reader import open_transport
 from loader.binlog.spool import stream_bytes
 from loader.binlog.transport import Transport
 from loader.config import SourceConfig
 from loader.driver import pymysql
-from loader.gtids import GtidSet, behind, gtid_domains, gtid_text, same_gtid
 from loader.positions import Position
-from loader.source import Credentials, binary_logs, binlog_status, start_problem
+from loader.source.connection import Credentials, binary_logs, binlog_status, start_problem
 
 _GTID_INFO = re.compile(r"GTID (\d+)-\d+-\d+")
 _MYSQL_GTID_INFO = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from loader import gtids
 from loader.binlog import events as ev
+from loader.binlog import gtids
 from loader.binlog.files import BinlogFiles
+from loader.binlog.gtids import GtidSet
+from loader.binlog.history import gtid_of_event
 from loader.binlog.parser import BinlogParser
 from loader.binlog.transactions import TransactionReader
 from loader.errors import GtidError, HistoryError
 from loader.extract.decode import RangeResult
 from loader.extract.interval import _gtid_reached
-from loader.gtids import GtidSet
-from loader.history import gtid_of_event
 from loader.positions import Position
 from loader.state.records import Interval
 from tests.binlog.reference import prepare

@@ -11,7 +11,7 @@ import html
 import urllib.parse
 from typing import Any
 
-from loader.oncall import FAILED, HEALTHY, Field, SourcePage, WayOut
+from loader.oncall.page import FAILED, HEALTHY, Field, SourcePage, WayOut
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem 2rem; color: #1f2933; font-size: 14px; }
