@@ -82,7 +82,7 @@ def test_demo_writes_changes_and_reports_their_binlog_range(mariadb: MariaDB, tm
         "LOADER__SOURCE__PORT": str(mariadb.port),
         "LOADER__STAGING__URI": str(tmp_path / "staging"),
     }
-    example = Path(__file__).resolve().parents[1] / "loader.example.toml"
+    example = Path(__file__).resolve().parents[2] / "loader.example.toml"
     lines_before = _count(mariadb, "SELECT COUNT(*) FROM demo.order_lines")
     out = subprocess.run(
         [LOADER, "demo", "--config", str(example), "--output", "json", "--rows", "8"],
