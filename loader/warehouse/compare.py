@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,9 +41,11 @@ def comparable(value: Any, mysql_type: str) -> Any:
     values are equal and any other difference stays one. JSON-ready: an int, a float, a text or
     None.
 
-    BIT and integers as numbers; FLOAT as the 32-bit value it stores (``_source_select``); DECIMAL as its exact text with the column's scale digits
-    (more when the value has more); TIME, DATE, DATETIME, TIMESTAMP (UTC) as MySQL's text with
-    the column's fraction digits (a zero or invalid date as its text); binary values as hex.
+    BIT and integers as numbers; FLOAT and DOUBLE as the value stored (a FLOAT read from the
+    source as the double it holds: ``_source_select``); DECIMAL as its exact text with the
+    column's scale digits (more when the value has more); TIME, DATE, DATETIME, TIMESTAMP (UTC) as
+    MySQL's text with the column's fraction digits (a zero or invalid date as its text); binary
+    values as hex.
     """
     if value is None:
         return None
@@ -59,9 +60,7 @@ def comparable(value: Any, mysql_type: str) -> Any:
         return int(value)
     if base == "decimal":
         return _decimal_text(value, int(args.split(",")[1]) if "," in args else 0)
-    if base == "float":
-        return _single(float(value))
-    if base == "double":
+    if base in ("float", "double"):
         return float(value)
     if base == "time":
         return _time_text(value, int(args or 0))
@@ -76,13 +75,6 @@ def _decimal_text(value: Any, scale: int) -> str:
     if exact == exact.quantize(step, context=_WIDE):
         exact = exact.quantize(step, context=_WIDE)
     return format(exact, "f")
-
-
-def _single(value: float) -> float:
-    try:
-        return float(struct.unpack("<f", struct.pack("<f", value))[0])
-    except OverflowError:  # not a FLOAT's value: kept as it is, so that it differs
-        return value
 
 
 _TIME = re.compile(r"(-?)(\d+):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
