@@ -49,10 +49,10 @@ def generate(port: int, rows: int) -> tuple[str, int, int]:
 
 
 def child(run: str, port: int, datadir: str, file: str, start: int, end: int) -> None:
-    from loader.config import load_config
+    from loader.core.config import load_config
+    from loader.core.positions import Position
     from loader.extract import decode
     from loader.extract.interval import run_extract
-    from loader.positions import Position
 
     out = Path(tempfile.mkdtemp(prefix="bench-big-out-"))
     os.environ["BENCH_PASSWORD"] = PASSWORD

@@ -154,7 +154,7 @@ def run_ours(kind: str, port: int, datadir: Path, file: str, start: int, end: in
     from loader.binlog.reader import read_transactions
     from loader.binlog.schema import InformationSchema
     from loader.binlog.server import BinlogServer
-    from loader.positions import Position
+    from loader.core.positions import Position
     from loader.source.connection import Credentials
 
     creds = Credentials("127.0.0.1", port, "loader", PASSWORD)

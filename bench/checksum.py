@@ -86,7 +86,7 @@ def main() -> None:
         sys.exit(2)
     import pymysql
 
-    from loader.config import load_config
+    from loader.core.config import load_config
     from loader.warehouse.checksum import source_sums
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-checksum-"))

@@ -87,7 +87,7 @@ def bench_config(tmp: Path, fmt: str, partition_rows: int = 1_000_000, java_opti
     """The loader's config for a warehouse of table format ``fmt`` in ``tmp`` (database
     ``bench_wh``), on local[2] with room for 10,000,000-row tables; ``java_options`` go to the
     driver's JVM."""
-    from loader.config import load_config
+    from loader.core.config import load_config
 
     conf = '"spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "6g"'
     if java_options:

@@ -315,9 +315,9 @@ def run_ours(
     decoder: str = "native",
 ) -> int:
     """``loader extract`` of the interval into staging at ``out``; its change rows."""
-    from loader.config import load_config
+    from loader.core.config import load_config
+    from loader.core.positions import Position
     from loader.extract.interval import run_extract
-    from loader.positions import Position
 
     os.environ["BENCH_PASSWORD"] = PASSWORD
     cfg = load_config(
@@ -390,7 +390,7 @@ def run_show_jsonl(datadir: Path, file: str, start: int, end: int, out: Path) ->
     """``loader binlog show --format jsonl`` of the interval of the local binlog files, through
     the CLI's entry in this process, its standard output into a file under ``out``: (change
     rows, seconds of the command alone)."""
-    from loader import cli
+    from loader.app import cli
 
     # What a user runs with no configuration: none of the caller's overrides.
     for name in [n for n in os.environ if n.startswith("LOADER")]:
@@ -604,7 +604,7 @@ def quarter_memory(
     transaction start near 25%)."""
     from loader.binlog.files import BinlogFiles
     from loader.binlog.split import split_points
-    from loader.positions import Position
+    from loader.core.positions import Position
 
     file = str(info["file"])
     first, last = Position(file, int(str(info["start"]))), Position(file, int(str(info["end"])))

@@ -81,7 +81,7 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import pymysql
 
-    from loader.config import load_config
+    from loader.core.config import load_config
     from loader.warehouse.initial_load import run_initial_load
     from loader.warehouse.session import build_session
 

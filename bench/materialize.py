@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from loader.config import load_config
+    from loader.core.config import load_config
     from loader.staging.manifest import ColumnSpec, FileEntry, TableEntry
     from loader.staging.stores import LocalStore
     from loader.warehouse.materialize import Staged, materialize_table

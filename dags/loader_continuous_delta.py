@@ -11,8 +11,8 @@ import datetime as dt
 
 from airflow.sdk import DAG, task
 
-from loader import airflow as tasks
-from loader import dag_params
+from loader.app import airflow as tasks
+from loader.app import dag_params
 
 for source in tasks.dag_sources():  # one set of DAGs per source of a deployment
     with DAG(

@@ -9,7 +9,7 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from loader import airflow as tasks
+from loader.app import airflow as tasks
 
 deployment = tasks.deployment_dag()
 with DAG(

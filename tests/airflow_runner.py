@@ -154,7 +154,7 @@ def _serve() -> None:
     # migrations imports alembic (~0.7 s of CPU a command), the DAG files the loader's operators.
     import alembic  # noqa: F401
 
-    import loader.airflow  # noqa: F401
+    import loader.app.airflow  # noqa: F401
 
     for line in sys.stdin:
         request = json.loads(line)

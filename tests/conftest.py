@@ -29,9 +29,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from loader.config import Config, MaintenanceConfig, WarehouseConfig, load_config
-from loader.positions import Position
-from loader.results import Maintenance
+from loader.core.config import Config, MaintenanceConfig, WarehouseConfig, load_config
+from loader.core.positions import Position
+from loader.core.results import Maintenance
 from loader.source.connection import current_position
 from tests import airflow_runner
 
@@ -819,7 +819,7 @@ def maintain(
 ) -> Maintenance:
     """Maintenance in process over the tables of these sources (the first one's settings), each
     table under the leases of the sources writing to it, as the maintenance job runs it."""
-    from loader.spark_jobs import maintain_sources
+    from loader.app.spark_jobs import maintain_sources
 
     first = cfgs[0]
     settings = dataclasses.replace(first, maintenance=maintenance or first.maintenance)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from loader.config import StagingConfig, load_config
+from loader.core.config import StagingConfig, load_config
 from loader.staging.stores import Store, open_store
 from tests.conftest import (
     HdfsCluster,

@@ -2,7 +2,7 @@
 crashes of the reruns that follow it) a clean rerun carries on and the warehouse equals the
 source, checksum for checksum.
 
-The runs are killed as ``kill -9`` of their process group would (``loader.crashpoints``): the
+The runs are killed as ``kill -9`` of their process group would (``loader.core.crashpoints``): the
 loader, its Spark job and the job's driver, with no clean-up. A point is chosen from those the
 last clean run of the same command passed (each before and after a write to the staging store or
 the ledger, after each transaction extract writes, after a warehouse version is written and
@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from loader import crashpoints, steps
-from loader.config import Config
+from loader.app import steps
+from loader.core import crashpoints
+from loader.core.config import Config
 from loader.staging.stores import LocalStore
 from loader.state.ledger import Ledger
 from loader.warehouse.initial_load import run_initial_load

@@ -27,8 +27,8 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
         "CREATE TABLE afd.t (id INT PRIMARY KEY)",
     )
     config = mariadb.config_file(tmp_path, "afd", "afd.*")
-    from loader.config import load_config
-    from loader.positions import Position
+    from loader.core.config import load_config
+    from loader.core.positions import Position
     from loader.staging import layout
     from loader.state.ledger import Ledger
     from loader.state.records import Checkpoint, Interval

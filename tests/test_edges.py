@@ -16,11 +16,11 @@ from typing import Any
 import pymysql
 import pytest
 
-from loader import steps
-from loader.config import Config
-from loader.errors import ExtractError, LoaderError, MaterializeError
+from loader.app import steps
+from loader.core.config import Config
+from loader.core.errors import ExtractError, LoaderError, MaterializeError
+from loader.core.positions import Position
 from loader.extract.interval import run_extract
-from loader.positions import Position
 from loader.staging.manifest import Manifest
 from loader.state.ledger import Ledger
 from loader.warehouse.compare import compare_tables

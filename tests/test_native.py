@@ -12,8 +12,8 @@ import pytest
 from loader import _native
 from loader.binlog import split
 from loader.binlog.reader import native_decoder
-from loader.config import SourceConfig
-from loader.errors import ConfigError
+from loader.core.config import SourceConfig
+from loader.core.errors import ConfigError
 from tests.conftest import random_seed
 
 

@@ -17,10 +17,11 @@ from typing import Any
 import pymysql
 import pytest
 
-from loader import crashpoints, steps
-from loader.config import Config
-from loader.errors import LoaderError, is_transient
-from loader.positions import Position
+from loader.app import steps
+from loader.core import crashpoints
+from loader.core.config import Config
+from loader.core.errors import LoaderError, is_transient
+from loader.core.positions import Position
 from loader.source.connection import connect, credentials
 from loader.staging import layout
 from loader.state import lease

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loader.config import DEFAULT_JARS
+from loader.core.config import DEFAULT_JARS
 from loader.staging.stores import LocalStore
 from loader.state.ledger import Ledger
 from loader.state.records import Checkpoint

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loader import crashpoints
+from loader.core import crashpoints
 from tests.conftest import MariaDB, run_loader
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from loader.config import load_config
-from loader.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV
+from loader.core.config import load_config
+from loader.core.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV
 from loader.staging.stores import open_store
 from loader.state import lease
 from loader.state.ledger import Ledger

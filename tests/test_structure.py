@@ -9,10 +9,10 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from loader import errors
+from loader.core import errors
 
-PACKAGE = Path(errors.__file__).resolve().parent
-ENTRY_POINTS = ("loader.cli", "loader.airflow", "loader.oncall.plugin", "loader.spark_jobs")
+PACKAGE = Path(errors.__file__).resolve().parents[1]
+ENTRY_POINTS = ("loader.app.cli", "loader.app.airflow", "loader.oncall.plugin", "loader.app.spark_jobs")
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -45,7 +45,7 @@ def test_every_error_class_lives_in_errors_py() -> None:
     elsewhere = []
     for name, tree in _modules().items():
         for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and name != "loader.errors":
+            if isinstance(node, ast.ClassDef) and name != "loader.core.errors":
                 bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
                 if node.name.endswith(("Error", "Exception")) or bases & {
                     "Exception",
@@ -78,17 +78,21 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 # The stages as packages, and which of them each may import: a stage takes what the ones it
 # names give (the source's connections, the decoded binlog, staging files, the state, the
-# warehouse's type map), never the other way round. On-call's page reads them all. The root
-# modules (contracts, entry points, steps) are not stages.
+# warehouse's type map), never the other way round. ``core`` (settings, errors, positions, names,
+# results) is beneath them all and imports none; ``app`` runs the stages; on-call's page reads
+# them all and the application's state.
+CORE = "loader.core"
 BELOW_EXTRACT = {"loader.source", "loader.binlog", "loader.staging", "loader.state", "loader.warehouse"}
 MAY_IMPORT = {
-    "loader.source": set(),
-    "loader.staging": set(),
-    "loader.binlog": {"loader.source"},
-    "loader.state": {"loader.staging", "loader.binlog"},
-    "loader.warehouse": {"loader.source", "loader.binlog", "loader.staging", "loader.state"},
-    "loader.extract": BELOW_EXTRACT,
-    "loader.oncall": BELOW_EXTRACT | {"loader.extract"},
+    CORE: set(),
+    "loader.source": {CORE},
+    "loader.staging": {CORE},
+    "loader.binlog": {CORE, "loader.source"},
+    "loader.state": {CORE, "loader.staging", "loader.binlog"},
+    "loader.warehouse": {CORE, "loader.source", "loader.binlog", "loader.staging", "loader.state"},
+    "loader.extract": {CORE} | BELOW_EXTRACT,
+    "loader.app": {CORE, "loader.extract"} | BELOW_EXTRACT,
+    "loader.oncall": {CORE, "loader.extract", "loader.app"} | BELOW_EXTRACT,
 }
 
 
@@ -112,7 +116,7 @@ def test_each_stage_imports_only_the_stages_it_takes_from() -> None:
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_entry_points_run_steps_through_the_application_layer(entry: str) -> None:
-    """The ledger, extraction and materialisation are reached through ``loader.steps`` only, so
+    """The ledger, extraction and materialisation are reached through ``loader.app.steps`` only, so
     that failures are noted the same way whoever runs a step."""
     modules = _modules()
     imported = _imports(entry, modules[entry], set(modules))
@@ -123,10 +127,10 @@ def test_entry_points_run_steps_through_the_application_layer(entry: str) -> Non
         "loader.warehouse.initial_load",
     )
     around = {m for m in imported if m.startswith(stages)}
-    if entry == "loader.spark_jobs":  # the Spark side runs the warehouse steps themselves
+    if entry == "loader.app.spark_jobs":  # the Spark side runs the warehouse steps themselves
         around -= {"loader.warehouse.materialize", "loader.warehouse.initial_load"}
     assert around == set()
-    assert "loader.steps" in imported
+    assert "loader.app.steps" in imported
 
 
 def test_retry_decisions_come_from_the_error_class() -> None:
@@ -145,3 +149,15 @@ def test_retry_decisions_come_from_the_error_class() -> None:
         == "source error: Lost connection"
     )
     assert errors.exit_code(ValueError("not ours")) == errors.EXIT_ERROR
+
+
+def test_the_top_holds_the_stage_packages_and_core_only() -> None:
+    """A new module goes into the room of the stage it serves, not beside them."""
+    top = {
+        p.stem.split(".")[0]
+        for p in PACKAGE.iterdir()
+        if p.suffix in (".py", ".so") or (p / "__init__.py").exists()
+    }
+    loose = {name for name in top if not (PACKAGE / name).is_dir()}
+    assert loose == {"__init__", "_native"}
+    assert len(top - loose) <= 9, sorted(top - loose)

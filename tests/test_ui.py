@@ -33,8 +33,8 @@ def test_the_trigger_form_shows_the_params_and_a_backfill_run_succeeds(
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     assert Path(chromium).exists(), "chromium is missing: make setup installs it (infra/install-deps.sh)"
     assert (UI_DIR / "node_modules" / "playwright-core").exists(), "run make setup (npm ci in tests/ui)"
-    from loader.config import load_config
-    from loader.positions import lognum_of
+    from loader.core.config import load_config
+    from loader.core.positions import lognum_of
     from loader.state.ledger import Ledger
     from loader.state.records import Checkpoint
 
@@ -121,8 +121,8 @@ def _oncall(airflow: Any, screenshot: str, *action: str) -> dict[str, Any]:
 def test_the_oncall_page_shows_a_healthy_source_then_a_failed_interval_whose_rerun_mends_it(
     mariadb: MariaDB, tmp_path: Path
 ) -> None:
-    from loader.config import load_config
-    from loader.crashpoints import AT_ENV, LOG_ENV
+    from loader.core.config import load_config
+    from loader.core.crashpoints import AT_ENV, LOG_ENV
     from loader.state.ledger import Ledger
 
     mariadb.execute(

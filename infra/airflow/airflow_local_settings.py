@@ -4,7 +4,7 @@ workers, and set LOADER_ONCALL_WEBHOOK to the webhook's URL in their environment
 
 import os
 
-from loader.notify import WebhookNotifier
+from loader.oncall.notify import WebhookNotifier
 
 
 def task_policy(task) -> None:

@@ -12,7 +12,7 @@ import codecs
 import functools
 from typing import Any
 
-from loader.errors import DecodeError
+from loader.core.errors import DecodeError
 
 BINARY_COLLATION = 63
 

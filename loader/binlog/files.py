@@ -19,8 +19,8 @@ from loader.binlog.constants import (
 )
 from loader.binlog.parser import BinlogParser
 from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent
-from loader.errors import DecodeError, SourceError
-from loader.positions import Position, lognum_of
+from loader.core.errors import DecodeError, SourceError
+from loader.core.positions import Position, lognum_of
 
 _HEADER = struct.Struct("<IBIIIH")
 _NUMBERED = re.compile(r"^(?P<base>.+)\.(?P<num>\d+)$")

@@ -21,8 +21,8 @@ from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.parser import BinlogParser
 from loader.binlog.split import starts_transaction
 from loader.binlog.transport import Transport
-from loader.errors import DecodeError, LedgerError, SourceError
-from loader.positions import Position
+from loader.core.errors import DecodeError, LedgerError, SourceError
+from loader.core.positions import Position
 
 
 @dataclass(frozen=True)

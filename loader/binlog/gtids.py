@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from loader.errors import GtidError
+from loader.core.errors import GtidError
 
 # --- MariaDB GTID positions ---------------------------------------------------------------
 

@@ -31,18 +31,13 @@ from loader.binlog.gtids import GtidSet, behind, gtid_domains, gtid_text, same_g
 from loader.binlog.reader import open_transport
 from loader.binlog.spool import stream_bytes
 from loader.binlog.transport import Transport
-from loader.config import SourceConfig
-from loader.driver import pymysql
-from loader.positions import Position
+from loader.core.config import SourceConfig
+from loader.core.driver import pymysql
+from loader.core.positions import Position
 from loader.source.connection import Credentials, binary_logs, binlog_status, start_problem
 
 _GTID_INFO = re.compile(r"GTID (\d+)-\d+-\d+")
 _MYSQL_GTID_INFO = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")
-# What on-call does when the source no longer holds the history read so far.
-REMEDY = (
-    "Point the loader back at the server that holds that history, or re-load every table "
-    "(loader initial-load) to start from this one"
-)
 
 
 @dataclass(frozen=True)

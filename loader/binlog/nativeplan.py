@@ -17,7 +17,7 @@ from loader.binlog.charsets import byte_table, codec_for_charset
 from loader.binlog.constants import ColumnType
 from loader.binlog.rowplan import INT_SIZES, PlanColumn, TablePlan
 from loader.binlog.values.strings import string_meta
-from loader.errors import DecodeError
+from loader.core.errors import DecodeError
 
 if TYPE_CHECKING:
     from loader._native import ColumnSpec, RowPlan

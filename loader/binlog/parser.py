@@ -32,7 +32,7 @@ from loader.binlog.constants import (
 from loader.binlog.gtids import GtidSet
 from loader.binlog.values import lenenc
 from loader.binlog.values.strings import string_meta
-from loader.errors import BodyError, DecodeError
+from loader.core.errors import BodyError, DecodeError
 
 _HEADER = struct.Struct("<IBIIIH")
 _U16 = struct.Struct("<H")

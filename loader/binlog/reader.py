@@ -13,9 +13,9 @@ from loader.binlog.schema import InformationSchema, SchemaProvider
 from loader.binlog.server import BinlogServer
 from loader.binlog.transactions import NativeRun, OpenRows, TableFilter, Transaction, TransactionReader
 from loader.binlog.transport import Transport, in_runs
-from loader.config import SourceConfig
-from loader.errors import ConfigError, DecodeError
-from loader.positions import Position
+from loader.core.config import SourceConfig
+from loader.core.errors import ConfigError, DecodeError
+from loader.core.positions import Position
 from loader.source.connection import Credentials, connect, credentials
 
 

@@ -30,8 +30,8 @@ from loader.binlog.rowcode import (
 from loader.binlog.schema import SourceColumn, SourceTable
 from loader.binlog.values import Reader, jsonb, lenenc, numeric, strings, temporal
 from loader.binlog.values.decimal import decimal_reader
-from loader.errors import DecodeError
-from loader.tables import reload_remedy
+from loader.core.errors import DecodeError
+from loader.core.tables import reload_remedy
 
 
 class _Absent:

@@ -15,9 +15,9 @@ from typing import Any
 
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent
-from loader.driver import pymysql
-from loader.errors import DecodeError, SourceError, TransientError
-from loader.positions import Position
+from loader.core.driver import pymysql
+from loader.core.errors import DecodeError, SourceError, TransientError
+from loader.core.positions import Position
 from loader.source.connection import Credentials, connect, current_position
 from loader.source.wire import check_error, read_some
 

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.files import BinlogFiles
-from loader.positions import Position
+from loader.core.positions import Position
 
 _HEADER = struct.Struct("<IBIIIH")
 _BEGIN_MAX = 512  # bytes: a BEGIN query event is far smaller

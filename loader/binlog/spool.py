@@ -20,8 +20,8 @@ from loader.binlog import split
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.split import starts_transaction
 from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent, in_runs, joined
-from loader.errors import DecodeError
-from loader.positions import Position
+from loader.core.errors import DecodeError
+from loader.core.positions import Position
 
 _RECORD = struct.Struct("<BQI")  # kind, position, length of what follows
 # An event; one without a position of its own; the file the records after it are in; a run

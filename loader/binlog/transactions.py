@@ -25,9 +25,9 @@ from loader.binlog.parser import BinlogParser, uuid_text
 from loader.binlog.rowplan import Row, TablePlan, compile_plan
 from loader.binlog.schema import SchemaProvider
 from loader.binlog.transport import EventRun, RawEvent, joined
-from loader.errors import DecodeError, IncidentError, LoaderError
-from loader.positions import Position, seqno_of
-from loader.tables import reload_remedy
+from loader.core.errors import DecodeError, IncidentError, LoaderError
+from loader.core.positions import Position, seqno_of
+from loader.core.tables import reload_remedy
 
 if TYPE_CHECKING:
     from loader._native import EncodedRows, RowPlan, Scanner, ScanResult

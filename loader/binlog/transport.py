@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from loader.binlog.constants import EventType
-from loader.positions import Position
+from loader.core.positions import Position
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loader import crashpoints
 from loader.binlog.fingerprint import Fingerprint
 from loader.binlog.gtids import GtidSet
 from loader.binlog.reader import native_decoder, open_transport, read_transactions, source_schema
@@ -22,16 +21,17 @@ from loader.binlog.rowplan import TablePlan
 from loader.binlog.server import BinlogServer
 from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
 from loader.binlog.transactions import NativeRun, OpenRows, RowsBatch, Transaction
-from loader.config import Config, SourceConfig, StagingConfig, TablesConfig
-from loader.errors import ExtractError, TableKeyError
+from loader.core import crashpoints
+from loader.core.config import Config, SourceConfig, StagingConfig, TablesConfig
+from loader.core.errors import ExtractError, TableKeyError
+from loader.core.positions import Position
+from loader.core.tables import TableSelector, key_columns
 from loader.extract.files import TablePiece, TableWriter, commit_ts_text
 from loader.extract.schema_changes import check_statements
-from loader.positions import Position
 from loader.source.connection import binary_logs, connect, credentials
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec, TableEntry
 from loader.state.records import Interval
-from loader.tables import TableSelector, key_columns
 
 # A transaction's rows wait on disk, not in memory, once this many of its changes are decoded:
 # the extract's memory stays bounded whatever the size of a transaction.

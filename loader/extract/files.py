@@ -16,12 +16,12 @@ from typing import Any, BinaryIO
 from loader.binlog.constants import ColumnType
 from loader.binlog.rowplan import PlanColumn, TablePlan
 from loader.binlog.transactions import RowsBatch
-from loader.errors import ExtractError
-from loader.naming import reserved_column_problem
+from loader.core.errors import ExtractError
+from loader.core.naming import reserved_column_problem
+from loader.core.tables import reload_remedy
 from loader.staging import checksums, csvformat, layout
 from loader.staging.manifest import ColumnSpec, FileEntry, TableEntry
 from loader.staging.stores import Store
-from loader.tables import reload_remedy
 from loader.warehouse import types
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

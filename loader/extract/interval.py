@@ -11,13 +11,13 @@ import time
 from loader.binlog import gtids, history
 from loader.binlog.gtids import GtidSet
 from loader.binlog.reader import native_decoder
-from loader.config import Config
-from loader.errors import ExtractError, HistoryError
+from loader.core.config import Config
+from loader.core.errors import HISTORY_REMEDY, ExtractError, HistoryError
+from loader.core.positions import Position
+from loader.core.results import ExtractedTable, ExtractSummary
 from loader.extract import scratch
 from loader.extract.decode import ExtractSettings, Progress, RangeResult, decode_interval
 from loader.extract.files import publish_table
-from loader.positions import Position
-from loader.results import ExtractedTable, ExtractSummary
 from loader.source.connection import check_binlog_settings, connect, credentials
 from loader.staging import layout
 from loader.staging.manifest import Manifest
@@ -152,7 +152,7 @@ def _gtid_reached(interval: Interval, results: list[RangeResult], stopped: bool)
             f"interval {interval.id}: the binlog read from {interval.start} to {interval.end} leads to GTID "
             f"state {reached or '(empty)'}, but the server had {interval.end_gtid or '(empty)'} at "
             f"{interval.end} when the interval was planned: the log changed in between (reset, restored, "
-            f"or another server behind the address). Nothing was staged and the checkpoint stays. {history.REMEDY}"
+            f"or another server behind the address). Nothing was staged and the checkpoint stays. {HISTORY_REMEDY}"
         )
     return reached
 
@@ -235,7 +235,7 @@ def run_extract(
             )
             if problem:
                 raise HistoryError(
-                    f"{problem}. Nothing was extracted and the checkpoint stays. {history.REMEDY}"
+                    f"{problem}. Nothing was extracted and the checkpoint stays. {HISTORY_REMEDY}"
                 )
     finally:
         conn.close()

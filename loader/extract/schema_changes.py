@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from loader.binlog import statements
 from loader.binlog.transactions import Transaction
-from loader.errors import ExtractError
+from loader.core.errors import ExtractError
+from loader.core.positions import Position
+from loader.core.tables import TableSelector, reload_remedy
 from loader.extract.files import TableWriter
-from loader.positions import Position
-from loader.tables import TableSelector, reload_remedy
 
 
 def _stale(tx: Transaction, loaded_at: dict[tuple[str, str], Position], name: tuple[str, str]) -> bool:

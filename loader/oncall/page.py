@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loader import dag_params
-from loader.positions import Position, lognum_of
-from loader.results import IntervalRecord, Status, TableMapping
+from loader.app import dag_params
+from loader.core.positions import Position, lognum_of
+from loader.core.results import IntervalRecord, Status, TableMapping
 from loader.state.records import MATERIALISED, waits_on_failure
 
 DELTA, INITIAL_LOAD, ROLLBACK = "loader_continuous_delta", "loader_initial_load", "loader_rollback"

@@ -17,11 +17,11 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from loader import steps
-from loader.airflow import DagSource
-from loader.config import Config, load_deployment
-from loader.dag_state import delta_dag_state
-from loader.errors import REPORTED, describe
+from loader.app import steps
+from loader.app.airflow import DagSource
+from loader.app.dag_state import delta_dag_state
+from loader.core.config import Config, load_deployment
+from loader.core.errors import REPORTED, describe
 from loader.oncall import html, page
 
 URL_PREFIX = "/loader-oncall"

@@ -7,10 +7,10 @@ import ssl
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from loader.config import SourceConfig
-from loader.driver import pymysql
-from loader.errors import SourceError, TransientError
-from loader.positions import Position
+from loader.core.config import SourceConfig
+from loader.core.driver import pymysql
+from loader.core.errors import SourceError, TransientError
+from loader.core.positions import Position
 
 
 @dataclass(frozen=True)

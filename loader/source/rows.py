@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from loader import _native
-from loader.driver import pymysql
+from loader.core.driver import pymysql
 from loader.source.wire import check_error, read_some
 
 # Bytes read from the socket at a time, and the bytes of rows gathered into one batch.

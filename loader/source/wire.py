@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loader.driver import pymysql
+from loader.core.driver import pymysql
 
 
 def read_some(conn: Any, most: int) -> bytes:

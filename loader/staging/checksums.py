@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 
-from loader.errors import ManifestError
+from loader.core.errors import ManifestError
 
 WRITTEN = "crc32"
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from loader.errors import CsvValueError
+from loader.core.errors import CsvValueError
 
 META_COLUMNS = ("op", "seqno", "row_id", "commit_ts")
 # The names ``read_staged`` gives the meta columns: a source column may be named like a header's.

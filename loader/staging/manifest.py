@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loader.errors import ManifestError
+from loader.core.errors import ManifestError
 from loader.staging import versioned
 
 MANIFEST_VERSION = 2

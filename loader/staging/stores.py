@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from loader import crashpoints
-from loader.aws import connection_keys
-from loader.config import StagingConfig
-from loader.errors import ConfigError, StoreError, TransientError
+from loader.core import crashpoints
+from loader.core.config import StagingConfig
+from loader.core.errors import ConfigError, StoreError, TransientError
 from loader.staging import layout
+from loader.staging.aws import connection_keys
 
 
 class Store(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
-from loader.errors import ManifestError
+from loader.core.errors import ManifestError
 from loader.staging import checksums
 from loader.staging.manifest import Manifest
 from loader.staging.stores import Store

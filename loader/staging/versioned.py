@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loader.errors import LoaderError
+from loader.core.errors import LoaderError
 
 Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
 

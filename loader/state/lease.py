@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loader.errors import LeaseError
+from loader.core.errors import LeaseError
 from loader.staging import layout
 from loader.staging.stores import Store, open_store
 from loader.state.processes import alive
 
 if TYPE_CHECKING:
-    from loader.config import Config
+    from loader.core.config import Config
 
 LEASE_ENV = "LOADER_LEASE_TOKEN"  # the token of a lease a parent process holds
 _HELD: dict[str, Lease] = {}  # leases this process holds, by source

@@ -12,16 +12,16 @@ import contextlib
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from loader.binlog.history import REMEDY, Mark
-from loader.errors import HistoryError, LedgerError, LoaderError
-from loader.positions import Position
-from loader.results import LastCheck
+from loader.binlog.history import Mark
+from loader.core.errors import HISTORY_REMEDY, HistoryError, LedgerError, LoaderError
+from loader.core.positions import Position
+from loader.core.results import LastCheck
 from loader.staging import layout, versioned
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import Store, open_store
 
 if TYPE_CHECKING:
-    from loader.config import Config
+    from loader.core.config import Config
 from loader.state.records import (
     ABANDONED,
     EXTRACTED,
@@ -435,7 +435,7 @@ class Ledger:
             moved = moved_from(source, begin, planned.start_mark(), what, self.source) if source else None
             if moved and not follow:
                 raise HistoryError(
-                    f"{moved}. Nothing was planned and the checkpoint stays. {REMEDY}{NOT_FOLLOWED}"
+                    f"{moved}. Nothing was planned and the checkpoint stays. {HISTORY_REMEDY}{NOT_FOLLOWED}"
                 )
             if moved:
                 left, intervals = [planned], [i for i in intervals if i is not planned]
@@ -523,7 +523,7 @@ class Ledger:
         """
         refused = f"{moved}. Nothing was planned and the checkpoint stays"
         if not follow:
-            raise HistoryError(f"{refused}. {REMEDY}{NOT_FOLLOWED}")
+            raise HistoryError(f"{refused}. {HISTORY_REMEDY}{NOT_FOLLOWED}")
         if start is not None:
             raise HistoryError(
                 f"{refused}. A backfill start names a position of the server the log was read from: run "
@@ -537,7 +537,7 @@ class Ledger:
         if ahead:
             raise HistoryError(
                 f"{refused}: the re-load {ahead[-1]} lies past where the log was read, so this server's "
-                f"position for it is unknown. {REMEDY}"
+                f"position for it is unknown. {HISTORY_REMEDY}"
             )
         # The same GTID state and transaction at the same position: its binlog continues there.
         same_place = source.problem(*read_to) is None
@@ -546,7 +546,7 @@ class Ledger:
         if found is None:
             raise HistoryError(
                 f"{refused}: its GTID history does not reach the state read so far "
-                f"({read_to[1].described()}) at any position of its binlog. {REMEDY}"
+                f"({read_to[1].described()}) at any position of its binlog. {HISTORY_REMEDY}"
             )
         return found
 

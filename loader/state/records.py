@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loader.binlog.history import Mark
-from loader.positions import Position, seqno_of
+from loader.core.positions import Position, seqno_of
 from loader.staging import versioned
 from loader.staging.manifest import ColumnSpec
 

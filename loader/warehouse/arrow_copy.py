@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from loader import modes
-from loader.config import Config, arrow_engine_problem
-from loader.driver import pymysql
-from loader.errors import LoadError
-from loader.naming import INVALID_DATES_COLUMN
+from loader.core import modes
+from loader.core.config import Config, arrow_engine_problem
+from loader.core.driver import pymysql
+from loader.core.errors import LoadError
+from loader.core.naming import INVALID_DATES_COLUMN
 from loader.source.connection import Credentials, connect
 from loader.source.rows import row_batches
 from loader.state.records import Load

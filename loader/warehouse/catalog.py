@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loader.errors import MaterializeError
+from loader.core.errors import MaterializeError
 
 
 class PartitionCatalog:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from loader import modes
+from loader.core import modes
 
 
 @dataclass
@@ -38,7 +38,7 @@ class TableComparison:
     source_sample: list[list[Any]]
     warehouse_sample: list[list[Any]]
     as_of: str | None = None  # the warehouse as it was after this interval (Iceberg tables)
-    mode: str = modes.MIRROR  # the warehouse table's (``loader.modes``)
+    mode: str = modes.MIRROR  # the warehouse table's (``loader.core.modes``)
     # soft_delete, history: every row the table keeps, the deleted ones and older versions too
     # (``warehouse_rows`` counts the live ones, compared with the source's)
     kept_rows: int | None = None

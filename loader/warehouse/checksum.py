@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loader.config import Config, SourceConfig, TablesConfig
-from loader.errors import SourceError
-from loader.naming import INVALID_DATES_COLUMN
-from loader.positions import Position
+from loader.core.config import Config, SourceConfig, TablesConfig
+from loader.core.errors import SourceError
+from loader.core.naming import INVALID_DATES_COLUMN
+from loader.core.positions import Position
 from loader.source.connection import connect, credentials
 from loader.state.ledger import Ledger
 from loader.warehouse import checksum_sql as sql

@@ -35,7 +35,7 @@ def _train(config_path: str) -> None:
     """The training run: touch what the loader's jobs touch (Hive and Iceberg tables, CSV
     staging, the merge's joins and windows, the checksum's hashes), so their classes are loaded
     when the JVM exits and dumps them."""
-    from loader.config import load_config
+    from loader.core.config import load_config
     from loader.warehouse.session import build_session
     from loader.warehouse.tables import ICEBERG_CATALOG
 
@@ -88,7 +88,7 @@ def build(force: bool = False) -> str:
         return "no Spark class archive: PySpark is not installed"
     if path.is_file() and not force:
         return f"Spark class archive: {path} (there already)"
-    from loader.config import load_config
+    from loader.core.config import load_config
 
     path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

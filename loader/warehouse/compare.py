@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from loader import modes
-from loader.config import Config
-from loader.naming import INVALID_DATES_COLUMN
+from loader.core import modes
+from loader.core.config import Config
+from loader.core.naming import INVALID_DATES_COLUMN
 from loader.source.connection import connect, credentials
 from loader.staging.manifest import ColumnSpec
 from loader.state.ledger import Ledger

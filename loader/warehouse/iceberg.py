@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from loader import crashpoints, modes
-from loader.errors import SnapshotError
-from loader.naming import SOURCE_COLUMN
+from loader.core import crashpoints, modes
+from loader.core.errors import SnapshotError
+from loader.core.naming import SOURCE_COLUMN
 from loader.warehouse.merge import (
     history_changes_sql,
     history_merge_into_sql,

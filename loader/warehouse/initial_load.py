@@ -38,21 +38,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loader import modes
 from loader.binlog.history import SourceHistory
 from loader.binlog.schema import InformationSchema
-from loader.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
-from loader.errors import LoadError
-from loader.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
-from loader.positions import Position
-from loader.results import LoadSummary, TableLoadResult
+from loader.core import modes
+from loader.core.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
+from loader.core.errors import LoadError
+from loader.core.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
+from loader.core.positions import Position
+from loader.core.results import LoadSummary, TableLoadResult
+from loader.core.tables import TableSelector, key_columns
 from loader.source.connection import Credentials, base_tables, check_binlog_settings, connect, credentials
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import open_store
 from loader.state import lease
 from loader.state.ledger import Ledger
 from loader.state.records import Load, layout_record
-from loader.tables import TableSelector, key_columns
 from loader.warehouse import iceberg, resync, types
 from loader.warehouse.materialize import catch_up
 from loader.warehouse.tables import (

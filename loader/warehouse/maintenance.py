@@ -16,10 +16,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from loader.config import Config, MaintenanceConfig
-from loader.errors import LeaseError
-from loader.naming import SOURCE_COLUMN
-from loader.results import Maintenance, TableMaintenance
+from loader.core.config import Config, MaintenanceConfig
+from loader.core.errors import LeaseError
+from loader.core.naming import SOURCE_COLUMN
+from loader.core.results import Maintenance, TableMaintenance
 from loader.warehouse import iceberg
 from loader.warehouse.tables import database_name
 

@@ -27,11 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from loader.config import Config
-from loader.errors import MaterializeError
-from loader.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, warehouse_tables
-from loader.positions import Position, seqno_of
-from loader.results import TableResult
+from loader.core.config import Config
+from loader.core.errors import MaterializeError
+from loader.core.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, warehouse_tables
+from loader.core.positions import Position, seqno_of
+from loader.core.results import TableResult
+from loader.core.tables import reload_remedy
 from loader.staging import csvformat
 from loader.staging.manifest import ColumnSpec, Manifest, TableEntry
 from loader.staging.stores import Store, open_store
@@ -47,7 +48,6 @@ from loader.state.records import (
     awaiting_copy,
     loaded_seqnos,
 )
-from loader.tables import reload_remedy
 from loader.warehouse import iceberg, types
 from loader.warehouse.catalog import PartitionCatalog
 from loader.warehouse.merge import apply_merge

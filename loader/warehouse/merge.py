@@ -18,8 +18,8 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from loader import modes
-from loader.errors import MergeError
+from loader.core import modes
+from loader.core.errors import MergeError
 from loader.warehouse.tables import live_rows, quote_identifier
 
 # Package data, so that an installed loader (a wheel on Airflow workers or a cluster) has it.
@@ -65,7 +65,7 @@ def latest_sql(columns: list[str], key: list[str]) -> str:
 
 
 def op_sql(had_row: str) -> str:
-    """The ``_op`` (``loader.modes``) of the row a key's latest change (alias ``l``) writes:
+    """The ``_op`` (``loader.core.modes``) of the row a key's latest change (alias ``l``) writes:
     ``d`` for a delete (a row ``soft_delete`` keeps), ``u`` when the key had a row before the
     change's transaction (an earlier change of the merge says so, ``_loader_prev_op``; else
     ``had_row``, SQL telling whether the table has a live row of the key), ``c`` otherwise."""

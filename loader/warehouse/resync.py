@@ -1,4 +1,4 @@
-"""A load's copy as one step of a table that keeps more than the source's rows (``loader.modes``).
+"""A load's copy as one step of a table that keeps more than the source's rows (``loader.core.modes``).
 
 A mirror takes the copy's rows. A ``soft_delete`` or ``history`` table loaded again keeps what
 it knew: ``soft_delete`` takes the copy's rows and marks deleted the keys the copy lacks (as of
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loader import modes
-from loader.naming import RESERVED_COLUMNS
+from loader.core import modes
+from loader.core.naming import RESERVED_COLUMNS
 from loader.warehouse import types
 from loader.warehouse.tables import PART, quote_identifier
 

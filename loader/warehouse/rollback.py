@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from loader import crashpoints
-from loader.config import Config, WarehouseConfig
-from loader.errors import ConfigError, LedgerError
-from loader.results import Rollback, TableRollback
+from loader.core import crashpoints
+from loader.core.config import Config, WarehouseConfig
+from loader.core.errors import ConfigError, LedgerError
+from loader.core.results import Rollback, TableRollback
 from loader.staging.stores import open_store
 from loader.staging.verify import verified_manifest
 from loader.state.ledger import Ledger

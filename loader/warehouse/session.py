@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from loader.aws import connection_keys
-from loader.config import DEFAULT_JARS, Config, SparkConfig, StagingConfig, WarehouseConfig
-from loader.errors import ConfigError
+from loader.core.config import DEFAULT_JARS, Config, SparkConfig, StagingConfig, WarehouseConfig
+from loader.core.errors import ConfigError
+from loader.staging.aws import connection_keys
 from loader.warehouse.tables import ICEBERG_CATALOG
 
 # The embedded Iceberg catalog's file, in the warehouse's metastore folder.

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loader.config import Config
-from loader.errors import REPORTED, ConfigError, SparkJobError, describe, is_transient
+from loader.core.config import Config
+from loader.core.errors import REPORTED, ConfigError, SparkJobError, describe, is_transient
 from loader.source.connection import Credentials
 from loader.warehouse.session import JobSize, spark_conf
 
@@ -32,12 +32,12 @@ RESULT_ENV = "LOADER_JOB_RESULT"
 # The job reads the source's password from this variable, so it is never on a command line.
 PASSWORD_ENV = "LOADER_JOB_SOURCE_PASSWORD"
 PROGRESS_PREFIX = "LOADER-JOB-PROGRESS "  # tells the job's progress apart from Spark's own logs
-APPLICATION = str(Path(__file__).resolve().parents[1] / "spark_jobs.py")
+APPLICATION = str(Path(__file__).resolve().parents[1] / "app" / "spark_jobs.py")
 
 
 @dataclass(frozen=True)
 class SparkJob:
-    """One run of ``loader/spark_jobs.py``: everything spark-submit needs."""
+    """One run of ``loader/app/spark_jobs.py``: everything spark-submit needs."""
 
     name: str
     application: str

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from loader import crashpoints, modes
-from loader.config import Config, TablesConfig, WarehouseConfig
-from loader.errors import MaterializeError
-from loader.naming import (
+from loader.core import crashpoints, modes
+from loader.core.config import Config, TablesConfig, WarehouseConfig
+from loader.core.errors import MaterializeError
+from loader.core.naming import (
     INVALID_DATES_COLUMN,
     PARTITION_COLUMN,
     RESERVED_COLUMNS,
@@ -24,8 +24,8 @@ from loader.naming import (
     reserved_column_problem,
     warehouse_table,
 )
+from loader.core.tables import reload_remedy
 from loader.staging.manifest import ColumnSpec
-from loader.tables import reload_remedy
 from loader.warehouse import types
 from loader.warehouse.catalog import PartitionCatalog
 
@@ -106,7 +106,7 @@ OWNER_PROPERTY = "loader.source"
 SHARED_PROPERTY = "loader.shared_key"
 
 
-# The table property naming the table's warehouse mode (``loader.modes``); a table without it,
+# The table property naming the table's warehouse mode (``loader.core.modes``); a table without it,
 # made before modes, is a mirror.
 MODE_PROPERTY = "loader.mode"
 
@@ -269,7 +269,7 @@ def rows_of_source(source: str, alias: str = "") -> str:
 
 def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """Source tables whose warehouse table is missing while a table under the name loader versions
-    before ``loader.naming`` gave them exists (``naming.legacy_warehouse_table``): that table
+    before ``loader.core.naming`` gave them exists (``naming.legacy_warehouse_table``): that table
     holds their rows, and materialising into a new, empty table would lose them.
 
     A legacy name that is also the current name of one of ``tables`` belongs to that table and
@@ -296,7 +296,7 @@ def legacy_tables(spark: Any, database: str, tables: Iterable[tuple[str, str]]) 
 
 
 # The warehouse table's own data columns, after the source's (the partition column comes last).
-# The change that wrote each row (``loader.modes``' contract) and the dates its types cannot hold.
+# The change that wrote each row (``loader.core.modes``' contract) and the dates its types cannot hold.
 META_COLUMNS = {
     modes.OP: "STRING",
     modes.SEQNO: "BIGINT",
@@ -307,7 +307,7 @@ META_COLUMNS = {
     INVALID_DATES_COLUMN: "MAP<STRING, STRING>",
 }
 META_DDL = ", ".join(f"{column} {kind}" for column, kind in META_COLUMNS.items())
-# What each mode adds after them (``loader.modes.MODE_COLUMNS``).
+# What each mode adds after them (``loader.core.modes.MODE_COLUMNS``).
 MODE_COLUMN_TYPES = {
     modes.IS_DELETED: "BOOLEAN",
     modes.DELETED_AT: "TIMESTAMP",

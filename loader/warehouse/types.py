@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from loader.binlog.constants import GEOMETRY_TYPE_NAMES
-from loader.errors import TypeMapError
+from loader.core.errors import TypeMapError
 
 _INT_SPARK = {
     "tinyint": "tinyint",

@@ -11,12 +11,12 @@ mod csvtext;
 mod decimals;
 mod digits;
 mod floats;
-mod jsonb;
+mod jsontext;
 mod packets;
 mod resultset;
 mod rows;
 mod scan;
-mod temporal;
+mod timetext;
 mod values;
 
 use values::{Col, Text};
@@ -32,7 +32,7 @@ fn float_text(value: f64) -> String {
 #[pyfunction]
 fn json_text(data: &[u8]) -> PyResult<String> {
     let mut out = Vec::with_capacity(data.len() * 2 + 4);
-    jsonb::push_json_text(&mut out, data).map_err(PyValueError::new_err)?;
+    jsontext::push_json_text(&mut out, data).map_err(PyValueError::new_err)?;
     Ok(String::from_utf8(out).expect("JSON text is UTF-8"))
 }
 

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use crate::rows::{Encoded, Plan};
-use crate::temporal;
+use crate::timetext;
 
 // Event types and the header's length (`loader/binlog/constants.py`).
 pub const HEADER_LEN: usize = 19;
@@ -601,7 +601,7 @@ impl Scanner<'_> {
             )) * 1_000_000;
         }
         let mut commit_ts = Vec::with_capacity(26);
-        temporal::utc_text(
+        timetext::utc_text(
             &mut commit_ts,
             (ts / 1_000_000) as i64,
             i128::from(ts % 1_000_000),
@@ -699,7 +699,7 @@ impl Scanner<'_> {
         }
         // ISO 8601 UTC with microseconds: `2024-01-31T12:00:00.000000Z`.
         let mut when = Vec::with_capacity(28);
-        temporal::utc_text(
+        timetext::utc_text(
             &mut when,
             (ts / 1_000_000) as i64,
             i128::from(ts % 1_000_000),

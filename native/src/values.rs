@@ -5,8 +5,8 @@ use crate::csvtext::{push_base64, push_json_string, push_quoted};
 use crate::decimals::decimal;
 use crate::digits::{push_i64, push_u64};
 use crate::floats;
-use crate::jsonb;
-use crate::temporal::{self, FRAC_BYTES, HIRES_DATETIME_BYTES, HIRES_TIME_BYTES};
+use crate::jsontext;
+use crate::timetext::{self, FRAC_BYTES, HIRES_DATETIME_BYTES, HIRES_TIME_BYTES};
 
 /// How a string column's bytes become text (strictly: bytes the Python codec refuses are
 /// refused).
@@ -192,33 +192,33 @@ impl Col {
                     out.push(b'"');
                 }
             }
-            Col::Date => quoted(out, temporal::date, cur.take(3, "DATE")?),
-            Col::Time => quoted(out, temporal::time, cur.take(3, "TIME")?),
+            Col::Date => quoted(out, timetext::date, cur.take(3, "DATE")?),
+            Col::Time => quoted(out, timetext::time, cur.take(3, "TIME")?),
             Col::Time2 { fsp } => {
                 let b = cur.take(3 + FRAC_BYTES[*fsp], "TIME2")?;
-                quoted(out, |o, b| temporal::time2(o, b, *fsp), b);
+                quoted(out, |o, b| timetext::time2(o, b, *fsp), b);
             }
-            Col::Datetime => quoted(out, temporal::datetime, cur.take(8, "DATETIME")?),
+            Col::Datetime => quoted(out, timetext::datetime, cur.take(8, "DATETIME")?),
             Col::Datetime2 { fsp } => {
                 let b = cur.take(5 + FRAC_BYTES[*fsp], "DATETIME2")?;
-                quoted(out, |o, b| temporal::datetime2(o, b, *fsp), b);
+                quoted(out, |o, b| timetext::datetime2(o, b, *fsp), b);
             }
-            Col::Timestamp => quoted(out, temporal::timestamp, cur.take(4, "TIMESTAMP")?),
+            Col::Timestamp => quoted(out, timetext::timestamp, cur.take(4, "TIMESTAMP")?),
             Col::Timestamp2 { fsp } => {
                 let b = cur.take(4 + FRAC_BYTES[*fsp], "TIMESTAMP2")?;
-                quoted(out, |o, b| temporal::timestamp2(o, b, *fsp), b);
+                quoted(out, |o, b| timetext::timestamp2(o, b, *fsp), b);
             }
             Col::TimeHires { fsp } => {
                 let b = cur.take(HIRES_TIME_BYTES[*fsp], "TIME")?;
-                quoted(out, |o, b| temporal::time_hires(o, b, *fsp), b);
+                quoted(out, |o, b| timetext::time_hires(o, b, *fsp), b);
             }
             Col::DatetimeHires { fsp } => {
                 let b = cur.take(HIRES_DATETIME_BYTES[*fsp], "DATETIME")?;
-                quoted(out, |o, b| temporal::datetime_hires(o, b, *fsp), b);
+                quoted(out, |o, b| timetext::datetime_hires(o, b, *fsp), b);
             }
             Col::TimestampHires { fsp } => {
                 let b = cur.take(4 + FRAC_BYTES[*fsp], "TIMESTAMP")?;
-                quoted(out, |o, b| temporal::timestamp_hires(o, b, *fsp), b);
+                quoted(out, |o, b| timetext::timestamp_hires(o, b, *fsp), b);
             }
             Col::Bytes {
                 len_bytes,
@@ -280,7 +280,7 @@ impl Col {
                 let n = cur.le(*len_bytes, "JSON")?;
                 let doc = cur.take(usize::try_from(n).map_err(|_| "JSON too long")?, "JSON")?;
                 let mut text = Vec::with_capacity(doc.len() * 2 + 4);
-                jsonb::push_json_text(&mut text, doc)?;
+                jsontext::push_json_text(&mut text, doc)?;
                 how.text(out, &text)?;
             }
         }

@@ -9,8 +9,8 @@ import pytest
 
 from loader.binlog.files import BinlogFiles
 from loader.binlog.fingerprint import Fingerprint, read_fingerprint
-from loader.errors import LedgerError
-from loader.positions import Position
+from loader.core.errors import LedgerError
+from loader.core.positions import Position
 from tests.binlog.reference import prepare
 from tests.conftest import BINLOG_TESTDATA
 

@@ -12,8 +12,8 @@ import pytest
 
 from loader.binlog.files import BinlogFiles
 from loader.binlog.transactions import TransactionReader
-from loader.errors import LoaderError
-from loader.positions import Position
+from loader.core.errors import LoaderError
+from loader.core.positions import Position
 from tests.binlog.reference import prepare
 from tests.binlog.test_native_rows import staged
 from tests.conftest import BINLOG_TESTDATA

@@ -14,10 +14,10 @@ from loader.binlog.gtids import GtidSet
 from loader.binlog.history import gtid_of_event
 from loader.binlog.parser import BinlogParser
 from loader.binlog.transactions import TransactionReader
-from loader.errors import GtidError, HistoryError
+from loader.core.errors import GtidError, HistoryError
+from loader.core.positions import Position
 from loader.extract.decode import RangeResult
 from loader.extract.interval import _gtid_reached
-from loader.positions import Position
 from loader.state.records import Interval
 from tests.binlog.reference import prepare
 from tests.conftest import BINLOG_TESTDATA

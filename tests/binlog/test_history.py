@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from loader import steps
+from loader.app import steps
 from loader.binlog import gtids
 from loader.binlog.fingerprint import Fingerprint
-from loader.config import Config
-from loader.errors import HistoryError, LoadError
+from loader.core.config import Config
+from loader.core.errors import HistoryError, LoadError
+from loader.core.positions import Position
 from loader.extract.interval import run_extract
-from loader.positions import Position
 from loader.staging import layout
 from loader.staging.stores import open_store
 from loader.state.ledger import Ledger

@@ -14,12 +14,12 @@ from loader.binlog.reader import read_transactions
 from loader.binlog.schema import InformationSchema
 from loader.binlog.server import BinlogServer
 from loader.binlog.transactions import Transaction
-from loader.errors import DecodeError, SourceError
+from loader.core.errors import DecodeError, SourceError
+from loader.core.positions import Position
+from loader.core.tables import TableSelector
 from loader.extract.files import batch_csv, commit_ts_text, csv_kind
-from loader.positions import Position
 from loader.source.connection import Credentials, current_position
 from loader.staging import csvformat
-from loader.tables import TableSelector
 from tests.conftest import MariaDB
 
 pytestmark = pytest.mark.integration

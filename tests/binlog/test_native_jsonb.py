@@ -18,8 +18,8 @@ from loader.binlog.rowplan import compile_plan
 from loader.binlog.transactions import RowsBatch, Transaction, json_keys
 from loader.binlog.values import jsonb
 from loader.binlog.values.decimal import DIG2BYTES
+from loader.core.positions import Position
 from loader.extract.files import batch_csv, csv_kind
-from loader.positions import Position
 from loader.staging import csvformat
 from tests.binlog.test_native_rows import _col
 

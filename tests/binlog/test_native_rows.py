@@ -19,9 +19,9 @@ from loader.binlog.nativeplan import native_plan
 from loader.binlog.rowplan import compile_plan
 from loader.binlog.schema import StaticSchema
 from loader.binlog.transactions import NativeRun, RowsBatch, Transaction, TransactionReader, json_keys
-from loader.errors import DecodeError, LoaderError
+from loader.core.errors import DecodeError, LoaderError
+from loader.core.positions import Position
 from loader.extract.files import batch_csv, commit_ts_text, csv_kind
-from loader.positions import Position
 from loader.staging import csvformat
 from tests.binlog.reference import prepare
 from tests.binlog.test_testdata import FILES, SCHEMAS

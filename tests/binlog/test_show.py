@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loader.positions import Position
+from loader.core.positions import Position
 from tests.binlog.reference import prepare
 from tests.conftest import BINLOG_TESTDATA, MariaDB
 

@@ -12,8 +12,8 @@ from loader._native import transaction_start
 from loader.binlog import split
 from loader.binlog.constants import HEADER_LEN, EventType
 from loader.binlog.files import BinlogFiles
-from loader.errors import LoaderError
-from loader.positions import Position
+from loader.core.errors import LoaderError
+from loader.core.positions import Position
 from tests.binlog.reference import prepare
 from tests.binlog.test_testdata import FILES
 from tests.conftest import BINLOG_TESTDATA

@@ -15,8 +15,8 @@ from loader.binlog.files import BinlogFiles
 from loader.binlog.rowplan import ABSENT, JsonDiff
 from loader.binlog.schema import SourceColumn, SourceTable, StaticSchema
 from loader.binlog.transactions import OpenRows, Transaction, TransactionReader
-from loader.errors import DecodeError, IncidentError
-from loader.positions import Position
+from loader.core.errors import DecodeError, IncidentError
+from loader.core.positions import Position
 from tests.binlog.reference import TextRow, matches, parse_decoded, prepare, read_reference
 from tests.conftest import BINLOG_TESTDATA
 

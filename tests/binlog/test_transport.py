@@ -10,7 +10,7 @@ import pytest
 
 from loader.binlog import spool
 from loader.binlog.transport import EventRun, joined
-from loader.positions import Position
+from loader.core.positions import Position
 
 # 30 bytes in three stretches: [0, 10) at 100, [10, 20) at 150, [20, 30) at 300.
 RUN = EventRun("b.000001", 100, bytes(30), (10, 20), (150, 300))

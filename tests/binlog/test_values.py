@@ -12,7 +12,7 @@ from loader.binlog.values import jsonb
 from loader.binlog.values.decimal import DIG2BYTES, decimal_reader, decimal_size, decode_decimal
 from loader.binlog.values.strings import string_meta
 from loader.binlog.values.temporal import datetime2_reader, time2_reader, timestamp2_reader
-from loader.errors import DecodeError
+from loader.core.errors import DecodeError
 
 
 def encode_decimal(value: Decimal, precision: int, scale: int) -> bytes:

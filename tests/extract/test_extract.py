@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from loader.binlog.spool import Piece
-from loader.config import Config
-from loader.errors import DecodeError, ExtractError, LedgerError, LoaderError
+from loader.core.config import Config
+from loader.core.errors import DecodeError, ExtractError, LedgerError, LoaderError
+from loader.core.positions import Position
 from loader.extract.interval import run_extract
-from loader.positions import Position
 from loader.staging import csvformat, layout
 from loader.staging.manifest import Manifest
 from loader.staging.stores import open_store
@@ -275,7 +275,7 @@ def test_parallel_extraction_writes_the_same_rows(
 ) -> None:
     """Both transports, decoded in one process or cut into ranges, stage the same rows in the
     same order: across a rotation and with a large transaction's rows waiting on disk."""
-    from loader import steps
+    from loader.app import steps
     from loader.extract import decode
 
     monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 7)

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from typing import Any
 
+from loader.core.results import DagState, IntervalRecord, LastCheck, Status, TableMapping
 from loader.oncall import html, page
-from loader.results import DagState, IntervalRecord, LastCheck, Status, TableMapping
 
 
 def _status(**changed: Any) -> Status:

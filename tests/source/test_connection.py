@@ -11,8 +11,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from loader.errors import SourceError
-from loader.positions import Position
+from loader.core.errors import SourceError
+from loader.core.positions import Position
 from loader.source import connection as source
 from tests.conftest import MariaDB
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from loader.driver import pymysql
+from loader.core.driver import pymysql
 from loader.source.rows import row_batches
 from tests.conftest import MariaDB
 

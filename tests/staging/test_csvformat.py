@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loader.errors import CsvValueError
+from loader.core.errors import CsvValueError
 from loader.staging import csvformat
 from loader.staging.csvformat import encode_value, header_line, row_line
 

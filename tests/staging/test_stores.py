@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loader.config import StagingConfig
-from loader.errors import StoreError
+from loader.core.config import StagingConfig
+from loader.core.errors import StoreError
 from loader.staging.stores import Store, open_store
 
 

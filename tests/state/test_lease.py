@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loader.errors import LeaseError
+from loader.core.errors import LeaseError
 from loader.staging.stores import LocalStore
 from loader.state import lease
 from loader.state.lease import Lease

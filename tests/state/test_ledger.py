@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from loader.binlog.history import Mark
-from loader.config import load_config
-from loader.errors import HistoryError, LedgerError
-from loader.positions import Position, seqno_of
+from loader.core.config import load_config
+from loader.core.errors import HistoryError, LedgerError
+from loader.core.positions import Position, seqno_of
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import LocalStore

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config
-from loader.errors import LoadError
-from loader.naming import INVALID_DATES_COLUMN as INVALID
+from loader.core.config import Config
+from loader.core.errors import LoadError
+from loader.core.naming import INVALID_DATES_COLUMN as INVALID
 from loader.state.ledger import Ledger
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config
+from loader.core.config import Config
 from loader.warehouse.catalog import PartitionCatalog
 
 pytestmark = pytest.mark.integration

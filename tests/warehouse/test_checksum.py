@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config
+from loader.core.config import Config
 from loader.warehouse import checksum_sql
 from loader.warehouse.checksum import compare_sums, source_sums
 from loader.warehouse.tables import table_name
@@ -206,9 +206,9 @@ def test_what_the_warehouse_lacks_is_a_difference_not_a_match(
 def test_a_checkpoint_past_the_sources_snapshot_stops_the_check_before_any_spark_job(
     mariadb: MariaDB, tmp_path: Path
 ) -> None:
-    from loader import steps
-    from loader.errors import TransientError
-    from loader.positions import Position
+    from loader.app import steps
+    from loader.core.errors import TransientError
+    from loader.core.positions import Position
     from loader.state.ledger import Ledger
     from loader.state.records import Checkpoint
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config
+from loader.core.config import Config
 from loader.warehouse.session import (
     FEWER_COMPILATIONS,
     JAVA_OPTIONS,

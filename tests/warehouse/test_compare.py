@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config
+from loader.core.config import Config
 from loader.warehouse.checks import RowDifference, TableComparison, comparison_text
 from loader.warehouse.checksum import compare_sums, source_sums
 from loader.warehouse.compare import comparable, compare_tables

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config
+from loader.core.config import Config
+from loader.core.positions import Position
 from loader.extract.interval import run_extract
-from loader.positions import Position
 from loader.state.ledger import Ledger
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
@@ -181,7 +181,7 @@ def test_the_merge_reads_only_the_key_ranges_it_changes_and_misses_no_key_at_the
 def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_ones_apply_again(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    from loader.errors import LedgerError
+    from loader.core.errors import LedgerError
     from loader.warehouse.compare import compare_tables
     from loader.warehouse.rollback import run_rollback
 
@@ -261,7 +261,7 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
 def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
-    from loader.errors import SnapshotError
+    from loader.core.errors import SnapshotError
     from loader.warehouse.compare import compare_tables
     from loader.warehouse.rollback import run_rollback
 
@@ -316,8 +316,8 @@ def test_maintenance_compacts_away_the_deletes_and_expires_old_snapshots(
 def test_an_interval_committed_before_a_crash_is_not_merged_again(
     mariadb: MariaDB, tmp_path: Path, airflow_home: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loader.config import load_config
-    from loader.crashpoints import AT_ENV
+    from loader.core.config import load_config
+    from loader.core.crashpoints import AT_ENV
 
     fresh_schema(mariadb, "ice_crash", "k (id INT PRIMARY KEY, v INT)", "m (id INT PRIMARY KEY)")
     config = mariadb.config_file(

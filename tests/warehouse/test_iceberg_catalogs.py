@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config, load_config
+from loader.core.config import Config, load_config
 from loader.warehouse.session import ICEBERG_SQLITE
 from tests.conftest import MariaDB, delta, iceberg_catalog_of, metastore_table_parameters, quiet, run_loader
 

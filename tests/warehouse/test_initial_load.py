@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from loader import modes
-from loader.config import Config
-from loader.errors import LoaderError, LoadError
+from loader.core import modes
+from loader.core.config import Config
+from loader.core.errors import LoaderError, LoadError
 from loader.extract.interval import run_extract
 from loader.staging.stores import open_store
 from loader.state.ledger import Ledger

@@ -13,10 +13,10 @@ from urllib.parse import unquote
 
 import pytest
 
-from loader.config import Config, load_config
-from loader.errors import MaterializeError
+from loader.core.config import Config, load_config
+from loader.core.errors import MaterializeError
+from loader.core.positions import Position
 from loader.extract.interval import run_extract
-from loader.positions import Position
 from loader.state.ledger import Ledger
 from loader.state.records import Checkpoint
 from loader.warehouse.materialize import at_once, run_materialize
@@ -263,7 +263,7 @@ def test_a_crash_between_partition_swaps_is_repaired_by_running_again(
     import subprocess
     import sys
 
-    from loader.crashpoints import AT_ENV
+    from loader.core.crashpoints import AT_ENV
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
@@ -346,7 +346,7 @@ def test_superseded_versions_go_after_the_retention(
 
 @both_formats
 def test_a_planned_interval_blocks_the_ones_after_it(mariadb: MariaDB, cfg: Config, spark: Any) -> None:
-    from loader.errors import MaterializeError
+    from loader.core.errors import MaterializeError
 
     mariadb.execute(
         "DROP DATABASE IF EXISTS mat",
@@ -395,7 +395,7 @@ def test_partitioning_is_set_per_table(mariadb: MariaDB, cfg: Config, spark: Any
 def test_a_table_of_another_source_is_refused_and_one_without_a_source_is_claimed(
     mariadb: MariaDB, cfg: Config, spark: Any
 ) -> None:
-    from loader.errors import MaterializeError
+    from loader.core.errors import MaterializeError
     from loader.warehouse.initial_load import run_initial_load
 
     mariadb.execute(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from loader.errors import MergeError
+from loader.core.errors import MergeError
 from loader.warehouse.merge import apply_merge, merge_sql
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

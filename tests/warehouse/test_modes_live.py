@@ -2,7 +2,7 @@
 (inserts, updates, key changes, deletes, re-inserts, several changes to a key in one transaction)
 over several intervals, with a backfill that applies old intervals again, a merge applied again
 as after a crash before the ledger heard of it, and a re-load of the tables, leaves each table as
-``loader.modes`` makes it of the changes the intervals staged and the re-load's copy."""
+``loader.core.modes`` makes it of the changes the intervals staged and the re-load's copy."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from loader import modes, steps
-from loader.config import Config
-from loader.errors import LedgerError, MaterializeError
+from loader.app import steps
+from loader.core import modes
+from loader.core.config import Config
+from loader.core.errors import LedgerError, MaterializeError
+from loader.core.positions import Position, seqno_of
 from loader.extract.interval import run_extract
-from loader.positions import Position, seqno_of
 from loader.staging import csvformat
 from loader.staging.stores import open_store
 from loader.staging.verify import verified_manifest

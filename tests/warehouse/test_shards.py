@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config
-from loader.errors import ExtractError, LoadError, MaterializeError
+from loader.core.config import Config
+from loader.core.errors import ExtractError, LoadError, MaterializeError
 from loader.extract.interval import run_extract
 from loader.staging.stores import open_store
 from loader.state import lease

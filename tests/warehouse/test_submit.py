@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from loader.config import Config, load_config
-from loader.errors import ConfigError, SparkJobError
+from loader.core.config import Config, load_config
+from loader.core.errors import ConfigError, SparkJobError
 from loader.source.connection import Credentials
 from loader.warehouse.session import CLASS_PATH, iceberg_secret_conf
 from loader.warehouse.submit import (

@@ -19,7 +19,7 @@ from loader.binlog.constants import ColumnType
 from loader.binlog.values import lenenc
 from loader.binlog.values.decimal import decode_decimal
 from loader.binlog.values.temporal import datetime_packed_text, time_packed_text
-from loader.errors import JsonbError
+from loader.core.errors import JsonbError
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY = 0, 1, 2, 3
 LITERAL, INT16, UINT16, INT32, UINT32, INT64, UINT64, DOUBLE, STRING = range(4, 13)

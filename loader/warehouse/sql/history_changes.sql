@@ -1,4 +1,4 @@
--- The history mode (loader.modes): what the staged changes do to a table of versions.
+-- The history mode (loader.core.modes): what the staged changes do to a table of versions.
 --
 --   changes : the staged change rows, typed (as ranked_changes.sql takes them)
 --   target  : the table's rows (of it, only each changed key's version columns are read)

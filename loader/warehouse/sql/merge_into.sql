@@ -1,6 +1,6 @@
 -- The merge rule (DESIGN.md section 4) on an Iceberg table, in one MERGE INTO.
 --
---   target : the warehouse table: <columns>, the change metadata (loader.modes: _op, _seqno,
+--   target : the warehouse table: <columns>, the change metadata (loader.core.modes: _op, _seqno,
 --            _rowno, _commit_ts, _interval, _loaded_at), the mode's own columns
 --   latest : one row per changed key, its latest change (latest_changes.sql)
 --

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from loader import steps
-from loader.config import Config
-from loader.errors import LagError
+from loader.app import steps
+from loader.core.config import Config
+from loader.core.errors import LagError
+from loader.core.positions import Position
+from loader.core.results import to_dict
 from loader.extract.interval import run_extract
-from loader.positions import Position
-from loader.results import to_dict
 from loader.state.ledger import Ledger
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import Loaded, MariaDB, fresh_schema, schema_config

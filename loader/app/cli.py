@@ -1,4 +1,4 @@
-"""The ``loader`` command line: argument parsing and output around ``loader.steps``, for on-call
+"""The ``loader`` command line: argument parsing and output around ``loader.app.steps``, for on-call
 work outside Airflow.
 
 Exit codes:
@@ -21,13 +21,14 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loader import __version__, steps
-from loader.config import ENV_SOURCE, Config, Deployment, load_config, load_deployment
-from loader.dag_state import delta_dag_state
-from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, ConfigError, describe, exit_code
-from loader.positions import Position
-from loader.results import ExtractSummary, IntervalRecord, TableMapping, to_dict
-from loader.tables import table_list
+from loader import __version__
+from loader.app import steps
+from loader.app.dag_state import delta_dag_state
+from loader.core.config import ENV_SOURCE, Config, Deployment, load_config, load_deployment
+from loader.core.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, ConfigError, describe, exit_code
+from loader.core.positions import Position
+from loader.core.results import ExtractSummary, IntervalRecord, TableMapping, to_dict
+from loader.core.tables import table_list
 from loader.warehouse.checks import comparison_text
 from loader.warehouse.submit import SparkJob, launch_subprocess
 from loader.warehouse.tables import ICEBERG_CATALOG
@@ -75,7 +76,7 @@ def cmd_check(args: argparse.Namespace, cfg: Config) -> int:
 
 def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     """Write the demo workload to the source and report the binlog range it produced."""
-    from loader import demo
+    from loader.app import demo
     from loader.source import connection as source
 
     creds = source.credentials(cfg.source)
@@ -126,8 +127,8 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
 def _decode_counts(cfg: Config, start: Position, end: Position) -> dict[str, dict[str, int]]:
     """Row changes per table and op in a binlog range, as the reader decodes them."""
     from loader.binlog.reader import open_transport, read_transactions, source_schema
+    from loader.core.tables import TableSelector
     from loader.source.connection import credentials
-    from loader.tables import TableSelector
 
     counts: dict[str, dict[str, int]] = {}
     selector = TableSelector(cfg.tables.include, cfg.tables.exclude)
@@ -172,8 +173,8 @@ def cmd_binlog_show(args: argparse.Namespace, cfg: Config) -> int:
     from loader.binlog.reader import native_decoder, open_transport, read_transactions, source_schema
     from loader.binlog.server import BinlogServer
     from loader.binlog.transactions import NativeRun, Transaction
+    from loader.core.tables import TableSelector
     from loader.source.connection import credentials
-    from loader.tables import TableSelector
 
     transport = open_transport(cfg.source, args.file)
     start, end = _binlog_range(args, cfg, transport)

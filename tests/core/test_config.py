@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from loader.config import load_config
-from loader.errors import ConfigError
+from loader.core.config import load_config
+from loader.core.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "loader.example.toml"
 
 
@@ -266,7 +266,7 @@ def test_maintenance_settings_are_checked_and_give_the_dag_its_schedule(tmp_path
 def test_the_maintenance_dag_takes_its_schedule_from_the_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loader.airflow import dag_sources
+    from loader.app.airflow import dag_sources
 
     def maintenance_schedule() -> str | None:
         (source,) = dag_sources()
@@ -335,7 +335,7 @@ CRM = '[source]\nname = "crm_main"\nhost = "db2"\nport = 3307\n[warehouse]\ndata
 
 
 def test_a_deployment_gives_each_source_its_own_file_over_the_shared_settings(tmp_path: Path) -> None:
-    from loader.config import load_deployment
+    from loader.core.config import load_deployment
 
     path = _deployment(tmp_path, {"shop_01.toml": SHOP, "crm.toml": CRM, "notes.txt": "not a source"})
     shop = load_config(path, env={}, source="shop_01")  # named after its file
@@ -367,7 +367,7 @@ def test_a_deployment_gives_each_source_its_own_file_over_the_shared_settings(tm
 
 
 def test_a_broken_source_file_stops_only_that_source_naming_its_file_and_field(tmp_path: Path) -> None:
-    from loader.config import load_deployment
+    from loader.core.config import load_deployment
 
     files = {
         "shop_01.toml": SHOP,
@@ -407,7 +407,7 @@ def test_a_broken_source_file_stops_only_that_source_naming_its_file_and_field(t
 
 
 def test_a_deployments_own_errors_name_its_file(tmp_path: Path) -> None:
-    from loader.config import load_deployment
+    from loader.core.config import load_deployment
 
     path = _deployment(tmp_path, {"shop_01.toml": SHOP}, shared="[spark]\nmaster = 2\n")
     with pytest.raises(ConfigError, match=f"^{path}: spark.master must be a string, got 2$"):
@@ -426,7 +426,7 @@ def test_a_deployments_own_errors_name_its_file(tmp_path: Path) -> None:
 
 
 def test_a_single_source_file_is_its_own_deployment(tmp_path: Path) -> None:
-    from loader.config import load_deployment
+    from loader.core.config import load_deployment
 
     assert load_config(EXAMPLE, env={}, source="demo").source.name == "demo"
     with pytest.raises(ConfigError, match=f"^{EXAMPLE}: its one source is 'demo', not 'shop'"):
@@ -436,7 +436,7 @@ def test_a_single_source_file_is_its_own_deployment(tmp_path: Path) -> None:
 
 
 def test_routes_name_each_routed_table_after_its_shared_table_and_refuse_two_of_one_source() -> None:
-    from loader.naming import warehouse_tables
+    from loader.core.naming import warehouse_tables
 
     cfg = load_config(
         EXAMPLE, env={"LOADER__TABLES__ROUTES": '{ "shop_*.orders" = "shop.orders", "x.*" = "x.all" }'}
@@ -457,7 +457,7 @@ def test_routes_name_each_routed_table_after_its_shared_table_and_refuse_two_of_
     with pytest.raises(ConfigError, match="would both be the warehouse table shop__orders"):
         warehouse_tables([("shop_01", "orders"), ("shop", "orders")], cfg.tables.route)
     # One Airflow asset per shared table, whichever source changed it.
-    from loader.airflow import asset_for
+    from loader.app.airflow import asset_for
 
     database = cfg.warehouse.database
     assert asset_for(cfg, "shop_07", "orders").uri == f"loader://shared/{database}/shop__orders"

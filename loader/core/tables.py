@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from loader.errors import TableKeyError
+from loader.core.errors import TableKeyError
 
 
 def table_list(text: str | None) -> list[str] | None:

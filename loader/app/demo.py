@@ -9,8 +9,8 @@ import random
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from loader.driver import pymysql
-from loader.positions import Position
+from loader.core.driver import pymysql
+from loader.core.positions import Position
 from loader.source.connection import current_position
 
 DEMO_SCHEMA = "demo"

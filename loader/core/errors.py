@@ -9,9 +9,9 @@ task runners) intact.
 
 from __future__ import annotations
 
-from loader.driver import pymysql
+from loader.core.driver import pymysql
 
-# Exit codes of the ``loader`` command and of the Spark jobs (``loader.spark_jobs``).
+# Exit codes of the ``loader`` command and of the Spark jobs (``loader.app.spark_jobs``).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_TRANSIENT = 0, 1, 2, 3
 
 # Lost or refused connections and lock waits: worth a retry.
@@ -69,6 +69,13 @@ class DecodeError(LoaderError):
 class HistoryError(LoaderError):
     """The source no longer holds the binlog history the ledger recorded (reset, restored, or
     another server behind the address): reading on would mix two histories."""
+
+
+# What on-call does about a HistoryError.
+HISTORY_REMEDY = (
+    "Point the loader back at the server that holds that history, or re-load every table "
+    "(loader initial-load) to start from this one"
+)
 
 
 class IncidentError(LoaderError):

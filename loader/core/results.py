@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from loader import modes
-from loader.binlog.history import REMEDY
+from loader.core import modes
+from loader.core.errors import HISTORY_REMEDY
 
 T = TypeVar("T")
 
@@ -378,7 +378,7 @@ class TableMapping:
     warehouse_table: str  # without the database (``TablesConfig.warehouse_name``)
     loaded_at: str | None  # the P0 of its latest copy, None if never copied
     shared: bool = False  # routed into a table other sources share (``tables.routes``)
-    mode: str = modes.MIRROR  # what its warehouse table keeps (``tables.mode``, ``loader.modes``)
+    mode: str = modes.MIRROR  # what its warehouse table keeps (``tables.mode``, ``loader.core.modes``)
     # The load that has not copied it yet (a re-load under way or failed, or a start from now):
     # its changes are staged, not merged, until that copy.
     awaiting_load: str | None = None
@@ -565,7 +565,7 @@ class Status:
         if self.followed:
             lines.append(f"followed: {self.followed}")
         if self.history_problem:
-            lines.append(f"STOPPED: {self.history_problem}. Runs refuse to read on. {REMEDY}")
+            lines.append(f"STOPPED: {self.history_problem}. Runs refuse to read on. {HISTORY_REMEDY}")
         lines.append(f"running now: {self.lease}" if self.lease else "running now: nothing")
         if self.delta_dag:
             lines.append(f"delta DAG: {self.delta_dag.text()}")

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from loader.results import DagState
+from loader.core.results import DagState
 
 DELTA = "loader_continuous_delta"
 

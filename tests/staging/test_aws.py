@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loader.aws import KEYS_ENV, AwsKeys, connection_keys, keys_env
-from loader.config import load_config
+from loader.core.config import load_config
+from loader.staging.aws import KEYS_ENV, AwsKeys, connection_keys, keys_env
 from loader.warehouse.session import s3a_keys_conf, spark_conf
 
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loader.results import ExtractSummary, Status
+    from loader.core.results import ExtractSummary, Status
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 

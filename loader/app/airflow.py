@@ -1,6 +1,6 @@
 """Airflow glue: the task callables and the Spark job operator the DAG files wire together.
 
-Each task calls one step of ``loader.steps`` and turns its typed result into XCom (plain JSON).
+Each task calls one step of ``loader.app.steps`` and turns its typed result into XCom (plain JSON).
 Nothing here runs while a DAG file is parsed: the config is read, connections are looked up and
 the source is queried inside the tasks. The config file comes from ``LOADER_CONFIG`` in the
 workers' environment. Errors: a transient one (``errors.is_transient``) is raised as it is
@@ -25,10 +25,17 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, AssetAlias, get_current_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from loader import metrics, steps
-from loader.config import Config, MaintenanceConfig, SparkConfig, TablesConfig, load_config, load_deployment
-from loader.errors import REPORTED, ConfigError, describe, error_class, is_transient
-from loader.results import PlannedInterval, StartedLoad, from_dict, to_dict
+from loader.app import metrics, steps
+from loader.core.config import (
+    Config,
+    MaintenanceConfig,
+    SparkConfig,
+    TablesConfig,
+    load_config,
+    load_deployment,
+)
+from loader.core.errors import REPORTED, ConfigError, describe, error_class, is_transient
+from loader.core.results import PlannedInterval, StartedLoad, from_dict, to_dict
 from loader.warehouse.submit import SparkJob, operator_failure
 
 log = logging.getLogger(__name__)
@@ -164,7 +171,7 @@ def _report_import_error(file: str, error: str) -> None:
 def loader_errors(source: str | None = None, step: str | None = None) -> Iterator[None]:
     """Transient errors are retried by Airflow; the others fail the task at once with their text.
     With ``step``, how long it took (when it succeeded) or the class of the error that stopped
-    it goes to ``source``'s metrics (``loader.metrics``)."""
+    it goes to ``source``'s metrics (``loader.app.metrics``)."""
     started = time.monotonic()
     try:
         yield

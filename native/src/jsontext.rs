@@ -10,7 +10,7 @@
 use crate::csvtext::{push_base64_text, push_json_string};
 use crate::digits::{push_i64, push_u64};
 use crate::floats;
-use crate::temporal;
+use crate::timetext;
 use crate::decimals::{decimal, decimal_size};
 
 const SMALL_OBJECT: u8 = 0;
@@ -203,9 +203,9 @@ fn opaque(out: &mut Vec<u8>, mysql_type: u8, raw: &[u8]) -> Res {
             out.push(b'"');
             let start = out.len();
             if mysql_type == TYPE_TIME {
-                temporal::time_packed(out, packed, 6);
+                timetext::time_packed(out, packed, 6);
             } else {
-                temporal::datetime_packed(out, packed, 6);
+                timetext::datetime_packed(out, packed, 6);
                 if mysql_type == TYPE_DATE {
                     out.truncate(start + 10.min(out.len() - start));
                 }

@@ -29,8 +29,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 
-from loader import modes
-from loader.errors import ConfigError
+from loader.core import modes
+from loader.core.errors import ConfigError
 
 MAX_NAME = 128
 HASH_DIGITS = 12

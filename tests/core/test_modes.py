@@ -1,4 +1,4 @@
-"""The reference of the warehouse modes (``loader.modes``): one key's rows through an insert, two
+"""The reference of the warehouse modes (``loader.core.modes``): one key's rows through an insert, two
 updates, a delete and a re-insert in each mode, and random workloads whose tables each mode must
 explain: the mirror is the source, the soft-deleted table's live rows are, and the history's
 versions valid at any commit are the source as it was then."""
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from loader import modes
-from loader.modes import Change, Copy
+from loader.core import modes
+from loader.core.modes import Change, Copy
 
 
 def _tx(seqno: int, interval: str, *ops: tuple[str, dict[str, Any]]) -> list[Change]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loader.errors import ConfigError
-from loader.positions import Position, seqno_of
+from loader.core.errors import ConfigError
+from loader.core.positions import Position, seqno_of
 
 
 def test_parse_and_format_round_trip() -> None:

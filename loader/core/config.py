@@ -27,9 +27,9 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from loader import naming
-from loader.errors import ConfigError
-from loader.modes import MIRROR, MODES
+from loader.core import naming
+from loader.core.errors import ConfigError
+from loader.core.modes import MIRROR, MODES
 
 ENV_FILE = "LOADER_CONFIG"
 ENV_SOURCE = "LOADER_SOURCE"
@@ -51,7 +51,7 @@ LOAD_ENGINES = ("arrow", "spark")
 # What staging.uri and warehouse.dir may name.
 STORAGE_SCHEMES = ("file", "s3", "hdfs")
 # Where make setup puts the pinned jars Spark runs with (infra/jars/fetch.sh).
-DEFAULT_JARS = Path(__file__).resolve().parent.parent / ".cache" / "jars" / "spark"
+DEFAULT_JARS = Path(__file__).resolve().parents[2] / ".cache" / "jars" / "spark"
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class TablesConfig:
     # into one warehouse table ("schema.table") that other sources route into too, each source's
     # rows told apart by the column _source (the source's name), the first of the table's key.
     routes: Mapping[str, str] = field(default_factory=dict)
-    # What a warehouse table keeps of its source table's changes (``loader.modes``): "mirror"
+    # What a warehouse table keeps of its source table's changes (``loader.core.modes``): "mirror"
     # (the rows as they are), "soft_delete" (deleted rows kept, marked) or "history" (every
     # version); ``modes`` overrides it per table ("schema.table", * and ?; the first match wins).
     mode: str = MIRROR

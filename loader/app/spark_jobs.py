@@ -1,11 +1,11 @@
 """The loader's Spark jobs: the application ``spark-submit`` runs (built by ``warehouse.submit``).
 
-    spark-submit loader/spark_jobs.py materialize --config loader.toml
-    spark-submit loader/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
-    spark-submit loader/spark_jobs.py compare --config loader.toml [--rows N] [--as-of ID]
-    spark-submit loader/spark_jobs.py checksum --config loader.toml [--materialize] --sums source-sums.json
-    spark-submit loader/spark_jobs.py rollback --config loader.toml --to-interval ID
-    spark-submit loader/spark_jobs.py maintain --config loader.toml [--every-source]
+    spark-submit loader/app/spark_jobs.py materialize --config loader.toml
+    spark-submit loader/app/spark_jobs.py initial-load --config loader.toml [--tables s.t,...] [--parallelism N]
+    spark-submit loader/app/spark_jobs.py compare --config loader.toml [--rows N] [--as-of ID]
+    spark-submit loader/app/spark_jobs.py checksum --config loader.toml [--materialize] --sums source-sums.json
+    spark-submit loader/app/spark_jobs.py rollback --config loader.toml --to-interval ID
+    spark-submit loader/app/spark_jobs.py maintain --config loader.toml [--every-source]
 
 Each takes ``--source NAME`` too when the config is a deployment of several sources.
 Progress goes to stderr after ``PROGRESS_PREFIX``. The outcome (the step's summary, or the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 if __name__ == "__main__":
     # spark-submit runs this file as a script, which puts its folder first on sys.path; the
-    # loader's modules must only be imported as ``loader.*`` (loader/airflow.py would shadow Airflow).
+    # loader's modules must only be imported as ``loader.*`` (loader/app/airflow.py would shadow Airflow).
     _here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
 
@@ -32,10 +32,19 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loader import crashpoints, results, steps
-from loader.config import Config, load_config, load_deployment
-from loader.errors import EXIT_ERROR, EXIT_OK, EXIT_TRANSIENT, REPORTED, CatalogError, describe, exit_code
-from loader.tables import table_list
+from loader.app import steps
+from loader.core import crashpoints, results
+from loader.core.config import Config, load_config, load_deployment
+from loader.core.errors import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_TRANSIENT,
+    REPORTED,
+    CatalogError,
+    describe,
+    exit_code,
+)
+from loader.core.tables import table_list
 from loader.warehouse.submit import (
     JOBS,
     PROGRESS_PREFIX,

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from loader import steps
-from loader.config import Config, load_config
-from loader.errors import ManifestError, SparkJobError, TransientError, exit_code
-from loader.positions import Position
-from loader.results import Materialized, MergedInterval, TableResult
+from loader.app import steps
+from loader.core.config import Config, load_config
+from loader.core.errors import ManifestError, SparkJobError, TransientError, exit_code
+from loader.core.positions import Position
+from loader.core.results import Materialized, MergedInterval, TableResult
 from loader.staging.manifest import ColumnSpec, FileEntry, Manifest, TableEntry
 from loader.staging.verify import sha256_hex
 from loader.state.ledger import Ledger

@@ -11,8 +11,8 @@ import sys
 # key, decrypted with its private key.
 PROBE = """
 import sys
-import loader.extract, loader.steps
-from loader.driver import pymysql
+import loader.extract, loader.app.steps
+from loader.core.driver import pymysql
 print(sorted(m for m in sys.modules if m.split(".")[0] == "cryptography"))
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from loader.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV, Target, parse_target
+from loader.core.crashpoints import AT_ENV, LOG_ENV, SOURCE_ENV, Target, parse_target
 
 # Reaches "a" three times and "b" twice, printing each before it does, in a child of its own.
 RUN = (
-    "import subprocess, sys; from loader.crashpoints import reached\n"
+    "import subprocess, sys; from loader.core.crashpoints import reached\n"
     "if sys.argv[1:] == ['child']:\n"
     "    print('child b', flush=True); reached('b'); print('child done', flush=True); sys.exit()\n"
     "for n in (1, 2, 3):\n"
@@ -86,7 +86,7 @@ def test_a_run_dies_at_the_nth_hit_and_logs_the_points_it_passed(tmp_path: Path)
 # Steps of two sources in one process, as a deployment's workers run them, and a point outside
 # any step.
 RUN_SOURCES = (
-    "from loader import crashpoints\n"
+    "from loader.core import crashpoints\n"
     "crashpoints.reached('outside')\n"
     "for source in ('shop_01', 'shop_02'):\n"
     "    with crashpoints.step('materialize', source):\n"

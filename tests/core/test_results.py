@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from loader.results import (
+from loader.core.results import (
     ExtractedTable,
     ExtractSummary,
     FailedStep,

@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from loader.errors import ConfigError, LedgerError
+from loader.core.errors import ConfigError, LedgerError
 
 _SUFFIX = re.compile(r"\.(\d+)$")
 _TEXT = re.compile(r"^(?P<file>[^:\s]+):(?P<pos>\d+)$")

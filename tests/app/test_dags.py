@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from loader.config import load_config
+from loader.core.config import load_config
 from tests import airflow_runner
 from tests.conftest import (
     BIN,
@@ -76,8 +76,8 @@ for dag_id, dag in bag.dags.items():
 # How task errors reach Airflow: transient ones are raised as they are (Airflow retries them),
 # the loader's others become AirflowFailException (no retry), with the loader's text.
 from airflow.sdk.exceptions import AirflowFailException
-from loader.errors import SourceError, TransientError
-from loader.airflow import loader_errors
+from loader.core.errors import SourceError, TransientError
+from loader.app.airflow import loader_errors
 
 try:
     with loader_errors():
@@ -203,7 +203,7 @@ def test_dag_files_import_without_errors_or_connection_lookups(airflow_home: Pat
 
 
 MASTER_CHECK = """
-from loader.airflow import LoaderSparkJobOperator
+from loader.app.airflow import LoaderSparkJobOperator
 
 operator = LoaderSparkJobOperator(task_id="materialize", job="materialize")
 try:

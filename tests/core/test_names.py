@@ -1,4 +1,4 @@
-"""Warehouse table names (``loader.naming``): one per source table, never shared, always valid.
+"""Warehouse table names (``loader.core.naming``): one per source table, never shared, always valid.
 
 The unit tests need no server; the last test carries awkwardly named tables through the whole
 pipeline on the private MariaDB and a local Spark.
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from loader import naming
-from loader.config import Config
-from loader.errors import ConfigError, MaterializeError
+from loader.core import naming
+from loader.core.config import Config
+from loader.core.errors import ConfigError, MaterializeError
+from loader.core.naming import legacy_warehouse_table, warehouse_table, warehouse_tables
 from loader.extract.interval import run_extract
-from loader.naming import legacy_warehouse_table, warehouse_table, warehouse_tables
 from loader.state.ledger import Ledger
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load

@@ -24,11 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, cast
 
-from loader import crashpoints
-from loader.aws import keys_env
 from loader.binlog.history import SourceHistory
-from loader.config import Config, WarehouseConfig, arrow_engine_problem
-from loader.errors import (
+from loader.core import crashpoints
+from loader.core.config import Config, WarehouseConfig, arrow_engine_problem
+from loader.core.errors import (
     REPORTED,
     ConfigError,
     LagError,
@@ -38,11 +37,9 @@ from loader.errors import (
     TransientError,
     describe,
 )
-from loader.extract import scratch
-from loader.extract.interval import run_extract
-from loader.naming import warehouse_tables
-from loader.positions import Position
-from loader.results import (
+from loader.core.naming import warehouse_tables
+from loader.core.positions import Position
+from loader.core.results import (
     ExtractSummary,
     FailedStep,
     IntervalRecord,
@@ -61,7 +58,11 @@ from loader.results import (
     TableResult,
     from_dict,
 )
+from loader.core.tables import TableSelector
+from loader.extract import scratch
+from loader.extract.interval import run_extract
 from loader.source.connection import base_tables, check_binlog_settings, connect, credentials
+from loader.staging.aws import keys_env
 from loader.staging.manifest import Manifest
 from loader.state import lease
 from loader.state.ledger import Ledger
@@ -80,7 +81,6 @@ from loader.state.records import (
     table_rows,
     waits_on_failure,
 )
-from loader.tables import TableSelector
 from loader.warehouse import initial_load
 from loader.warehouse.checks import ChecksumReport, TableChecksum, TableComparison
 from loader.warehouse.checksum_sql import DEFAULT_RANGE_ROWS
