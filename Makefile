@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= .demo
 # The pinned JVM jars (infra/jars), fetched once by make setup.
 JARS_CACHE ?= .cache/jars
+# MySQL for the tests: Debian sid's server and client unpacked here by infra/mysql/install.sh
+# (nothing installed system-wide); infra/mysql/mysql.sh runs it from MYSQL_ROOT.
+MYSQL_CACHE ?= .cache/mysql
+export MYSQL_ROOT ?= $(abspath $(MYSQL_CACHE))/root
 DEMO_PORT ?= 33061
 # The demo server's password for the 'loader' account; loader.example.toml reads it from here.
 export LOADER_SOURCE_PASSWORD ?= loader
@@ -55,6 +59,7 @@ $(UI_STAMP): tests/ui/package-lock.json
 setup: $(NATIVE_STAMP) ## create the virtual environment, install missing Debian packages, build the native module, fetch the pinned jars
 	@infra/install-deps.sh
 	@infra/jars/fetch.sh $(JARS_CACHE)
+	@infra/mysql/install.sh $(MYSQL_CACHE)
 	@$(BIN)/python -m loader.warehouse.class_archive
 	@$(MAKE) --no-print-directory $(UI_STAMP)
 

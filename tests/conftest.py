@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pymysql
 import pytest
@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 BINLOG_TESTDATA = SHARED / "testdata" / "binlogs"
 MARIADB_SH = ROOT / "infra" / "mariadb" / "mariadb.sh"
+MYSQL_SH = ROOT / "infra" / "mysql" / "mysql.sh"
 BIN = Path(sys.executable).parent  # the environment's own commands: airflow, loader, spark-submit
 PASSWORD = "loader-test"
 
@@ -144,6 +145,9 @@ class MariaDB:
     datadir: Path
     password: str
     args: str = ""  # more server options (mariadb.sh's MARIADB_ARGS)
+    script: ClassVar[Path] = MARIADB_SH
+    args_variable: ClassVar[str] = "MARIADB_ARGS"
+    pid_file: ClassVar[str] = "mariadbd.pid"
 
     @property
     def binlog_dir(self) -> Path:
@@ -153,13 +157,13 @@ class MariaDB:
     def frozen(self) -> Iterator[None]:
         """The server stopped with SIGSTOP (it accepts connections and answers nothing), then
         let go."""
-        pid = int((self.datadir / "mariadbd.pid").read_text())
+        pid = int((self.datadir / self.pid_file).read_text())
         os.kill(pid, signal.SIGSTOP)
         try:
             # kill() returns before every thread has stopped; a busy machine can take a while.
             deadline = time.monotonic() + 10
             while not _all_threads_stopped(pid):
-                assert time.monotonic() < deadline, f"mariadbd (pid {pid}) did not stop on SIGSTOP"
+                assert time.monotonic() < deadline, f"the server (pid {pid}) did not stop on SIGSTOP"
                 time.sleep(0.02)
             yield
         finally:
@@ -167,13 +171,13 @@ class MariaDB:
 
     def stop(self) -> None:
         """Shut the server down (its data stays)."""
-        subprocess.run([str(MARIADB_SH), "stop", str(self.datadir)], check=True, capture_output=True)
+        subprocess.run([str(self.script), "stop", str(self.datadir)], check=True, capture_output=True)
 
     def start(self) -> None:
         """Start it again on its port, with its data."""
-        env = {**os.environ, "LOADER_SOURCE_PASSWORD": self.password, "MARIADB_ARGS": self.args}
+        env = {**os.environ, "LOADER_SOURCE_PASSWORD": self.password, self.args_variable: self.args}
         subprocess.run(
-            [str(MARIADB_SH), "start", str(self.datadir), str(self.port)],
+            [str(self.script), "start", str(self.datadir), str(self.port)],
             check=True,
             env=env,
             capture_output=True,
@@ -283,6 +287,25 @@ def mariadb_server(tmp_path_factory: pytest.TempPathFactory, name: str, args: st
         yield db
     finally:
         subprocess.run([str(MARIADB_SH), "stop", str(db.datadir)], check=False, capture_output=True)
+
+
+class MySQL(MariaDB):
+    """A private MySQL (the version infra/mysql/install.sh unpacked), used as ``MariaDB`` is."""
+
+    script = MYSQL_SH
+    args_variable = "MYSQL_ARGS"
+    pid_file = "mysqld.pid"
+
+
+@pytest.fixture(scope="session")
+def mysql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MySQL]:
+    """A private MySQL with binlog on (ROW, FULL image, FULL metadata, GTIDs) on a free port."""
+    db = MySQL("127.0.0.1", free_port(), tmp_path_factory.mktemp("mysql"), PASSWORD)
+    db.start()
+    try:
+        yield db
+    finally:
+        subprocess.run([str(MYSQL_SH), "stop", str(db.datadir)], check=False, capture_output=True)
 
 
 def _private_mariadb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MariaDB]:
