@@ -11,7 +11,6 @@ import json
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from loader.binlog.charsets import BINARY_COLLATION, codec_for_charset
@@ -346,7 +345,7 @@ class TablePlan:
                 base = before[i]
                 diffs = jsonb.parse_diffs(data[start:off])
                 if isinstance(base, str):
-                    doc = json.loads(base, parse_float=Decimal)
+                    doc = jsonb.loads(base)
                     row[i] = jsonb.dumps(jsonb.apply_diffs(doc, diffs))
                 elif self.strict:
                     raise ValueError(

@@ -1,7 +1,9 @@
 //! Float text as Python's `repr` writes it: the shortest digits that read back as the same
 //! double, in fixed notation from 1e-4 up to 1e16 and in scientific notation (`1e+16`, `1e-05`)
-//! outside, `.0` on whole numbers; `inf`, `-inf`, `nan`, `-0.0`. Rust's own formatting differs
-//! (`1e16`, `0.00001`), so the digits come from Ryu and the layout from here.
+//! outside, `.0` on whole numbers; `inf`, `-inf`, `nan`, `-0.0`. And as MySQL writes a double in
+//! JSON text: the same digits, fixed from 1e-15 up to 1e15 (`0.0000001`, `1e15`, `1.5e-16`).
+//! Rust's own formatting differs from both (`1e16`, `0.00001`), so the digits come from Ryu and
+//! the layout from here.
 
 /// `repr(value)` as CPython gives it.
 pub fn repr(value: f64) -> String {
@@ -12,6 +14,22 @@ pub fn repr(value: f64) -> String {
 
 /// `repr(value)` written into `out`.
 pub fn push_repr(out: &mut Vec<u8>, value: f64) {
+    push_layout(out, value, Layout::Python);
+}
+
+/// A double as MySQL writes it in JSON text (`my_gcvt` at the JSON width, then `.0` on a whole
+/// number: sql-common/json_dom.cc); the Python decoder's `jsonb._double_text`.
+pub fn push_mysql_json(out: &mut Vec<u8>, value: f64) {
+    push_layout(out, value, Layout::MysqlJson);
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    Python,
+    MysqlJson,
+}
+
+fn push_layout(out: &mut Vec<u8>, value: f64, layout: Layout) {
     if value.is_nan() {
         out.extend_from_slice(b"nan");
         return;
@@ -73,15 +91,28 @@ pub fn push_repr(out: &mut Vec<u8>, value: f64) {
     if negative {
         out.push(b'-');
     }
-    if !(-4..16).contains(&exponent) {
+    let fixed = match layout {
+        Layout::Python => (-4..16).contains(&exponent),
+        // my_gcvt's choice at the JSON width: fixed while the point is at most 15 places from
+        // the first digit, and past that while every digit still comes before the point.
+        Layout::MysqlJson => exponent >= -15 && (exponent <= 14 || digits.len() as i32 > exponent + 1),
+    };
+    if !fixed {
         out.push(digits[0]);
         if digits.len() > 1 {
             out.push(b'.');
             out.extend_from_slice(&digits[1..]);
         }
         out.push(b'e');
-        out.push(if exponent < 0 { b'-' } else { b'+' });
-        crate::digits::push_padded(out, u64::from(exponent.unsigned_abs()), 2);
+        if layout == Layout::Python {
+            out.push(if exponent < 0 { b'-' } else { b'+' });
+            crate::digits::push_padded(out, u64::from(exponent.unsigned_abs()), 2);
+        } else {
+            if exponent < 0 {
+                out.push(b'-');
+            }
+            crate::digits::push_u64(out, u64::from(exponent.unsigned_abs()));
+        }
     } else if exponent < 0 {
         out.extend_from_slice(b"0.");
         out.extend(std::iter::repeat_n(b'0', (-exponent - 1) as usize));
@@ -139,6 +170,30 @@ mod tests {
         ];
         for (value, text) in cases {
             assert_eq!(repr(value), text, "{value:e}");
+        }
+    }
+
+    #[test]
+    fn mysql_json_layouts() {
+        let cases = [
+            (1e-7, "0.0000001"),
+            (1e-15, "0.000000000000001"),
+            (1e-16, "1e-16"),
+            (1e15, "1e15"),
+            (1e16, "1e16"),
+            (9007199254740992.0, "9.007199254740992e15"),
+            (1234567890123456.8, "1234567890123456.8"),
+            (100000.0, "100000.0"),
+            (-2.5e-20, "-2.5e-20"),
+            (1e300, "1e300"),
+            (5e-324, "5e-324"),
+            (0.1, "0.1"),
+            (-0.0, "-0.0"),
+        ];
+        for (value, text) in cases {
+            let mut out = Vec::new();
+            super::push_mysql_json(&mut out, value);
+            assert_eq!(String::from_utf8(out).unwrap(), text, "{value:e}");
         }
     }
 }

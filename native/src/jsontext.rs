@@ -1,6 +1,7 @@
 //! MySQL's binary JSON (`sql-common/json_binary.cc`) to the JSON text the staging files hold
 //! (`loader/binlog/values/jsonb.py` is the reference: members in stored order, `", "` and `": "`
-//! separators, DECIMAL as Python's `str(Decimal)`, dates and times quoted, other opaque values as
+//! separators, numbers as MySQL writes them (doubles through `floats::push_mysql_json`, DECIMAL in
+//! fixed notation with its scale's digits), dates and times quoted, other opaque values as
 //! `"base64:typeNN:..."`).
 //!
 //! A document this reader is not sure to print exactly as the reference does (keys out of
@@ -129,7 +130,7 @@ fn value(out: &mut Vec<u8>, t: u8, data: &[u8], pos: usize, end: usize, depth: u
             if !v.is_finite() {
                 return Err("JSON double is not finite".to_owned());
             }
-            push_double(out, v);
+            floats::push_mysql_json(out, v);
             Ok(())
         }
         STRING => {
@@ -150,29 +151,6 @@ fn value(out: &mut Vec<u8>, t: u8, data: &[u8], pos: usize, end: usize, depth: u
 
 /// A double as the reference writes it: Python's `repr`, the exponent without `+` or leading
 /// zeros (`1e16`, `1e-5`).
-fn push_double(out: &mut Vec<u8>, v: f64) {
-    let start = out.len();
-    floats::push_repr(out, v);
-    let Some(e) = out[start..].iter().position(|&c| c == b'e') else {
-        return;
-    };
-    let e = start + e;
-    let negative = out[e + 1] == b'-';
-    let digits: Vec<u8> = out[e + 2..]
-        .iter()
-        .copied()
-        .skip_while(|&c| c == b'0')
-        .collect();
-    out.truncate(e + 1);
-    if negative {
-        out.push(b'-');
-    }
-    if digits.is_empty() {
-        out.push(b'0');
-    }
-    out.extend_from_slice(&digits);
-}
-
 fn opaque(out: &mut Vec<u8>, mysql_type: u8, raw: &[u8]) -> Res {
     match mysql_type {
         TYPE_NEWDECIMAL => {
@@ -192,7 +170,7 @@ fn opaque(out: &mut Vec<u8>, mysql_type: u8, raw: &[u8]) -> Res {
             }
             let mut fixed = Vec::with_capacity(precision + 3);
             decimal(&raw[2..], precision - scale, scale, &mut fixed)?;
-            push_decimal_str(out, &fixed, scale);
+            out.extend_from_slice(&fixed); // MySQL's text: fixed, its scale's digits
             Ok(())
         }
         TYPE_DATE | TYPE_DATETIME | TYPE_TIMESTAMP | TYPE_TIME => {
@@ -221,42 +199,6 @@ fn opaque(out: &mut Vec<u8>, mysql_type: u8, raw: &[u8]) -> Res {
             out.push(b'"');
             Ok(())
         }
-    }
-}
-
-/// `str(Decimal(fixed))` of a decimal written in fixed notation with `scale` fraction digits
-/// (`-0.50`): scientific notation once the value is below 1e-6 (`1E-7`, `0E-10`).
-fn push_decimal_str(out: &mut Vec<u8>, fixed: &[u8], scale: usize) {
-    let (sign, body) = match fixed.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, fixed),
-    };
-    let mut digits: Vec<u8> = body.iter().copied().filter(|&c| c != b'.').collect();
-    let zeros = digits.iter().take_while(|&&c| c == b'0').count();
-    digits.drain(..zeros.min(digits.len() - 1));
-    let len = digits.len() as i64;
-    let left = len - scale as i64; // Python's leftdigits: the exponent plus the digits
-    let dot = if left > -6 { left } else { 1 };
-    if sign {
-        out.push(b'-');
-    }
-    if dot <= 0 {
-        out.extend_from_slice(b"0.");
-        out.extend(std::iter::repeat_n(b'0', (-dot) as usize));
-        out.extend_from_slice(&digits);
-    } else if dot >= len {
-        out.extend_from_slice(&digits);
-        out.extend(std::iter::repeat_n(b'0', (dot - len) as usize));
-    } else {
-        out.extend_from_slice(&digits[..dot as usize]);
-        out.push(b'.');
-        out.extend_from_slice(&digits[dot as usize..]);
-    }
-    if left != dot {
-        out.push(b'E');
-        let exp = left - dot;
-        out.push(if exp < 0 { b'-' } else { b'+' });
-        push_u64(out, exp.unsigned_abs());
     }
 }
 
@@ -366,29 +308,17 @@ mod tests {
     }
 
     #[test]
-    fn doubles_and_decimals_as_python_writes_them() {
+    fn doubles_as_mysql_writes_them() {
         for (v, t) in [
             (1e16, "1e16"),
-            (1e-5, "1e-5"),
+            (1e15, "1e15"),
+            (1e-5, "0.00001"),
             (0.5, "0.5"),
             (-2.5e-300, "-2.5e-300"),
         ] {
-            let mut out = Vec::new();
-            push_double(&mut out, v);
-            assert_eq!(out, t.as_bytes());
-        }
-        for (fixed, scale, t) in [
-            ("123.45", 2, "123.45"),
-            ("-0.00", 2, "-0.00"),
-            ("0.0000000000", 10, "0E-10"),
-            ("0.0000001", 7, "1E-7"),
-            ("0.00000010", 8, "1.0E-7"),
-            ("0.000001", 6, "0.000001"),
-            ("12", 0, "12"),
-        ] {
-            let mut out = Vec::new();
-            push_decimal_str(&mut out, fixed.as_bytes(), scale);
-            assert_eq!(out, t.as_bytes(), "{fixed}");
+            let mut doc = vec![DOUBLE];
+            doc.extend_from_slice(&f64::to_le_bytes(v));
+            assert_eq!(text(&doc), t);
         }
     }
 

@@ -191,7 +191,9 @@ def dumps(value: Any) -> str:
     if isinstance(value, float):
         return _double_text(value)
     if isinstance(value, Decimal):
-        return str(value)
+        return format(value, "f")  # as MySQL: fixed notation, its scale's digits (0.0000000000)
+    if isinstance(value, Number):
+        return str.__str__(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, Opaque):
@@ -208,11 +210,40 @@ def dumps(value: Any) -> str:
 
 
 def _double_text(value: float) -> str:
+    """A double as MySQL writes it in JSON text (``my_gcvt`` at the JSON width, then ``.0`` on a
+    whole number: sql-common/json_dom.cc): the shortest digits that read back as it (``repr``'s),
+    in fixed notation from 1e-15 to below 1e15 (and above while all of them come before the
+    point), else ``1.5e-16``, ``1e15`` (no ``+``, no padded exponent)."""
+    if value == 0:
+        return repr(value)  # 0.0, -0.0
     text = repr(value)
-    if "e" in text:
-        mantissa, exp = text.split("e")
-        return f"{mantissa}e{int(exp)}"
-    return text
+    sign = "-" if text.startswith("-") else ""
+    mantissa, _, exp = text.lstrip("-").partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    significant = digits.strip("0")
+    # value = 0.<significant> * 10**point
+    point = len(whole) + int(exp or 0) - (len(digits) - len(digits.lstrip("0")))
+    n = len(significant)
+    if point >= -14 and (point <= 15 or n > point):
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{significant}"
+        if point < n:
+            return f"{sign}{significant[:point]}.{significant[point:]}"
+        return f"{sign}{significant}{'0' * (point - n)}.0"
+    rest = f".{significant[1:]}" if n > 1 else ""
+    return f"{sign}{significant[0]}{rest}e{point - 1}"
+
+
+class Number(str):
+    """A number of JSON text kept as its text (a document read back to apply partial updates to:
+    its text is MySQL's already, which a float or a Decimal would not give back)."""
+
+
+def loads(text: str) -> Any:
+    """JSON text as ``dumps`` writes it, read back; numbers with a fraction or an exponent keep
+    their text (``Number``)."""
+    return json.loads(text, parse_float=Number)
 
 
 def json_text(data: bytes) -> str:
