@@ -157,19 +157,15 @@ NUMERIC_TYPES = frozenset(
 # the server and takes a bit; MySQL's does not (its list is exactly NUMERIC_TYPES). Reading the
 # bits with the wrong list shifts the signedness of every integer after a YEAR.
 MARIADB_SIGNEDNESS_TYPES = NUMERIC_TYPES | {ColumnType.YEAR}
-# Columns that take a charset in the table map's optional metadata (by their real type);
-# MySQL 9 counts VECTOR (a BLOB underneath) among them.
-# The columns the table map's charset metadata counts: GEOMETRY is one (its base class is BLOB in
-# the server), so a character column after a GEOMETRY column gets the right collation.
-CHARACTER_TYPES = frozenset(
-    {
-        ColumnType.STRING,
-        ColumnType.VAR_STRING,
-        ColumnType.VARCHAR,
-        ColumnType.BLOB,
-        ColumnType.VECTOR,
-        ColumnType.GEOMETRY,
-    }
+# The columns the table map's charset metadata counts (``is_character_type`` of each server's
+# log_event.cc), by their real type. MySQL's are the string and BLOB types and VECTOR (9.0);
+# MariaDB's also GEOMETRY (a BLOB underneath). Counting with the other flavour's list shifts the
+# collation of every character column after a GEOMETRY, or runs past the field.
+MYSQL_CHARACTER_TYPES = frozenset(
+    {ColumnType.STRING, ColumnType.VAR_STRING, ColumnType.VARCHAR, ColumnType.BLOB, ColumnType.VECTOR}
+)
+MARIADB_CHARACTER_TYPES = frozenset(
+    {ColumnType.STRING, ColumnType.VAR_STRING, ColumnType.VARCHAR, ColumnType.BLOB, ColumnType.GEOMETRY}
 )
 ENUM_SET_TYPES = frozenset({ColumnType.ENUM, ColumnType.SET})
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from loader.binlog import events as ev
 from loader.binlog.constants import (
-    CHARACTER_TYPES,
     CHECKSUM_CRC32,
     CHECKSUM_LEN,
     CHECKSUM_UNDEFINED,
@@ -22,7 +21,9 @@ from loader.binlog.constants import (
     HEADER_LEN,
     LOG_EVENT_BINLOG_IN_USE_F,
     LOG_EVENT_IGNORABLE_F,
+    MARIADB_CHARACTER_TYPES,
     MARIADB_SIGNEDNESS_TYPES,
+    MYSQL_CHARACTER_TYPES,
     NUMERIC_TYPES,
     ColumnType,
     EventType,
@@ -306,7 +307,8 @@ def _table_map(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     pk: list[int] | None = None
     signed_types = MARIADB_SIGNEDNESS_TYPES if p.fde.is_mariadb else NUMERIC_TYPES
     numeric = [i for i, t in enumerate(real_types) if t in signed_types]
-    character = [i for i, t in enumerate(real_types) if t in CHARACTER_TYPES]
+    character_types = MARIADB_CHARACTER_TYPES if p.fde.is_mariadb else MYSQL_CHARACTER_TYPES
+    character = [i for i, t in enumerate(real_types) if t in character_types]
     enum_set = [i for i, t in enumerate(real_types) if t in ENUM_SET_TYPES]
     enums = [i for i, t in enumerate(real_types) if t == ColumnType.ENUM]
     sets = [i for i, t in enumerate(real_types) if t == ColumnType.SET]
