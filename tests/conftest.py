@@ -296,6 +296,12 @@ class MySQL(MariaDB):
     args_variable = "MYSQL_ARGS"
     pid_file = "mysqld.pid"
 
+    def as_root(self, sql: str) -> None:
+        """Statements as the server's root (accounts and grants), through its socket."""
+        subprocess.run(
+            [str(MYSQL_SH), "client", str(self.datadir), "-e", sql], check=True, capture_output=True
+        )
+
 
 @pytest.fixture(scope="session")
 def mysql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MySQL]:

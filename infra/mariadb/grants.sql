@@ -4,5 +4,7 @@
 --   REPLICATION CLIENT : SHOW MASTER STATUS / SHOW BINARY LOG STATUS / SHOW BINARY LOGS
 --   SELECT             : the initial load and reading table schemas
 -- On MariaDB 10.5+ REPLICATION CLIENT is called BINLOG MONITOR (the old name still works).
+-- On MySQL, `loader checksum` also needs RELOAD: MySQL does not report the binlog position of a
+-- consistent snapshot, so the snapshot starts under the global read lock (held for a moment).
 CREATE USER IF NOT EXISTS 'loader'@'%' IDENTIFIED BY 'change-me';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'loader'@'%';

@@ -8,7 +8,8 @@
 #
 # As mariadb.sh: its own data directory, socket, PID file and loopback port, no /etc/mysql file
 # read, the binlog settings of binlog.cnf beside this script, the 'loader' account with the grants
-# of infra/mariadb/grants.sql and an 'app' account for the tests' writes, both with the password
+# of infra/mariadb/grants.sql and RELOAD (for loader checksum's snapshot) and an 'app' account for
+# the tests' writes, both with the password
 # $LOADER_SOURCE_PASSWORD (default 'loader'). $MYSQL_ARGS adds server options; $MYSQL_ROOT is the
 # unpacked root (default .cache/mysql/root of this repository). The X protocol is off (its port
 # 33060 is shared by every server of a machine). The process shows as ld-linux-x86-64: the
@@ -78,6 +79,8 @@ start)
     done
     password="${LOADER_SOURCE_PASSWORD:-loader}"
     sed -e "s/'%'/'127.0.0.1'/g" -e "s/change-me/${password//\'/\'\'}/" "$here/../mariadb/grants.sql" | client
+    # MySQL reports no snapshot's binlog position: loader checksum takes the global read lock.
+    client -e "GRANT RELOAD ON *.* TO 'loader'@'127.0.0.1'"
     client -e "CREATE USER IF NOT EXISTS 'app'@'127.0.0.1' IDENTIFIED BY '${password//\'/\'\'}'; GRANT ALL ON *.* TO 'app'@'127.0.0.1'"
     echo "MySQL $(cat "$root/.unpacked") running: port $port, socket $sock, binlog $dir/binlog (pid $(cat "$pidfile"))"
     ;;

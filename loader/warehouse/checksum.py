@@ -1,8 +1,11 @@
 """Row counts and checksums per key range, on the source (SQL) and the warehouse (Spark).
 
 The source side runs in one consistent snapshot (``START TRANSACTION WITH CONSISTENT SNAPSHOT``)
-whose binlog position the server reports (MariaDB's ``binlog_snapshot_file``/``_position``), so
-its sums are those of the source at that position. Per table it walks the key's index for range
+at a known binlog position, so its sums are those of the source at that position: MariaDB reports
+the snapshot's position (``binlog_snapshot_file``/``_position``); MySQL does not, so there the
+snapshot starts under the global read lock, held only while it starts and the position is read
+(as ``mysqldump --single-transaction --source-data`` does), waited for at most
+``READ_LOCK_WAIT`` seconds. Per table it walks the key's index for range
 bounds (about ``range_rows`` rows apart, at most ``MAX_RANGES`` ranges) and then sums every range
 in one scan. The warehouse side groups its rows into the same ranges (``checksum_sql``) once the
 warehouse is at that position (``steps.checksum`` brings it there), and the ranges whose count or
@@ -16,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loader.core.config import Config, SourceConfig, TablesConfig
-from loader.core.errors import SourceError
+from loader.core.driver import pymysql
+from loader.core.errors import SourceError, TransientError
 from loader.core.naming import INVALID_DATES_COLUMN
 from loader.core.positions import Position
-from loader.source.connection import connect, credentials
+from loader.source.connection import connect, credentials, current_position
 from loader.state.ledger import Ledger
 from loader.warehouse import checksum_sql as sql
 from loader.warehouse.checks import DifferingRange, TableChecksum
@@ -35,6 +39,10 @@ from loader.warehouse.tables import (
 )
 
 MAX_RANGES = 1000
+# How long the checksum waits for MySQL's global read lock (writes queue behind a waiting
+# FLUSH TABLES WITH READ LOCK, so the wait is short and a busy source refuses rather than stalls).
+READ_LOCK_WAIT = 5
+ER_LOCK_WAIT_TIMEOUT, ER_SPECIFIC_ACCESS_DENIED = 1205, 1227
 Progress = Callable[[str], None]
 
 
@@ -74,6 +82,7 @@ class SourceSums:
 
     position: str
     tables: list[TableSums]
+    dialect: sql.Dialect = field(default_factory=sql.Dialect)  # the source server's check texts
 
 
 # --- the source side ------------------------------------------------------------------------
@@ -101,12 +110,12 @@ def _bounds(conn: Any, info: SourceTableInfo, order: list[str], range_rows: int)
     return sorted(set(found))
 
 
-def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int) -> TableSums:
+def _table_sums(conn: Any, info: SourceTableInfo, range_rows: int, dialect: sql.Dialect) -> TableSums:
     types = {c.name: c.mysql_type for c in info.columns}
     order = sql.KeyOrder([sql.mysql_order_value(quote_identifier(k), types[k]) for k in info.key])
     bounds = _bounds(conn, info, order.values, range_rows)
     literals = [[sql.literal(v) for v in b] for b in bounds]
-    checksum = sql.mysql_row_checksum([(c.name, c.mysql_type) for c in info.columns])
+    checksum = sql.mysql_row_checksum([(c.name, c.mysql_type) for c in info.columns], dialect)
     sums = TableSums(
         info.schema,
         info.table,
@@ -135,9 +144,12 @@ def source_sums(
     source.
 
     Raises:
-        SourceError: the server cannot say which binlog position its snapshot is at.
+        SourceError: no snapshot at a known binlog position can be had (MySQL: the account lacks
+            RELOAD for the global read lock).
+        TransientError: MySQL's global read lock was not had within ``READ_LOCK_WAIT`` seconds.
     """
-    conn = connect(credentials(source))
+    creds = credentials(source)
+    conn = connect(creds)
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION time_zone = '+00:00'")
@@ -145,16 +157,15 @@ def source_sums(
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
             status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
-        if not status.get("binlog_snapshot_file"):
-            raise SourceError(
-                "the source does not report the binlog position of a consistent snapshot "
-                "(status binlog_snapshot_file, which MariaDB has): the checksum cannot compare "
-                "at a common position; use `loader compare` on a quiet source instead"
-            )
-        position = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+        if status.get("binlog_snapshot_file"):
+            position = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+        else:
+            conn.rollback()
+            position = _snapshot_under_read_lock(conn, source.name, creds.user)
+        dialect = source_dialect(conn)
         summed = []
         for info in selected_tables(conn, tables, only):
-            sums = _table_sums(conn, info, range_rows)
+            sums = _table_sums(conn, info, range_rows, dialect)
             ranges = len(sums.bounds) + 1
             progress(
                 f"{info.qualified}: {sums.rows:,} rows in {ranges} key range{'' if ranges == 1 else 's'} "
@@ -164,14 +175,64 @@ def source_sums(
         conn.commit()
     finally:
         conn.close()
-    return SourceSums(str(position), summed)
+    return SourceSums(str(position), summed, dialect)
+
+
+def source_dialect(conn: Any) -> sql.Dialect:
+    """MD5 where the server has it, else SHA-256 (MySQL 9.7 has no MD5); a double's text through
+    JSON where the server has JSON values (MySQL), else its CAST text (MariaDB)."""
+
+    def answers(probe: str) -> bool:
+        with conn.cursor() as cur:
+            try:
+                cur.execute(probe)
+                cur.fetchall()
+            except pymysql.err.MySQLError:
+                return False
+        return True
+
+    return sql.Dialect(
+        "md5" if answers("SELECT MD5('')") else "sha256",
+        "json" if answers("SELECT CAST(CAST(1 AS DOUBLE) AS JSON)") else "server",
+    )
+
+
+def _snapshot_under_read_lock(conn: Any, source: str, user: str) -> Position:
+    """A consistent snapshot started on a server that does not report its binlog position
+    (MySQL), at the position read while the global read lock holds every commit back."""
+    with conn.cursor() as cur:
+        cur.execute(f"SET SESSION lock_wait_timeout = {READ_LOCK_WAIT}")
+        try:
+            cur.execute("FLUSH TABLES WITH READ LOCK")
+        except pymysql.err.MySQLError as exc:
+            code = exc.args[0] if exc.args else None
+            if code == ER_LOCK_WAIT_TIMEOUT:
+                raise TransientError(
+                    f"source {source}: the checksum's snapshot needs MySQL's global read lock for a "
+                    f"moment, and statements running on the source held it off for {READ_LOCK_WAIT} s; "
+                    "nothing was summed: run the checksum again when they have ended"
+                ) from None
+            if code == ER_SPECIFIC_ACCESS_DENIED or isinstance(exc, pymysql.err.ProgrammingError):
+                raise SourceError(
+                    f"source {source}: the checksum needs a snapshot at a known binlog position, which "
+                    "MySQL gives only under the global read lock (FLUSH TABLES WITH READ LOCK, held "
+                    f"while the snapshot starts), and the account {user} may not take it: "
+                    f"GRANT RELOAD ON *.* TO {user}, or compare with `loader compare` on a quiet source"
+                ) from None
+            raise
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            position = current_position(conn)
+        finally:
+            cur.execute("UNLOCK TABLES")
+    return position
 
 
 # --- the warehouse side ---------------------------------------------------------------------
 
 
 def _warehouse_ranges(
-    spark: Any, name: str, sums: TableSums, invalid_dates: str | None, kept: str = ""
+    spark: Any, name: str, sums: TableSums, invalid_dates: str | None, dialect: sql.Dialect, kept: str = ""
 ) -> dict[int, RangeSums]:
     columns = [(c, t) for c, t in sums.columns]
     types = dict(columns)
@@ -179,7 +240,7 @@ def _warehouse_ranges(
     where = f" WHERE {kept}" if kept else ""  # tables.rows_to_compare
     rows = spark.sql(
         f"SELECT r, count(*), bit_xor(x) FROM "
-        f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_checksum(columns, invalid_dates)} AS x FROM {name}{where}) "
+        f"(SELECT {order.range_index(sums.bounds)} AS r, {sql.spark_row_checksum(columns, invalid_dates, dialect)} AS x FROM {name}{where}) "
         "GROUP BY r"
     ).collect()
     return {int(r[0]): RangeSums(int(r[0]), int(r[1]), sql.unsigned(int(r[2]))) for r in rows}
@@ -215,6 +276,7 @@ def compare_sums(spark: Any, cfg: Config, source: SourceSums) -> list[TableCheck
             name,
             sums,
             invalid_dates,
+            source.dialect,
             rows_to_compare(
                 table_mode(table_properties(spark, name)),
                 cfg.source.name,

@@ -3,18 +3,19 @@
 ``loader checksum`` compares a source table (MySQL SQL, run on the server) with its warehouse
 table (Spark SQL) without moving rows: each side groups its rows into the same key ranges and
 computes per range the row count and the XOR of a 64-bit checksum of each row (half of an MD5 of
-the row's text, as ``pt-table-checksum --function MD5`` does). For that the two sides must turn every value into the same
-text. ``mysql_text`` and ``spark_text`` are that pair, per MySQL type:
+the row's text, as ``pt-table-checksum --function MD5`` does; half of its SHA-256 on a server
+without MD5, as MySQL 9.7: ``DIGESTS``). For that the two sides must turn every value into the
+same text. ``mysql_text`` and ``spark_text`` are that pair, per MySQL type:
 
 | MySQL | text |
 |---|---|
 | integers, BIT, YEAR | decimal digits (BIT as its number, YEAR 0 as ``0``) |
 | DECIMAL | MySQL's text, scale digits included (``12.50``) |
-| FLOAT, DOUBLE | the server's text of the double: the shortest round-trip decimal (``double_text``) |
+| FLOAT, DOUBLE | the shortest round-trip decimal, as MariaDB's CAST text or MySQL's JSON text (``loader.core.doubles``) |
 | DATE, DATETIME(n), TIMESTAMP(n) | MySQL's text with n fraction digits, TIMESTAMP in UTC; a zero date as its text, which the warehouse keeps in ``_loader_invalid_dates`` |
 | TIME(n) | MySQL's text, which the warehouse keeps |
-| strings, ENUM, SET, JSON | the MD5 of the UTF-8 text |
-| binary strings, BLOB, GEOMETRY | the MD5 of the bytes |
+| strings, ENUM, SET, JSON | the digest of the UTF-8 text |
+| binary strings, BLOB, GEOMETRY | the digest of the bytes |
 
 So a value the warehouse lost (a truncated string, a date off by a microsecond) makes its range
 differ: the check shows what the warehouse does not hold, it never agrees by construction.
@@ -26,9 +27,9 @@ bytes of its text (not the column's collation, which Spark does not know).
 from __future__ import annotations
 
 import decimal
-import sys
 from dataclasses import dataclass
 
+from loader.core import doubles
 from loader.warehouse.tables import key_comparison, quote_identifier
 from loader.warehouse.types import BINARY_KINDS, DATE_KINDS, TEXT_KINDS, spark_string, spark_type, type_parts
 
@@ -47,60 +48,52 @@ _NUMERIC_BASES = {
 }
 
 
-def double_text(value: float | None) -> str | None:
-    """A double as the server writes it (``CAST(x AS CHAR)``): the shortest digits that read back
-    as the same double, laid out as ``0.0000001``, ``123456789012345.67``, ``1e15``,
-    ``1.2345678901234568e17`` (positional from 1e-15 up to below 1e15, else with an exponent).
-
-    Verified against the server on thousands of doubles (``tests/warehouse/test_checksum.py``).
-    Self-contained (it imports inside): Spark ships it to its Python workers by value.
-    """
-    import decimal
-
-    if value is None:
-        return None
-    if value == 0:
-        return "0"
-    sign, digits_tuple, exponent = decimal.Decimal(repr(float(value))).as_tuple()
-    digits = "".join(map(str, digits_tuple)).rstrip("0")
-    point = int(exponent) + len(digits_tuple)  # the value is 0.<digits> × 10^point
-    if -15 < point <= 15:
-        if point <= 0:
-            text = "0." + "0" * -point + digits
-        elif point >= len(digits):
-            text = digits + "0" * (point - len(digits))
-        else:
-            text = digits[:point] + "." + digits[point:]
-    else:
-        text = digits[0] + ("." + digits[1:] if len(digits) > 1 else "") + f"e{point - 1}"
-    return ("-" if sign else "") + text
+# The row digests, as (MySQL SQL, Spark SQL) templates of one text: MD5 where the server has it
+# (the quicker), SHA-256 where it has not (MySQL 9.7). The source side chooses; the warehouse side
+# computes the one it chose.
+DIGESTS = {"md5": ("MD5({})", "md5({})"), "sha256": ("SHA2({}, 256)", "sha2({}, 256)")}
+# A double's text, as (MySQL SQL, Spark SQL) templates: the server's CAST text (MariaDB's, the
+# shortest digits), or its JSON text (MySQL's CAST text drops digits; its JSON keeps them).
+DOUBLES = {
+    "server": ("CAST({} AS CHAR)", "loader_double_text({})"),
+    "json": ("CAST(CAST({} AS JSON) AS CHAR)", "loader_json_double_text({})"),
+}
 
 
-def mysql_text(column: str, mysql_type: str) -> str:
+@dataclass(frozen=True)
+class Dialect:
+    """How the source's SQL gives the check texts: its digest (``DIGESTS``) and its text of a
+    double (``DOUBLES``); the warehouse side computes the same."""
+
+    digest: str = "md5"
+    doubles: str = "server"
+
+
+def mysql_text(column: str, mysql_type: str, dialect: Dialect = Dialect()) -> str:
     """MySQL SQL giving the check text of a column (a backquoted MySQL identifier); NULL stays NULL."""
     base = type_parts(mysql_type)[0]
     if base in ("float", "double"):
-        return f"CAST(CAST({column} AS DOUBLE) AS CHAR)"  # a FLOAT's exact value, as a double
+        return DOUBLES[dialect.doubles][0].format(f"CAST({column} AS DOUBLE)")  # a FLOAT's exact value
     if base in ("bit", "year"):
         return f"CAST({column} + 0 AS CHAR)"
     if base in TEXT_KINDS:
-        return f"MD5(CONVERT({column} USING utf8mb4))"
+        return DIGESTS[dialect.digest][0].format(f"CONVERT({column} USING utf8mb4)")
     if base in BINARY_KINDS:
-        return f"MD5({column})"
+        return DIGESTS[dialect.digest][0].format(column)
     return f"CAST({column} AS CHAR)"  # integers, decimals, temporal types: MySQL's own text
 
 
-def spark_text(column: str, mysql_type: str, invalid: str | None = None) -> str:
+def spark_text(column: str, mysql_type: str, invalid: str | None = None, dialect: Dialect = Dialect()) -> str:
     """Spark SQL giving, from the warehouse column (a backquoted identifier), what ``mysql_text``
     gives from the source column; ``invalid``: SQL of the column's entry in the row's
     ``naming.INVALID_DATES_COLUMN`` (MySQL's text of a date the column holds as NULL).
-    ``loader_double_text`` is ``double_text`` registered as a function of the session
+    ``loader_double_text`` and ``loader_json_double_text`` are ``loader.core.doubles``' functions registered in the session
     (``register_functions``)."""
     base, args, _ = type_parts(mysql_type)
     if base in ("float", "double"):
-        return f"loader_double_text(CAST({column} AS DOUBLE))"
+        return DOUBLES[dialect.doubles][1].format(f"CAST({column} AS DOUBLE)")
     if base in TEXT_KINDS or base in BINARY_KINDS:
-        return f"md5({column})"
+        return DIGESTS[dialect.digest][1].format(column)
     if base in DATE_KINDS:
         digits = int(args or 0)
         text = (
@@ -120,38 +113,46 @@ def register_functions(spark: object) -> None:
     from pyspark.cloudpickle import register_pickle_by_value
     from pyspark.sql.functions import udf
 
-    register_pickle_by_value(sys.modules[__name__])  # ship double_text itself, not an import of it
-    function = udf(double_text, "string", useArrow=False)
-    spark.udf.register("loader_double_text", function)  # type: ignore[attr-defined]
+    register_pickle_by_value(doubles)  # ship the functions themselves, not an import of them
+    for name, function in (
+        ("loader_double_text", doubles.server_text),
+        ("loader_json_double_text", doubles.mysql_json_text),
+    ):
+        spark.udf.register(name, udf(function, "string", useArrow=False))  # type: ignore[attr-defined]
 
 
 def _row_text(pieces: list[str], concat_ws: str) -> str:
-    # No text of any type holds '|' (strings and bytes enter as their MD5), so the join is
+    # No text of any type holds '|' (strings and bytes enter as their digest), so the join is
     # unambiguous; NULL is N, which no text equals. Each piece is computed once.
     return f"{concat_ws}('|', {', '.join(f'COALESCE({p}, {chr(39)}N{chr(39)})' for p in pieces)})"
 
 
-def mysql_row_checksum(columns: list[tuple[str, str]]) -> str:
-    """MySQL SQL giving a row's 64-bit checksum (the first half of an MD5 of its text), unsigned,
-    for a row of ``(column name, MySQL type)``; ranges XOR them."""
-    text = _row_text([mysql_text(quote_identifier(c), t) for c, t in columns], "CONCAT_WS")
-    return f"CAST(CONV(LEFT(MD5({text}), 16), 16, 10) AS UNSIGNED)"
+def mysql_row_checksum(columns: list[tuple[str, str]], dialect: Dialect = Dialect()) -> str:
+    """MySQL SQL giving a row's 64-bit checksum (the first 64 bits of the ``digest`` of its text),
+    unsigned, for a row of ``(column name, MySQL type)``; ranges XOR them."""
+    text = _row_text([mysql_text(quote_identifier(c), t, dialect) for c, t in columns], "CONCAT_WS")
+    return f"CAST(CONV(LEFT({DIGESTS[dialect.digest][0].format(text)}, 16), 16, 10) AS UNSIGNED)"
 
 
-def spark_row_checksum(columns: list[tuple[str, str]], invalid_dates: str | None = None) -> str:
+def spark_row_checksum(
+    columns: list[tuple[str, str]], invalid_dates: str | None = None, dialect: Dialect = Dialect()
+) -> str:
     """What ``mysql_row_checksum`` gives, in Spark SQL, as a signed BIGINT (the same 64 bits:
     ``unsigned`` turns XORs of them into MySQL's numbers), for a row of ``(column name, MySQL
     type)``; ``invalid_dates``: the table's ``naming.INVALID_DATES_COLUMN``, if it has one."""
     text = _row_text(
         [
             spark_text(
-                quote_identifier(c), t, f"{invalid_dates}[{spark_string(c)}]" if invalid_dates else None
+                quote_identifier(c),
+                t,
+                f"{invalid_dates}[{spark_string(c)}]" if invalid_dates else None,
+                dialect,
             )
             for c, t in columns
         ],
         "concat_ws",
     )
-    return f"CAST(conv(left(md5({text}), 16), 16, -10) AS BIGINT)"
+    return f"CAST(conv(left({DIGESTS[dialect.digest][1].format(text)}, 16), 16, -10) AS BIGINT)"
 
 
 def unsigned(value: int) -> int:

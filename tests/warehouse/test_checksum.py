@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from loader.core import doubles
 from loader.core.config import Config
 from loader.warehouse import checksum_sql
-from loader.warehouse.checksum import compare_sums, source_sums
+from loader.warehouse.checksum import compare_sums, source_dialect, source_sums
 from loader.warehouse.tables import table_name
 from tests.conftest import TABLE_FORMATS, Loaded, MariaDB, assert_equal_to_source, delta, fresh_schema, quiet
 
@@ -28,15 +29,20 @@ def _doubles() -> list[float]:
     return [v for v in edges + [-v for v in edges] + drawn if v == v and abs(v) != float("inf")]
 
 
-def test_the_text_of_a_double_is_the_servers_text(mariadb: MariaDB) -> None:
+@pytest.mark.parametrize("flavour", ["mariadb", "mysql"])
+def test_the_text_of_a_double_is_the_servers_text(flavour: str, request: pytest.FixtureRequest) -> None:
+    """The warehouse side's text of every double is the server's, in the dialect the source side
+    chooses for the server: MariaDB's CAST text, MySQL's JSON text (its CAST text drops digits)."""
+    server: MariaDB = request.getfixturevalue(flavour)
     values = _doubles()
-    mariadb.execute(
+    server.execute(
         "DROP DATABASE IF EXISTS ck_double",
         "CREATE DATABASE ck_double",
         "CREATE TABLE ck_double.t (id INT PRIMARY KEY, d DOUBLE, f FLOAT)",
     )
-    conn = mariadb.connect()
+    conn = server.connect()
     try:
+        dialect = source_dialect(conn)
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO ck_double.t VALUES (%s, %s, %s)",
@@ -44,18 +50,22 @@ def test_the_text_of_a_double_is_the_servers_text(mariadb: MariaDB) -> None:
             )
             conn.commit()
             cur.execute(
-                f"SELECT id, f, {checksum_sql.mysql_text('d', 'double')}, {checksum_sql.mysql_text('f', 'float')} "
-                "FROM ck_double.t ORDER BY id"
+                f"SELECT id, f, {checksum_sql.mysql_text('d', 'double', dialect)}, "
+                f"{checksum_sql.mysql_text('f', 'float', dialect)} FROM ck_double.t ORDER BY id"
             )
             rows = cur.fetchall()
     finally:
         conn.close()
+    text = {"server": doubles.server_text, "json": doubles.mysql_json_text}[dialect.doubles]
+    assert dialect == (
+        checksum_sql.Dialect() if flavour == "mariadb" else checksum_sql.Dialect("sha256", "json")
+    )
     assert len(rows) == len(values)
     for (i, f, d_text, f_text), value in zip(rows, values, strict=True):
-        assert d_text == checksum_sql.double_text(value), (i, value)
+        assert d_text == text(value), (i, value)
         if f is not None:  # the FLOAT column holds the nearest single: its exact value as a double
             single = struct.unpack("<f", struct.pack("<f", value))[0]
-            assert f_text == checksum_sql.double_text(single), (i, value, single)
+            assert f_text == text(single), (i, value, single)
 
 
 EVERY_TYPE = (

@@ -19,6 +19,7 @@ from loader.binlog.constants import ColumnType
 from loader.binlog.values import lenenc
 from loader.binlog.values.decimal import decode_decimal
 from loader.binlog.values.temporal import datetime_packed_text, time_packed_text
+from loader.core.doubles import mysql_json_text
 from loader.core.errors import JsonbError
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY = 0, 1, 2, 3
@@ -189,7 +190,7 @@ def dumps(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return _double_text(value)
+        return mysql_json_text(value)  # type: ignore[return-value]  # never None here
     if isinstance(value, Decimal):
         return format(value, "f")  # as MySQL: fixed notation, its scale's digits (0.0000000000)
     if isinstance(value, Number):
@@ -207,32 +208,6 @@ def dumps(value: Any) -> str:
             + "}"
         )
     raise TypeError(f"not a JSON value: {value!r}")
-
-
-def _double_text(value: float) -> str:
-    """A double as MySQL writes it in JSON text (``my_gcvt`` at the JSON width, then ``.0`` on a
-    whole number: sql-common/json_dom.cc): the shortest digits that read back as it (``repr``'s),
-    in fixed notation from 1e-15 to below 1e15 (and above while all of them come before the
-    point), else ``1.5e-16``, ``1e15`` (no ``+``, no padded exponent)."""
-    if value == 0:
-        return repr(value)  # 0.0, -0.0
-    text = repr(value)
-    sign = "-" if text.startswith("-") else ""
-    mantissa, _, exp = text.lstrip("-").partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    digits = whole + fraction
-    significant = digits.strip("0")
-    # value = 0.<significant> * 10**point
-    point = len(whole) + int(exp or 0) - (len(digits) - len(digits.lstrip("0")))
-    n = len(significant)
-    if point >= -14 and (point <= 15 or n > point):
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{significant}"
-        if point < n:
-            return f"{sign}{significant[:point]}.{significant[point:]}"
-        return f"{sign}{significant}{'0' * (point - n)}.0"
-    rest = f".{significant[1:]}" if n > 1 else ""
-    return f"{sign}{significant[0]}{rest}e{point - 1}"
 
 
 class Number(str):
