@@ -153,10 +153,13 @@ NUMERIC_TYPES = frozenset(
         ColumnType.DECIMAL,
     }
 )
-# The columns the table map's signedness bits count. MariaDB's YEAR is an unsigned TINYINT inside
-# the server and takes a bit; MySQL's does not (its list is exactly NUMERIC_TYPES). Reading the
-# bits with the wrong list shifts the signedness of every integer after a YEAR.
-MARIADB_SIGNEDNESS_TYPES = NUMERIC_TYPES | {ColumnType.YEAR}
+# The columns the table map's signedness bits count. YEAR is an unsigned TINYINT inside the
+# server and takes a bit (always set) on MariaDB and on MySQL from 8.0.23 on
+# (``has_signedess_information_type``; 8.0.20's ``is_numeric_type`` left it out, 8.0.26's counts
+# it: the release between is not known, 8.0.23 is taken). Reading the bits with the wrong list
+# shifts the signedness of every integer after a YEAR.
+YEAR_SIGNEDNESS_TYPES = NUMERIC_TYPES | {ColumnType.YEAR}
+MYSQL_YEAR_SIGNEDNESS_FROM = (8, 0, 23)
 # The columns the table map's charset metadata counts (``is_character_type`` of each server's
 # log_event.cc), by their real type. MySQL's are the string and BLOB types and VECTOR (9.0);
 # MariaDB's also GEOMETRY (a BLOB underneath). Counting with the other flavour's list shifts the

@@ -22,9 +22,10 @@ from loader.binlog.constants import (
     LOG_EVENT_BINLOG_IN_USE_F,
     LOG_EVENT_IGNORABLE_F,
     MARIADB_CHARACTER_TYPES,
-    MARIADB_SIGNEDNESS_TYPES,
     MYSQL_CHARACTER_TYPES,
+    MYSQL_YEAR_SIGNEDNESS_FROM,
     NUMERIC_TYPES,
+    YEAR_SIGNEDNESS_TYPES,
     ColumnType,
     EventType,
     OptionalMetadata,
@@ -305,7 +306,8 @@ def _table_map(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     labels: list[tuple[str, ...] | None] = [None] * ncols
     visible = [True] * ncols
     pk: list[int] | None = None
-    signed_types = MARIADB_SIGNEDNESS_TYPES if p.fde.is_mariadb else NUMERIC_TYPES
+    counts_year = p.fde.is_mariadb or p.fde.version >= MYSQL_YEAR_SIGNEDNESS_FROM
+    signed_types = YEAR_SIGNEDNESS_TYPES if counts_year else NUMERIC_TYPES
     numeric = [i for i, t in enumerate(real_types) if t in signed_types]
     character_types = MARIADB_CHARACTER_TYPES if p.fde.is_mariadb else MYSQL_CHARACTER_TYPES
     character = [i for i, t in enumerate(real_types) if t in character_types]

@@ -215,7 +215,22 @@ def database_name(warehouse: WarehouseConfig) -> str:
 
 def ensure_database(spark: Any, wh: WarehouseConfig) -> None:
     """Create the warehouse database (an Iceberg namespace for Iceberg tables) if it is missing."""
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {database_name(wh)}")
+    name = database_name(wh)
+    try:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name}")
+    except Exception:
+        # Another source's job created it at the same moment (a JDBC catalog's create is a check
+        # and an insert, and the later insert fails on its primary key): then it is there.
+        if not _namespace_exists(spark, name):
+            raise
+
+
+def _namespace_exists(spark: Any, name: str) -> bool:
+    try:
+        spark.sql(f"DESCRIBE NAMESPACE {name}")
+    except Exception:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

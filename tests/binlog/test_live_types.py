@@ -1,5 +1,5 @@
-"""Every column type family written to the private MariaDB, read back from the binlog over both
-transports, and compared value by value with what SELECT returns."""
+"""Every column type family written to the private MariaDB and MySQL, read back from the binlog
+over both transports, and compared value by value with what SELECT returns."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ TABLES = {
         th VARCHAR(20) CHARACTER SET tis620, u2 VARCHAR(20) CHARACTER SET ucs2,
         u16 VARCHAR(20) CHARACTER SET utf16, u16le TEXT CHARACTER SET utf16le,
         u32 CHAR(10) CHARACTER SET utf32)""",
-    # A YEAR among integers: the binlog's signedness bits count it on MariaDB, not on MySQL.
+    # A YEAR among integers: the signedness bits count it on MariaDB and on MySQL 8.0.23 and later.
     "yearmid": """(
         id INT PRIMARY KEY, yr YEAR, qty INT UNSIGNED, d INT, tiny TINYINT UNSIGNED, yr2 YEAR,
         su SMALLINT UNSIGNED, s SMALLINT, bu BIGINT UNSIGNED)""",
@@ -300,9 +300,12 @@ def _selected(name: str, value: Any) -> Any:
     return value
 
 
-@pytest.fixture(scope="module")
-def workload(mariadb: MariaDB) -> Iterator[dict[str, Any]]:
-    conn = mariadb.connect()
+# The server's flavour matters here: MySQL's table maps count other columns' signedness and
+# charsets than MariaDB's, and its JSON is binary.
+@pytest.fixture(scope="module", params=["mariadb", "mysql"])
+def workload(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    server: MariaDB = request.getfixturevalue(request.param)
+    conn = server.connect()
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00', sql_mode = ''")
         cur.execute(f"DROP DATABASE IF EXISTS {SCHEMA}")
@@ -333,15 +336,15 @@ def workload(mariadb: MariaDB) -> Iterator[dict[str, Any]]:
         conn.commit()
         end = current_position(conn)
     conn.close()
-    yield {"start": start, "end": end, "snapshots": snapshots}
+    yield {"start": start, "end": end, "snapshots": snapshots, "server": server}
 
 
 def _read(
-    mariadb: MariaDB, transport: str, start: Position, end: Position, native: bool = False
+    server: MariaDB, transport: str, start: Position, end: Position, native: bool = False
 ) -> list[Transaction]:
-    creds = Credentials(mariadb.host, mariadb.port, "loader", mariadb.password)
-    t = BinlogServer(creds, server_id=4242) if transport == "server" else BinlogFiles(mariadb.binlog_dir)
-    schema_conn = mariadb.connect(user="loader")
+    creds = Credentials(server.host, server.port, "loader", server.password)
+    t = BinlogServer(creds, server_id=4242) if transport == "server" else BinlogFiles(server.binlog_dir)
+    schema_conn = server.connect(user="loader")
     try:
         selected = TableSelector((f"{SCHEMA}.*",))
         return list(read_transactions(t, start, end, selected, InformationSchema(schema_conn), native=native))
@@ -350,8 +353,9 @@ def _read(
 
 
 @pytest.mark.parametrize("transport", ["files", "server"])
-def test_every_value_equals_select(mariadb: MariaDB, workload: dict[str, Any], transport: str) -> None:
-    txs = [tx for tx in _read(mariadb, transport, workload["start"], workload["end"]) if tx.batches]
+def test_every_value_equals_select(workload: dict[str, Any], transport: str) -> None:
+    server: MariaDB = workload["server"]
+    txs = [tx for tx in _read(server, transport, workload["start"], workload["end"]) if tx.batches]
     assert len(txs) == 1 + len(UPDATES) + 1
     snaps = workload["snapshots"]
     inserted, deleted = txs[0], txs[-1]
@@ -385,24 +389,25 @@ def test_every_value_equals_select(mariadb: MariaDB, workload: dict[str, Any], t
     assert deleted_ids == {t: [3, 4] for t in TABLES}
 
 
-def test_both_transports_yield_the_same_transactions(mariadb: MariaDB, workload: dict[str, Any]) -> None:
+def test_both_transports_yield_the_same_transactions(workload: dict[str, Any]) -> None:
+    server: MariaDB = workload["server"]
+
     def summary(txs: list[Transaction]) -> list[Any]:
         return [
             (tx.start, tx.end, tx.seqno, tx.gtid, [(b.table.qualified, b.op, b.rows) for b in tx.batches])
             for tx in txs
         ]
 
-    files = _read(mariadb, "files", workload["start"], workload["end"])
-    server = _read(mariadb, "server", workload["start"], workload["end"])
+    files = _read(server, "files", workload["start"], workload["end"])
+    server = _read(server, "server", workload["start"], workload["end"])
     assert summary(files) == summary(server)
     assert files[-1].end == workload["end"]
 
 
-def test_the_native_decoder_stages_the_python_decoders_bytes(
-    mariadb: MariaDB, workload: dict[str, Any]
-) -> None:
-    python = _read(mariadb, "server", workload["start"], workload["end"])
-    native = _read(mariadb, "server", workload["start"], workload["end"], native=True)
+def test_the_native_decoder_stages_the_python_decoders_bytes(workload: dict[str, Any]) -> None:
+    server: MariaDB = workload["server"]
+    python = _read(server, "server", workload["start"], workload["end"])
+    native = _read(server, "server", workload["start"], workload["end"], native=True)
     took: set[str] = set()
     assert len(python) == len(native)
     for p, n in zip(python, native, strict=True):
@@ -417,8 +422,9 @@ def test_the_native_decoder_stages_the_python_decoders_bytes(
     assert took == set(TABLES)
 
 
-def test_row_ids_and_seqnos(mariadb: MariaDB, workload: dict[str, Any]) -> None:
-    txs = [tx for tx in _read(mariadb, "files", workload["start"], workload["end"]) if tx.batches]
+def test_row_ids_and_seqnos(workload: dict[str, Any]) -> None:
+    server: MariaDB = workload["server"]
+    txs = [tx for tx in _read(server, "files", workload["start"], workload["end"]) if tx.batches]
     for tx in txs:
         assert tx.seqno == (tx.end.lognum << 32) + tx.end.pos
         # An update's row_id is its D's; its I takes the next one.
@@ -488,26 +494,28 @@ def test_mariadb_pre_10_1_temporals_take_their_precision_from_the_schema(mariadb
         list(read_transactions(BinlogFiles(mariadb.binlog_dir), start, end))
 
 
-def test_purged_file_and_bad_positions_are_refused(mariadb: MariaDB, workload: dict[str, Any]) -> None:
-    creds = Credentials(mariadb.host, mariadb.port, "loader", mariadb.password)
+def test_purged_file_and_bad_positions_are_refused(workload: dict[str, Any]) -> None:
+    server: MariaDB = workload["server"]
+    creds = Credentials(server.host, server.port, "loader", server.password)
     missing = Position("mysql-bin.000999", 4)
     with pytest.raises(SourceError, match=r"mysql-bin\.000999"):
-        list(read_transactions(BinlogFiles(mariadb.binlog_dir), missing, None))
+        list(read_transactions(BinlogFiles(server.binlog_dir), missing, None))
     with pytest.raises(SourceError, match=r"mysql-bin\.000999"):
         list(read_transactions(BinlogServer(creds, 4243), missing, None))
     inside = Position(workload["start"].file, workload["start"].pos + 3)
     with pytest.raises(DecodeError, match="not an event boundary"):
-        list(read_transactions(BinlogFiles(mariadb.binlog_dir), inside, None))
+        list(read_transactions(BinlogFiles(server.binlog_dir), inside, None))
     with pytest.raises(SourceError, match=str(inside.pos)):
         list(read_transactions(BinlogServer(creds, 4244), inside, workload["end"]))
 
 
-def test_end_inside_a_transaction_is_refused(mariadb: MariaDB, workload: dict[str, Any]) -> None:
-    txs = _read(mariadb, "files", workload["start"], workload["end"])
+def test_end_inside_a_transaction_is_refused(workload: dict[str, Any]) -> None:
+    server: MariaDB = workload["server"]
+    txs = _read(server, "files", workload["start"], workload["end"])
     big = next(tx for tx in txs if tx.batches)
     middle = big.batches[1].position
     with pytest.raises(DecodeError, match="inside the transaction"):
-        list(read_transactions(BinlogFiles(mariadb.binlog_dir), workload["start"], middle))
+        list(read_transactions(BinlogFiles(server.binlog_dir), workload["start"], middle))
 
 
 def test_mariadb_compressed_events(mariadb: MariaDB) -> None:
