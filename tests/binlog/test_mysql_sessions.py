@@ -87,7 +87,9 @@ def test_compressed_transactions_with_minimal_metadata_decode_as_selected(
     mysql: MySQL, compressed: dict[str, Any], transport: str
 ) -> None:
     events = list(BinlogFiles(mysql.binlog_dir).events(compressed["start"], compressed["end"]))
-    assert sum(1 for e in events if e.data[4] == EventType.TRANSACTION_PAYLOAD) == 3  # the insert, the update, the delete
+    assert (
+        sum(1 for e in events if e.data[4] == EventType.TRANSACTION_PAYLOAD) == 3
+    )  # the insert, the update, the delete
     python = _read(mysql, transport, compressed["start"], compressed["end"])
     updated = (1, 2024, 4294967294, -5, 255, "naïve", ROWS[0][6])
     assert _rows(python) == [
