@@ -6,7 +6,6 @@ Rows events keep their row data undecoded: rows are decoded against a compiled t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 
@@ -37,12 +36,6 @@ class FormatDescription:
     @property
     def is_mariadb(self) -> bool:
         return "mariadb" in self.server_version.lower()
-
-    @property
-    def version(self) -> tuple[int, ...]:
-        """The server's version numbers (``8.0.40-debug`` is (8, 0, 40)); () when unreadable."""
-        numbers = re.match(r"\d+(?:\.\d+)*", self.server_version)
-        return tuple(int(n) for n in numbers.group().split(".")) if numbers else ()
 
     def post_header_len(self, event_type: int) -> int:
         """The post-header length of an event type, 0 for types this server did not know."""

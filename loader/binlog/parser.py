@@ -7,6 +7,7 @@ MySQL's ``libbinlogevents/src/*.cpp`` and MariaDB's ``sql/log_event.cc``.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import zlib
@@ -268,6 +269,18 @@ def _bits_msb_first(data: bytes, count: int) -> list[bool]:
     return [bool(data[i // 8] >> (7 - i % 8) & 1) for i in range(count)]
 
 
+@functools.lru_cache(maxsize=16)
+def _counted_columns(server_version: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The column types a server's table maps give a signedness bit and a charset: its flavour's
+    lists, and on MySQL its version's (YEAR from ``MYSQL_YEAR_SIGNEDNESS_FROM``)."""
+    if "mariadb" in server_version.lower():
+        return YEAR_SIGNEDNESS_TYPES, MARIADB_CHARACTER_TYPES
+    numbers = re.match(r"\d+(?:\.\d+)*", server_version)
+    version = tuple(int(n) for n in numbers.group().split(".")) if numbers else ()
+    signed = YEAR_SIGNEDNESS_TYPES if version >= MYSQL_YEAR_SIGNEDNESS_FROM else NUMERIC_TYPES
+    return signed, MYSQL_CHARACTER_TYPES
+
+
 def _table_map(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     post = p.fde.post_header_len(EventType.TABLE_MAP) or 8
     id_len = 4 if post == 6 else 6
@@ -306,10 +319,8 @@ def _table_map(p: BinlogParser, body: bytes, h: ev.Header) -> ev.Body:
     labels: list[tuple[str, ...] | None] = [None] * ncols
     visible = [True] * ncols
     pk: list[int] | None = None
-    counts_year = p.fde.is_mariadb or p.fde.version >= MYSQL_YEAR_SIGNEDNESS_FROM
-    signed_types = YEAR_SIGNEDNESS_TYPES if counts_year else NUMERIC_TYPES
+    signed_types, character_types = _counted_columns(p.fde.server_version)
     numeric = [i for i, t in enumerate(real_types) if t in signed_types]
-    character_types = MARIADB_CHARACTER_TYPES if p.fde.is_mariadb else MYSQL_CHARACTER_TYPES
     character = [i for i, t in enumerate(real_types) if t in character_types]
     enum_set = [i for i, t in enumerate(real_types) if t in ENUM_SET_TYPES]
     enums = [i for i, t in enumerate(real_types) if t == ColumnType.ENUM]

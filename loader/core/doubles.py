@@ -10,6 +10,8 @@ where the loader is not installed.
 
 from __future__ import annotations
 
+from typing import overload
+
 
 def _digits(value: float) -> tuple[str, str, int]:
     """``(sign, digits, point)`` of a double other than zero: ``sign 0.<digits> × 10**point``,
@@ -47,6 +49,10 @@ def server_text(value: float | None) -> str | None:
     return _laid_out(sign, digits, point, -15 < point <= 15, "")
 
 
+@overload
+def mysql_json_text(value: float) -> str: ...
+@overload
+def mysql_json_text(value: None) -> None: ...
 def mysql_json_text(value: float | None) -> str | None:
     """MySQL's JSON text of a double: fixed from 1e-15 up to below 1e15, and above while every
     digit comes before the point (``0.0000001``, ``100.0``, ``1234567890123456.8``), else ``1e15``,

@@ -212,7 +212,7 @@ def _snapshot_under_read_lock(conn: Any, source: str, user: str) -> Position:
                     f"moment, and statements running on the source held it off for {READ_LOCK_WAIT} s; "
                     "nothing was summed: run the checksum again when they have ended"
                 ) from None
-            if code == ER_SPECIFIC_ACCESS_DENIED or isinstance(exc, pymysql.err.ProgrammingError):
+            if code == ER_SPECIFIC_ACCESS_DENIED:
                 raise SourceError(
                     f"source {source}: the checksum needs a snapshot at a known binlog position, which "
                     "MySQL gives only under the global read lock (FLUSH TABLES WITH READ LOCK, held "

@@ -18,7 +18,7 @@ pub fn push_repr(out: &mut Vec<u8>, value: f64) {
 }
 
 /// A double as MySQL writes it in JSON text (`my_gcvt` at the JSON width, then `.0` on a whole
-/// number: sql-common/json_dom.cc); the Python decoder's `jsonb._double_text`.
+/// number: sql-common/json_dom.cc); `loader.core.doubles.mysql_json_text` in Python.
 pub fn push_mysql_json(out: &mut Vec<u8>, value: f64) {
     push_layout(out, value, Layout::MysqlJson);
 }

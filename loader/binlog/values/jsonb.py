@@ -190,7 +190,7 @@ def dumps(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return mysql_json_text(value)  # type: ignore[return-value]  # never None here
+        return mysql_json_text(value)
     if isinstance(value, Decimal):
         return format(value, "f")  # as MySQL: fixed notation, its scale's digits (0.0000000000)
     if isinstance(value, Number):
