@@ -28,14 +28,12 @@ from loader.binlog.history import SourceHistory
 from loader.core import crashpoints
 from loader.core.config import Config, WarehouseConfig, arrow_engine_problem
 from loader.core.errors import (
-    REPORTED,
     ConfigError,
     LagError,
     LoaderError,
     LoadError,
     SparkJobError,
     TransientError,
-    describe,
 )
 from loader.core.naming import warehouse_tables
 from loader.core.positions import Position
@@ -171,11 +169,7 @@ def plan(
         now = source.current()
         if start_lognum is not None and start_logpos is not None:
             start = Position.from_lognum(now.file.rsplit(".", 1)[0], start_lognum, start_logpos)
-        if start is not None and end is not None and start > end:
-            raise ConfigError(
-                f"the interval asked for ends at {end}, before its start {start}: an interval cannot run "
-                "backwards; give an end after the start"
-            )
+        _check_order(start, end)
         end = end or now
         # A dry run records nothing, so it needs no lease (and runs beside a busy pipeline).
         held = contextlib.nullcontext() if dry_run else source_lease(cfg, "loader plan")
@@ -197,6 +191,14 @@ def plan(
     span = _span(Position.parse(interval.start), Position.parse(interval.end))
     interval_id = None if dry_run else interval.id
     return PlannedInterval(interval_id, interval.start, interval.end, dry_run, span, interval.skipped_from)
+
+
+def _check_order(start: Position | None, end: Position | None) -> None:
+    if start is not None and end is not None and start > end:
+        raise ConfigError(
+            f"the interval asked for ends at {end}, before its start {start}: an interval cannot run "
+            "backwards; give an end after the start"
+        )
 
 
 def _span(begin: Position, end: Position) -> int | None:
@@ -226,15 +228,10 @@ def extract(
 ) -> ExtractSummary | None:
     """Extract a planned interval again (same boundaries, same files), or plan the next one and
     extract it; None when there is nothing new. A failure is noted on the interval."""
-    if interval_id is None:
-        interval_id = plan(cfg, start, end, max_changes, allow_gap=allow_gap).interval
-        if interval_id is None:
-            return None
-    try:
-        return run_extract(cfg, interval_id=interval_id, workers=decode_workers(workers), progress=progress)
-    except REPORTED as exc:
-        Ledger.of(cfg).record_error(interval_id, f"extract: {describe(exc)}")
-        raise
+    _check_order(start, end)
+    return run_extract(
+        cfg, start, end, max_changes, progress, interval_id, decode_workers(workers), allow_gap
+    )
 
 
 def materialize(cfg: Config, launch: Launcher) -> Materialized:

@@ -12,7 +12,7 @@ from loader.binlog import gtids, history
 from loader.binlog.gtids import GtidSet
 from loader.binlog.reader import native_decoder
 from loader.core.config import Config
-from loader.core.errors import HISTORY_REMEDY, ExtractError, HistoryError
+from loader.core.errors import HISTORY_REMEDY, REPORTED, ExtractError, HistoryError, describe
 from loader.core.positions import Position
 from loader.core.results import ExtractedTable, ExtractSummary
 from loader.extract import scratch
@@ -198,50 +198,62 @@ def run_extract(
     progress: Progress | None = None,
     interval_id: str | None = None,
     workers: int = 1,
+    allow_gap: bool = False,
 ) -> ExtractSummary | None:
     """Plan the next interval (or the one given) and extract it. None when there is nothing new.
+    A failure once the interval is known is noted on it (``loader status`` shows it).
 
     ``interval_id`` extracts a recorded interval again, with its recorded boundaries (a rerun
-    writes the same files).
+    writes the same files). ``allow_gap``: a ``start`` past where the log has been read is
+    planned, and the gap recorded.
     """
     native_decoder(cfg.source)  # before any work: a decoder asked for and not built stops here
     store = open_store(cfg.staging)
     ledger = Ledger(store, cfg.source.name)
-    creds = credentials(cfg.source)
-    conn = connect(creds)
+    noted = interval_id  # the interval a failure is noted on, once known
     try:
-        server = check_binlog_settings(conn)
-        source = history.SourceHistory.of(conn, cfg.source, creds)
-        # A recorded interval keeps its own end; a new one ends at the server's position.
-        if interval_id is None:
-            interval = ledger.plan(
-                end or source.current(),
-                start=start,
-                max_changes=max_changes,
-                source=source,
-                follow=cfg.source.failover == "follow",
-            )
-        else:
-            interval = ledger.get(interval_id)
-            if interval is None:
-                raise ExtractError(f"source {cfg.source.name} has no interval {interval_id}")
-            if interval.state == ABANDONED:
-                raise ExtractError(f"interval {interval_id} was abandoned: {interval.abandoned_reason}")
-            interval.extracted_end = None  # a bounded interval stops at the same place again
-            # The server may have been replaced since the interval was planned.
-            what = f"interval {interval_id}'s start"
-            problem = moved_from(
-                source, Position.parse(interval.start), interval.start_mark(), what, cfg.source.name
-            )
-            if problem:
-                raise HistoryError(
-                    f"{problem}. Nothing was extracted and the checkpoint stays. {HISTORY_REMEDY}"
+        creds = credentials(cfg.source)
+        conn = connect(creds)
+        try:
+            server = check_binlog_settings(conn)
+            source = history.SourceHistory.of(conn, cfg.source, creds)
+            if interval_id is None:  # a new one ends at the server's position
+                interval = ledger.plan(
+                    end or source.current(),
+                    start=start,
+                    max_changes=max_changes,
+                    allow_gap=allow_gap,
+                    source=source,
+                    follow=cfg.source.failover == "follow",
                 )
-    finally:
-        conn.close()
+            else:  # a recorded interval keeps its own end
+                interval = _recorded(ledger, interval_id, source, cfg.source.name)
+        finally:
+            conn.close()
+        if interval is None:
+            return None
+        noted = interval.id
+        info: dict[str, str] = {k: server[k] for k in ("server_id", "server_uuid", "version") if k in server}
+        return extract_interval(
+            ExtractSettings.of(cfg), store, ledger, interval, progress or _stderr, info, workers
+        )
+    except REPORTED as exc:
+        if noted is not None:
+            ledger.record_error(noted, f"extract: {describe(exc)}")
+        raise
+
+
+def _recorded(ledger: Ledger, interval_id: str, source: history.SourceHistory, name: str) -> Interval:
+    """A recorded interval to extract again, refused when abandoned or when the server may have
+    been replaced since it was planned."""
+    interval = ledger.get(interval_id)
     if interval is None:
-        return None
-    info: dict[str, str] = {k: server[k] for k in ("server_id", "server_uuid", "version") if k in server}
-    return extract_interval(
-        ExtractSettings.of(cfg), store, ledger, interval, progress or _stderr, info, workers
-    )
+        raise ExtractError(f"source {name} has no interval {interval_id}")
+    if interval.state == ABANDONED:
+        raise ExtractError(f"interval {interval_id} was abandoned: {interval.abandoned_reason}")
+    interval.extracted_end = None  # a bounded interval stops at the same place again
+    what = f"interval {interval_id}'s start"
+    problem = moved_from(source, Position.parse(interval.start), interval.start_mark(), what, name)
+    if problem:
+        raise HistoryError(f"{problem}. Nothing was extracted and the checkpoint stays. {HISTORY_REMEDY}")
+    return interval
