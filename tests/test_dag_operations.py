@@ -36,7 +36,7 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     cfg = load_config(config)
     start = mariadb.execute()
     ledger = Ledger.of(cfg)
-    ledger.set_checkpoint(Checkpoint(str(start), "test"))
+    ledger.set_checkpoint(Checkpoint(start, "test"))
     mariadb.execute("INSERT INTO afd.t VALUES (1), (2)")
     env = airflow_env(airflow_home, {"LOADER_CONFIG": str(config), "LOADER_TEST_PASSWORD": mariadb.password})
     out = dags_test(env, "loader_continuous_delta", "2026-03-01", {"dry_run": True})
@@ -143,10 +143,10 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     # An interval that cannot be extracted (recorded with a start inside an event) fails every
     # run, naming the way out; the form's Abandon interval takes it, and the run goes on.
     env = {**env, "AIRFLOW_CONN_SPARK_DEFAULT": spark_conn}
-    at = Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
+    at = ledger.checkpoint().position  # type: ignore[union-attr]
     now = mariadb.execute("INSERT INTO afd.t VALUES (5)")
     stuck = Interval(
-        layout.interval_id(int(ledger.intervals()[-1].id) + 1), f"{at.file}:{at.pos + 1}", str(now)
+        layout.interval_id(int(ledger.intervals()[-1].id) + 1), Position(at.file, at.pos + 1), now
     )
     ledger.save(stuck)
     out = dags_test(env, "loader_continuous_delta", "2026-03-03")
@@ -158,4 +158,4 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     assert f"abandoned interval {stuck.id}: start typed by hand" in out
     assert ledger.get(stuck.id).state == "abandoned"  # type: ignore[union-attr]
     last = ledger.intervals()[-1]
-    assert (last.state, last.start, last.changes) == ("materialised", str(at), 1)
+    assert (last.state, last.start, last.changes) == ("materialised", at, 1)

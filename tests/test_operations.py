@@ -54,7 +54,7 @@ def test_a_start_the_server_cannot_read_is_refused_and_a_stuck_interval_is_aband
     ledger = Ledger.of(cfg)
     checkpoint = ledger.checkpoint()
     assert checkpoint is not None
-    cp = Position.parse(checkpoint.position)
+    cp = checkpoint.position
     now = mariadb.execute(
         "INSERT INTO ops_start.t VALUES (2, 2)", "UPDATE ops_start.t SET v = 10 WHERE id = 1"
     )
@@ -88,7 +88,7 @@ def test_a_start_the_server_cannot_read_is_refused_and_a_stuck_interval_is_aband
 
     # An interval recorded with a start no event has (by a loader before these checks, or by
     # hand) would be retried forever: the run names it and the way out.
-    stuck = Interval(layout.interval_id(1), f"{cp.file}:{cp.pos + 1}", str(now))
+    stuck = Interval(layout.interval_id(1), Position(cp.file, cp.pos + 1), now)
     ledger.save(stuck)
     with pytest.raises(LoaderError) as refused:
         steps.extract(cfg, progress=quiet)
@@ -141,14 +141,14 @@ def test_a_purged_binlog_stops_every_run_until_every_table_is_reloaded(
     assert planned.interval is not None
     old = db.execute("FLUSH BINARY LOGS")
     sizes = dict(db.rows("SHOW BINARY LOGS"))  # type: ignore[arg-type]
-    beyond = Position(checkpoint.position.split(":")[0], int(sizes[checkpoint.position.split(":")[0]]) + 10)
+    beyond = Position(checkpoint.position.file, int(sizes[checkpoint.position.file]) + 10)
     with pytest.raises(LoaderError, match=rf"lies outside {beyond.file}, whose events run from 4 to"):
         steps.plan(cfg, start=beyond, dry_run=True)
     db.execute("INSERT INTO ops_purge.t VALUES (3, 3)", "DELETE FROM ops_purge.u WHERE id = 1")
     # MariaDB keeps a file until its binlog checkpoint has moved past it (a moment after the
     # rotation, longer on a busy machine): purge until the file is gone.
     deadline = time.monotonic() + 60
-    while checkpoint.position.split(":")[0] in dict(db.rows("SHOW BINARY LOGS")):  # type: ignore[arg-type]
+    while checkpoint.position.file in dict(db.rows("SHOW BINARY LOGS")):  # type: ignore[arg-type]
         assert time.monotonic() < deadline, "the server kept the purged binlog file for a minute"
         db.execute(f"PURGE BINARY LOGS TO '{old.file}'")
         time.sleep(0.2)
@@ -173,7 +173,7 @@ def test_a_purged_binlog_stops_every_run_until_every_table_is_reloaded(
     db.execute("INSERT INTO ops_purge.t VALUES (4, 4)")
     run_initial_load(spark, cfg, progress=quiet)
     reloaded = ledger.checkpoint()
-    assert reloaded is not None and Position.parse(reloaded.position) > Position.parse(checkpoint.position)
+    assert reloaded is not None and reloaded.position > checkpoint.position
     assert reloaded.interval == ledger.loads()[-1].id
     db.execute("UPDATE ops_purge.t SET v = 40 WHERE id = 4", "DELETE FROM ops_purge.u WHERE id = 2")
     delta(spark, cfg)
@@ -322,7 +322,7 @@ def test_a_server_frozen_or_stopped_in_the_middle_of_the_binlog_stream_fails_ext
         last = err.strip().splitlines()[-1]
         assert run.returncode == 3, f"{fault} {workers}: {out}{err}"
         # Earlier tests on this server may have rotated its binlog: name the file the interval ends in.
-        end_file = Position.parse(Ledger.of(cfg).intervals()[0].end).file
+        end_file = Ledger.of(cfg).intervals()[0].end.file
         said = {
             "frozen": "lost the replication connection to the source: Lost connection",
             "stopped": f"the source stopped sending its binlog in {end_file}, before the end position",

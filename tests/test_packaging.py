@@ -121,9 +121,7 @@ def test_an_installed_loader_extracts_and_materialises(
         "CREATE TABLE wheel.t (id INT PRIMARY KEY, v VARCHAR(10))",
     )
     # The first interval starts here, as after an initial load of the empty table.
-    Ledger(LocalStore(str(tmp_path / "staging")), "wheel").set_checkpoint(
-        Checkpoint(str(start), "initial-load")
-    )
+    Ledger(LocalStore(str(tmp_path / "staging")), "wheel").set_checkpoint(Checkpoint(start, "initial-load"))
     mariadb.execute(
         "INSERT INTO wheel.t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
         "UPDATE wheel.t SET v = 'B' WHERE id = 2",

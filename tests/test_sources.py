@@ -79,7 +79,7 @@ def test_each_source_of_a_deployment_runs_its_own_dags_and_a_broken_one_stops_on
     a = load_config(toml, source="fleet_a")
     b = load_config(toml, source="fleet_b")
     for cfg in (a, b):  # each source's changes from here on
-        Ledger.of(cfg).set_checkpoint(Checkpoint(str(mariadb.execute()), "test"))
+        Ledger.of(cfg).set_checkpoint(Checkpoint(mariadb.execute(), "test"))
     mariadb.execute(
         "INSERT INTO fleet_a.t VALUES (1, 'one'), (2, 'two')",
         "INSERT INTO fleet_a.r VALUES (5)",
@@ -197,7 +197,7 @@ def test_a_fleet_runs_at_once_under_the_scheduler_and_a_kill_mid_merge_stops_onl
         toml = _deployment(tmp_path, '"shop_*.k" = "shop.k", "shop_*.c" = "shop.c"')
         cfgs = {name: load_config(toml, source=name) for name in servers}
         for name, server in servers.items():  # each source's changes from here on
-            Ledger.of(cfgs[name]).set_checkpoint(Checkpoint(str(server.execute()), "test"))
+            Ledger.of(cfgs[name]).set_checkpoint(Checkpoint(server.execute(), "test"))
         crash_log = tmp_path / "crash.log"
         statsd = StatsdListener()  # the deployment's metrics, sent where its StatsD settings say
         # On-call's webhook, posted to by the notifier the example cluster policy attaches.

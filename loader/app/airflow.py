@@ -324,7 +324,7 @@ def finish_initial_load(started: dict[str, Any], source: str | None = None) -> d
     with loader_errors(cfg.source.name, "finish_load"):
         load = steps.finish_load(cfg, from_dict(StartedLoad, started).load_id)
     log.info("initial load %s complete from P0 = %s: %s", load.id, load.p0, load.rows)
-    return {"load_id": load.id, "p0": load.p0, "rows": load.rows}
+    return {"load_id": load.id, "p0": str(load.p0), "rows": load.rows}
 
 
 # --- the Spark jobs ---------------------------------------------------------------------------

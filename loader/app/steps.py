@@ -76,6 +76,7 @@ from loader.state.records import (
     last_changes,
     last_error,
     now_text,
+    record_fields,
     table_rows,
     waits_on_failure,
 )
@@ -188,9 +189,16 @@ def plan(
         conn.close()
     if interval is None:
         return PlannedInterval(None, str(end), str(end), dry_run, 0)
-    span = _span(Position.parse(interval.start), Position.parse(interval.end))
+    span = _span(interval.start, interval.end)
     interval_id = None if dry_run else interval.id
-    return PlannedInterval(interval_id, interval.start, interval.end, dry_run, span, interval.skipped_from)
+    return PlannedInterval(
+        interval_id,
+        str(interval.start),
+        str(interval.end),
+        dry_run,
+        span,
+        str(interval.skipped_from) if interval.skipped_from else None,
+    )
 
 
 def _check_order(start: Position | None, end: Position | None) -> None:
@@ -242,7 +250,7 @@ def materialize(cfg: Config, launch: Launcher) -> Materialized:
     merged = [Ledger.of(cfg).get(i) for i in waiting]
     return Materialized(
         [
-            MergedInterval(i.id, i.start, str(i.effective_end), i.changes)
+            MergedInterval(i.id, str(i.start), str(i.effective_end), i.changes)
             for i in merged
             if i is not None and i.state == MATERIALISED
         ],
@@ -444,7 +452,7 @@ def start_load(
     """Check the source and the tables, record P0 before any row is read (the copies follow);
     ``from_now``: start the deltas at P0 with no copy (``initial_load.start_load``)."""
     load = initial_load.start_load(cfg, tables, progress=progress, from_now=from_now)
-    return StartedLoad(load.id, load.p0, load.tables, load.from_now)
+    return StartedLoad(load.id, str(load.p0), load.tables, load.from_now)
 
 
 def copy_arguments(started: StartedLoad, parallelism: int | None) -> list[list[str]]:
@@ -525,7 +533,7 @@ def checksum(
 
 
 def _checkpoint_position(ledger: Ledger) -> Position:
-    return Position.parse(ledger.checkpoint().position)  # type: ignore[union-attr]
+    return ledger.checkpoint().position  # type: ignore[union-attr]
 
 
 def _extract_up_to(cfg: Config, at: Position, progress: Progress) -> str | None:
@@ -593,13 +601,13 @@ def _record(interval: Interval) -> IntervalRecord:
     return IntervalRecord(
         interval.id,
         interval.state,
-        interval.start,
+        str(interval.start),
         str(interval.effective_end),
         interval.changes,
         interval.error if interval.state != MATERIALISED else None,
         interval.abandoned_reason,
         interval.abandoned_at,
-        interval.skipped_from,
+        str(interval.skipped_from) if interval.skipped_from else None,
         interval.run_id,
         interval.followed_from,
         interval.server,
@@ -709,7 +717,7 @@ def status(cfg: Config) -> Status:
             now = source.current()
             position, server = str(now), source.server
             if checkpoint is not None:
-                at = Position.parse(checkpoint.position)
+                at = checkpoint.position
                 history_problem = source.problem(at, checkpoint.mark(), "the checkpoint")
                 if history_problem is None and at <= now:
                     lag = _lag(source, at, now)
@@ -744,7 +752,7 @@ def status(cfg: Config) -> Status:
         f"the log was left at {switches[-1].followed_from}"
         if switches
         else None,
-        checkpoint=asdict(checkpoint) if checkpoint else None,
+        checkpoint=record_fields(checkpoint) if checkpoint else None,
         lag_seconds=lag.seconds if lag else None,
         lag_bytes=lag.bytes if lag else None,
         oldest_unapplied_at=lag.oldest if lag else None,
@@ -756,7 +764,7 @@ def status(cfg: Config) -> Status:
         last_load=LastLoad(
             loads[-1].id,
             "started from now" if loads[-1].from_now else loads[-1].state,
-            loads[-1].p0,
+            str(loads[-1].p0),
             len(loads[-1].tables),
         )
         if loads

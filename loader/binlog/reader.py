@@ -3,20 +3,24 @@ committed transactions between two positions."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Generator, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any, overload
 
 from loader.binlog.files import BinlogFiles
 from loader.binlog.gtids import GtidSet
 from loader.binlog.schema import InformationSchema, SchemaProvider
 from loader.binlog.server import BinlogServer
+from loader.binlog.split import split_points
+from loader.binlog.spool import stream_bytes
 from loader.binlog.transactions import NativeRun, OpenRows, TableFilter, Transaction, TransactionReader
 from loader.binlog.transport import Transport, in_runs
 from loader.core.config import SourceConfig
 from loader.core.errors import ConfigError, DecodeError
 from loader.core.positions import Position
-from loader.source.connection import Credentials, connect, credentials
+from loader.source.connection import Credentials, binary_logs, connect, credentials
 
 
 def open_transport(cfg: SourceConfig, location: str | None = None, server_id: int | None = None) -> Transport:
@@ -26,8 +30,57 @@ def open_transport(cfg: SourceConfig, location: str | None = None, server_id: in
         return BinlogFiles(location)
     if cfg.transport == "files":
         return BinlogFiles(cfg.binlog_dir)
-    creds = credentials(cfg)
-    return BinlogServer(creds, cfg.server_id if server_id is None else server_id, creds.read_timeout)
+    return _server(credentials(cfg), cfg.server_id if server_id is None else server_id)
+
+
+def _server(creds: Credentials, server_id: int) -> BinlogServer:
+    return BinlogServer(creds, server_id, creds.read_timeout)
+
+
+@dataclass(frozen=True)
+class SourceLog:
+    """One source's binlog as an extract reads it, settled once from its settings: its transport
+    (the files, or the server's stream), whether rows are decoded natively, and the login that
+    reads the table schemas the log does not carry. Crosses process boundaries."""
+
+    source: SourceConfig
+    native: bool
+    creds: Credentials
+
+    @classmethod
+    def of(cls, source: SourceConfig) -> SourceLog:
+        """Raises ConfigError: the native decoder is asked for and not built."""
+        return cls(source, native_decoder(source), credentials(source))
+
+    def open(self) -> Transport:
+        """A transport over the log (each decoding process opens its own)."""
+        if self.source.transport == "files":
+            return BinlogFiles(self.source.binlog_dir)
+        return _server(self.creds, self.source.server_id)
+
+    def schemas(self) -> AbstractContextManager[SchemaProvider]:
+        """The source's table schemas, on a connection opened when one is first asked for."""
+        return source_schema(self.creds)
+
+    def bytes_between(self, start: Position, end: Position) -> int:
+        """Bytes of binlog in ``[start, end)``, from the sizes of the files or the server's list
+        (asked only when the range spans files)."""
+        sizes: dict[str, int] = {}
+        if self.source.transport == "files":
+            sizes = {p.name: p.stat().st_size for p in BinlogFiles(self.source.binlog_dir).list_files()}
+        elif start.file != end.file:
+            conn = connect(self.creds)
+            try:
+                sizes = binary_logs(conn)
+            finally:
+                conn.close()
+        return stream_bytes(sizes, start, end)
+
+    def cut(self, start: Position, end: Position, parts: int) -> list[tuple[Position, Position]]:
+        """``[start, end)`` of the files cut at transaction starts into up to ``parts`` ranges of
+        similar sizes (a server's stream is cut as it is spooled: ``spool.spool_pieces``)."""
+        cuts = [start, *split_points(BinlogFiles(self.source.binlog_dir), start, end, parts), end]
+        return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
 
 
 def native_decoder(source: SourceConfig) -> bool:

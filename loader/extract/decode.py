@@ -6,7 +6,6 @@ several; each range's rows go to its tables' writers (``files.TableWriter``).
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import multiprocessing
 import os
 import time
@@ -16,10 +15,10 @@ from pathlib import Path
 
 from loader.binlog.fingerprint import Fingerprint
 from loader.binlog.gtids import GtidSet
-from loader.binlog.reader import native_decoder, open_transport, read_transactions, source_schema
+from loader.binlog.reader import SourceLog, read_transactions
 from loader.binlog.rowplan import TablePlan
 from loader.binlog.server import BinlogServer
-from loader.binlog.spool import SpooledEvents, spool_pieces, stream_bytes
+from loader.binlog.spool import SpooledEvents, spool_pieces
 from loader.binlog.transactions import NativeRun, OpenRows, RowsBatch, Transaction
 from loader.core import crashpoints
 from loader.core.config import Config, SourceConfig, StagingConfig, TablesConfig
@@ -28,7 +27,6 @@ from loader.core.positions import Position
 from loader.core.tables import TableSelector, key_columns
 from loader.extract.files import TablePiece, TableWriter, commit_ts_text
 from loader.extract.schema_changes import check_statements
-from loader.source.connection import binary_logs, connect, credentials
 from loader.staging import layout
 from loader.staging.manifest import ColumnSpec, TableEntry
 from loader.state.records import Interval
@@ -50,7 +48,7 @@ class RangeResult:
     changes: int = 0
     seqno_min: int | None = None
     seqno_max: int | None = None
-    stopped_at: str | None = None
+    stopped_at: Position | None = None
     commit_ts_max: int | None = None  # microseconds UTC, of the last transaction with changes
     # selected tables a CREATE TABLE made, and where: all their rows follow it
     created: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -80,8 +78,9 @@ class ExtractSettings:
 
 def _extract_range(
     settings: ExtractSettings,
-    start: str,
-    end: str,
+    log: SourceLog,
+    start: Position,
+    end: Position,
     workdir: str,
     max_changes: int | None,
     progress: Progress | None,
@@ -103,13 +102,12 @@ def _extract_range(
     # Path(workdir) once: a Path per transaction was 5% of a single-row transaction's cost.
     tables = _RangeTables(settings, Path(workdir), previous or {})
     result = RangeResult({})
-    end_pos = Position.parse(end)
     last_report = time.monotonic()
-    with source_schema(credentials(settings.source)) as schema:
+    with log.schemas() as schema:
         txs = read_transactions(
-            SpooledEvents(spool) if spool else open_transport(settings.source),
-            Position.parse(start),
-            end_pos,
+            SpooledEvents(spool) if spool else log.open(),
+            start,
+            end,
             selector,
             schema,
             skip_before=loaded_at,
@@ -117,7 +115,7 @@ def _extract_range(
             gtid_state=result.gtids,
             mysql_gtids=result.mysql_gtids,
             seqno_epoch=epoch,
-            native=native_decoder(settings.source),
+            native=log.native,
             # Whole transactions decoded natively at once; not where a test counts each
             # transaction's crash point.
             runs=not crashpoints.enabled(),
@@ -159,8 +157,8 @@ def _extract_range(
                 result.seqno_min = first if result.seqno_min is None else result.seqno_min
                 result.seqno_max = last
                 result.commit_ts_max = max(result.commit_ts_max or 0, commit_ts or 0)
-            if max_changes and result.changes >= max_changes and tx.end < end_pos:
-                result.stopped_at = str(tx.end)
+            if max_changes and result.changes >= max_changes and tx.end < end:
+                result.stopped_at = tx.end
                 txs.close()
                 break
             if progress is not None and time.monotonic() - last_report >= 5:
@@ -176,38 +174,13 @@ def _extract_range(
 
 @dataclass(frozen=True)
 class _Range:
-    start: str
-    end: str
+    start: Position
+    end: Position
     spool: str | None = None  # the range's events, read from the server by the parent
 
 
-def _file_ranges(source: SourceConfig, start: Position, end: Position, workers: int) -> list[_Range]:
-    """The interval cut at transaction starts into ranges of similar sizes of binlog files."""
-    from loader.binlog.files import BinlogFiles
-    from loader.binlog.split import split_points
-
-    cuts = [start, *split_points(BinlogFiles(source.binlog_dir), start, end, workers), end]
-    return [_Range(str(a), str(b)) for a, b in itertools.pairwise(cuts) if a < b]
-
-
-def _interval_bytes(source: SourceConfig, start: Position, end: Position) -> int:
-    """Bytes of binlog in ``[start, end)``, from the sizes of the files or the server's list."""
-    sizes: dict[str, int] = {}
-    if source.transport == "files":
-        from loader.binlog.files import BinlogFiles
-
-        sizes = {p.name: p.stat().st_size for p in BinlogFiles(source.binlog_dir).list_files()}
-    elif start.file != end.file:
-        conn = connect(credentials(source))
-        try:
-            sizes = binary_logs(conn)
-        finally:
-            conn.close()
-    return stream_bytes(sizes, start, end)
-
-
 def _server_ranges(
-    source: SourceConfig,
+    log: SourceLog,
     start: Position,
     end: Position,
     total: int,
@@ -218,13 +191,13 @@ def _server_ranges(
 ) -> Iterator[_Range]:
     """The server's stream of the interval (``total`` bytes) read once, spooled under ``folder``
     in ranges of similar sizes cut at transaction starts; each is yielded once spooled."""
-    transport = open_transport(source)
+    transport = log.open()
     # Twice as many ranges as processes: the first is decoded after a quarter of the stream
     # has arrived, not half, and the last one decoded after the stream ends is smaller.
     parts = SERVER_RANGES_PER_WORKER * workers
     # The native reader's processes read runs of events (split from the stream natively, not
     # one by one here); the Python decoder's, events.
-    runs = native_decoder(source) and not crashpoints.enabled()
+    runs = log.native and not crashpoints.enabled()
     try:
         stream = (
             transport.runs(start, end)
@@ -237,13 +210,14 @@ def _server_ranges(
                 f"{piece.bytes / 1e6:,.1f} MB of {total / 1e6:,.1f}) read from the server, decoding"
             )
             crashpoints.reached("after range spooled")
-            yield _Range(str(piece.start), str(piece.end), piece.path)
+            yield _Range(piece.start, piece.end, piece.path)
     finally:
         transport.close()
 
 
 def decode_interval(
     settings: ExtractSettings,
+    log: SourceLog,
     interval: Interval,
     tmp: str,
     progress: Progress,
@@ -253,22 +227,23 @@ def decode_interval(
 ) -> list[RangeResult]:
     """Decode the interval: in this process, or cut into ranges decoded in ``workers`` processes
     (files read by each, or the server's stream read here once and spooled)."""
-    start, end = Position.parse(interval.start), Position.parse(interval.end)
+    start, end = interval.start, interval.end
     label = f"interval {interval.id}"
-    ranges: Iterable[_Range] = [_Range(interval.start, interval.end)]
-    total = _interval_bytes(settings.source, start, end) if workers > 1 and not interval.max_changes else 0
+    ranges: Iterable[_Range] = [_Range(start, end)]
+    total = log.bytes_between(start, end) if workers > 1 and not interval.max_changes else 0
     if total >= max(1, PARALLEL_FROM_BYTES):
         if settings.source.transport == "files":
-            ranges = _file_ranges(settings.source, start, end, workers)
+            ranges = [_Range(a, b) for a, b in log.cut(start, end, workers)]
             if len(ranges) > 1:
                 progress(f"extract: {label}: {len(ranges)} ranges in {len(ranges)} processes")
         else:
-            ranges = _server_ranges(settings.source, start, end, total, workers, tmp, progress, label)
+            ranges = _server_ranges(log, start, end, total, workers, tmp, progress, label)
     if isinstance(ranges, list) and len(ranges) == 1:
         one = ranges[0]
         return [
             _extract_range(
                 settings,
+                log,
                 one.start,
                 one.end,
                 tmp,
@@ -289,6 +264,7 @@ def decode_interval(
                     pool.submit(
                         _extract_range,
                         settings,
+                        log,
                         r.start,
                         r.end,
                         f"{tmp}/w{i:03d}",

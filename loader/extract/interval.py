@@ -10,7 +10,7 @@ import time
 
 from loader.binlog import gtids, history
 from loader.binlog.gtids import GtidSet
-from loader.binlog.reader import native_decoder
+from loader.binlog.reader import SourceLog
 from loader.core.config import Config
 from loader.core.errors import HISTORY_REMEDY, REPORTED, ExtractError, HistoryError, describe
 from loader.core.positions import Position
@@ -18,7 +18,7 @@ from loader.core.results import ExtractedTable, ExtractSummary
 from loader.extract import scratch
 from loader.extract.decode import ExtractSettings, Progress, RangeResult, decode_interval
 from loader.extract.files import publish_table
-from loader.source.connection import check_binlog_settings, connect, credentials
+from loader.source.connection import check_binlog_settings, connect
 from loader.staging import layout
 from loader.staging.manifest import Manifest
 from loader.staging.stores import Store, open_store
@@ -30,7 +30,10 @@ from loader.state.records import (
     MATERIALISED,
     Interval,
     awaiting_copy,
+    created_before,
     layout_record,
+    layouts_before,
+    loaded_positions,
     loaded_seqnos,
 )
 
@@ -41,6 +44,7 @@ def _stderr(message: str) -> None:
 
 def extract_interval(
     settings: ExtractSettings,
+    log: SourceLog,
     store: Store,
     ledger: Ledger,
     interval: Interval,
@@ -55,22 +59,25 @@ def extract_interval(
     number of workers only in their content, not in how rows are split into parts.
     """
     started = time.monotonic()
-    start, end = Position.parse(interval.start), Position.parse(interval.end)
-    loaded_at = ledger.loaded_at(interval.epoch)  # loads of an earlier history are all before it
-    previous = ledger.layouts_before(interval.id)
+    start, end = interval.start, interval.end
+    # Read once: each is a listing of the store. Loads of an earlier history are all before it.
+    intervals, loads = ledger.intervals(), ledger.loads()
+    loaded_at = loaded_positions(loads, interval.epoch)
+    previous = layouts_before(intervals, loads, interval.id)
+    created_earlier = created_before(intervals, interval.id)
     with scratch.folder("extract") as tmp:
-        results = decode_interval(settings, interval, tmp, progress, workers, loaded_at, previous)
+        results = decode_interval(settings, log, interval, tmp, progress, workers, loaded_at, previous)
         stopped_at = results[-1].stopped_at
-        interval_end = Position.parse(stopped_at) if stopped_at else end
+        interval_end = stopped_at or end
         reached = _gtid_reached(interval, results, stopped_at is not None)
         keys = sorted({key for r in results for key in r.tables})
         created = {name: at for r in results for name, at in r.created.items()}
         # Tables are loaded before their changes are applied; those a load has not copied yet
-        # are staged for the copy's catch-up.
+        # are staged for the copy's catch-up (a load recorded while decoding counts).
         loads = ledger.loads()
         loaded = set(loaded_seqnos(loads)) | set(awaiting_copy(loads))
         if loaded:
-            _check_loaded(keys, results, loaded, created, ledger.created_before(interval.id))
+            _check_loaded(keys, results, loaded, created, created_earlier)
         tables = [
             publish_table(
                 store,
@@ -101,7 +108,7 @@ def extract_interval(
     store.put(key, manifest_bytes)
     if interval.state != MATERIALISED:  # extracting a materialised interval again changes nothing there
         interval.state = EXTRACTED
-    interval.extracted_end = str(interval_end) if stopped_at else None
+    interval.extracted_end = interval_end if stopped_at else None
     interval.extracted_end_gtid = reached if stopped_at else None
     # The last transaction before where it ends; before its start when it holds none.
     last = next((r.last_txn.text() for r in reversed(results) if r.last_txn), interval.start_txn)
@@ -207,16 +214,15 @@ def run_extract(
     writes the same files). ``allow_gap``: a ``start`` past where the log has been read is
     planned, and the gap recorded.
     """
-    native_decoder(cfg.source)  # before any work: a decoder asked for and not built stops here
     store = open_store(cfg.staging)
     ledger = Ledger(store, cfg.source.name)
+    log = SourceLog.of(cfg.source)  # before any work: a decoder asked for and not built stops here
     noted = interval_id  # the interval a failure is noted on, once known
     try:
-        creds = credentials(cfg.source)
-        conn = connect(creds)
+        conn = connect(log.creds)
         try:
             server = check_binlog_settings(conn)
-            source = history.SourceHistory.of(conn, cfg.source, creds)
+            source = history.SourceHistory.of(conn, cfg.source, log.creds)
             if interval_id is None:  # a new one ends at the server's position
                 interval = ledger.plan(
                     end or source.current(),
@@ -235,7 +241,7 @@ def run_extract(
         noted = interval.id
         info: dict[str, str] = {k: server[k] for k in ("server_id", "server_uuid", "version") if k in server}
         return extract_interval(
-            ExtractSettings.of(cfg), store, ledger, interval, progress or _stderr, info, workers
+            ExtractSettings.of(cfg), log, store, ledger, interval, progress or _stderr, info, workers
         )
     except REPORTED as exc:
         if noted is not None:
@@ -253,7 +259,7 @@ def _recorded(ledger: Ledger, interval_id: str, source: history.SourceHistory, n
         raise ExtractError(f"interval {interval_id} was abandoned: {interval.abandoned_reason}")
     interval.extracted_end = None  # a bounded interval stops at the same place again
     what = f"interval {interval_id}'s start"
-    problem = moved_from(source, Position.parse(interval.start), interval.start_mark(), what, name)
+    problem = moved_from(source, interval.start, interval.start_mark(), what, name)
     if problem:
         raise HistoryError(f"{problem}. Nothing was extracted and the checkpoint stays. {HISTORY_REMEDY}")
     return interval

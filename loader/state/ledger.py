@@ -13,11 +13,10 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from loader.binlog.history import Mark
-from loader.core.errors import HISTORY_REMEDY, HistoryError, LedgerError, LoaderError
+from loader.core.errors import HISTORY_REMEDY, ConfigError, HistoryError, LedgerError, LoaderError
 from loader.core.positions import Position
 from loader.core.results import LastCheck
 from loader.staging import layout, versioned
-from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import Store, open_store
 
 if TYPE_CHECKING:
@@ -35,9 +34,11 @@ from loader.state.records import (
     Rewind,
     awaiting_copy,
     last_error,
-    layouts_before,
+    loaded_positions,
     loaded_seqnos,
     now_text,
+    record_fields,
+    record_of,
 )
 
 R = TypeVar("R")
@@ -78,7 +79,9 @@ class Ledger:
         """A record of this ledger, from whichever version of the loader wrote it."""
         fields = versioned.decode(data, f"ledger record {key}", LEDGER_VERSION, UPGRADES, LedgerError)
         try:
-            return cls(**fields)
+            return record_of(cls, fields)
+        except ConfigError as exc:
+            raise LedgerError(f"ledger record {key}: {exc}: restore it from a backup, or remove it") from None
         except TypeError as exc:
             raise LedgerError(f"ledger record {key} does not hold a {cls.__name__.lower()}: {exc}") from None
 
@@ -88,7 +91,9 @@ class Ledger:
         return self._read(Checkpoint, key, data) if data else None
 
     def set_checkpoint(self, checkpoint: Checkpoint) -> None:
-        self.store.put(f"{self.prefix}/checkpoint.json", versioned.encode(asdict(checkpoint), LEDGER_VERSION))
+        self.store.put(
+            f"{self.prefix}/checkpoint.json", versioned.encode(record_fields(checkpoint), LEDGER_VERSION)
+        )
 
     @classmethod
     def of(cls, cfg: Config) -> Ledger:
@@ -125,20 +130,9 @@ class Ledger:
         return sorted(self._records(Load, "loads"), key=lambda load: load.id)
 
     def loaded_at(self, epoch: int | None = None) -> dict[tuple[str, str], Position]:
-        """Where each table's latest copy in binlog history ``epoch`` (by default the
-        checkpoint's) was made (its load's P0), by (schema, table).
-
-        Changes to a table before its P0 are already in the copy: a re-load makes them stale, so
-        extract passes them over (a change the loader stopped at is behind the table then).
-        """
-        out: dict[tuple[str, str], Position] = {}
-        epoch = self.epoch() if epoch is None else epoch
-        for load in self.loads():
-            if load.epoch == epoch:
-                p0 = Position.parse(load.p0)
-                for name in load.copied():
-                    out[name] = max(p0, out.get(name, p0))
-        return out
+        """``loaded_positions`` of this ledger's loads in history ``epoch`` (by default the
+        checkpoint's)."""
+        return loaded_positions(self.loads(), self.epoch() if epoch is None else epoch)
 
     def loaded_seqnos(self) -> dict[tuple[str, str], int]:
         """``loaded_seqnos`` of this ledger's loads."""
@@ -161,14 +155,6 @@ class Ledger:
             for name, load in awaiting_copy(loads).items()
         }
 
-    def layouts_before(self, interval_id: str) -> dict[tuple[str, str], list[ColumnSpec]]:
-        """Each table's columns as the log before ``interval_id`` left them (see ``layouts_before``)."""
-        return layouts_before(self.intervals(), self.loads(), interval_id)
-
-    def created_before(self, interval_id: str) -> set[str]:
-        """Tables (``schema.table``) created in the log by the intervals before ``interval_id``."""
-        return {t for i in self.intervals() if i.id < interval_id for t in i.created_tables}
-
     def save_load(self, load: Load) -> None:
         self.store.put(f"{self.prefix}/loads/{load.id}.json", load.to_json())
 
@@ -180,7 +166,7 @@ class Ledger:
     def _next_start(self, intervals: list[Interval]) -> Position:
         live = [i for i in intervals if i.state != ABANDONED]
         if live and live[-1].state == PLANNED:
-            return Position.parse(live[-1].start)
+            return live[-1].start
         read_to = self._read_to(intervals)
         if read_to is None:
             raise LedgerError(
@@ -206,9 +192,7 @@ class Ledger:
             if live
             else []
         )
-        at_cp = (
-            [(Position.parse(cp.position), cp.mark(), "the checkpoint")] if cp and cp.epoch == epoch else []
-        )
+        at_cp = [(cp.position, cp.mark(), "the checkpoint")] if cp and cp.epoch == epoch else []
         if not ends and not at_cp:
             return None
         return max([*at_cp, *ends], key=lambda e: e[0])  # the checkpoint, when they are one
@@ -299,7 +283,7 @@ class Ledger:
             )
         end = target.effective_end
         for load in self.loads():
-            p0 = Position.parse(load.p0)
+            p0 = load.p0
             if load.copied() and (load.epoch > target.epoch or (load.epoch == target.epoch and p0 > end)):
                 after = [
                     i.id
@@ -329,7 +313,7 @@ class Ledger:
         target, end = plan.target, plan.target.end_mark()
         self.set_checkpoint(
             Checkpoint(
-                str(target.effective_end),
+                target.effective_end,
                 target.id,
                 plan.commit_ts,
                 end.server,
@@ -345,11 +329,11 @@ class Ledger:
         copies hold their changes, and their log may be gone: why one re-loads everything).
         Returns the intervals abandoned."""
         cp = self.checkpoint()
-        p0 = Position.parse(load.p0)
+        p0 = load.p0
         if not (load.first or load.every_table):
             return []
         # A load from another history supersedes whatever the positions say.
-        if cp and cp.epoch == load.epoch and Position.parse(cp.position) >= p0:
+        if cp and cp.epoch == load.epoch and cp.position >= p0:
             return []
         waiting = [i for i in self.intervals() if i.state not in (MATERIALISED, ABANDONED)]
         reason = f"superseded by the re-load {load.id} of every table at {p0}"
@@ -430,7 +414,7 @@ class Ledger:
         left: list[Interval] = []  # a planned interval whose start went with the old server
         if start is None and live and live[-1].state == PLANNED:
             planned = live[-1]  # a rerun reuses the recorded boundaries
-            begin = Position.parse(planned.start)
+            begin = planned.start
             what = f"interval {planned.id}'s start"
             moved = moved_from(source, begin, planned.start_mark(), what, self.source) if source else None
             if moved and not follow:
@@ -440,7 +424,7 @@ class Ledger:
             if moved:
                 left, intervals = [planned], [i for i in intervals if i is not planned]
             else:
-                problem = source.start_problem(begin, Position.parse(planned.end)) if source else None
+                problem = source.start_problem(begin, planned.end) if source else None
                 if problem:
                     raise LedgerError(
                         f"interval {planned.id} cannot be extracted: {problem}. Abandon it "
@@ -480,11 +464,11 @@ class Ledger:
         number = int(max(i.id for i in [*intervals, *left])) + 1 if intervals or left else 1
         interval = Interval(
             layout.interval_id(number),
-            str(start),
-            str(end),
+            start,
+            end,
             max_changes,
             run_id=run_id,
-            skipped_from=str(skipped_from) if skipped_from else None,
+            skipped_from=skipped_from,
             epoch=epoch,
             followed_from=followed_from,
         )
@@ -532,7 +516,7 @@ class Ledger:
         ahead = [
             f"{load.id} at {load.p0}"
             for load in self.loads()
-            if load.copied() and load.epoch == self._epoch(intervals) and Position.parse(load.p0) > read_to[0]
+            if load.copied() and load.epoch == self._epoch(intervals) and load.p0 > read_to[0]
         ]
         if ahead:
             raise HistoryError(

@@ -11,17 +11,17 @@ the log it covered is planned again).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from loader.binlog.history import Mark
 from loader.core.positions import Position, seqno_of
 from loader.staging import versioned
 from loader.staging.manifest import ColumnSpec
 
-if TYPE_CHECKING:
-    pass
+R = TypeVar("R")
 
 
 PLANNED, EXTRACTED, MATERIALISED, ABANDONED = "planned", "extracted", "materialised", "abandoned"
@@ -64,6 +64,30 @@ UPGRADES: dict[int, versioned.Upgrade] = {
 ERROR_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # sorts as it happened
 
 
+def record_fields(record: Any) -> dict[str, Any]:
+    """A record's fields as its JSON holds them: positions as their text (``FILE:POS``)."""
+    return {
+        f.name: str(v) if isinstance(v := getattr(record, f.name), Position) else v
+        for f in dataclasses.fields(record)
+    }
+
+
+def record_of(cls: type[R], fields: dict[str, Any]) -> R:
+    """A record from the fields its JSON holds: its positions parsed once, here, not at each use.
+
+    Raises:
+        ConfigError: a position field is not ``FILE:POS``.
+        TypeError: the fields are not the record's.
+    """
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.type in _POSITION_TYPES and isinstance(fields.get(f.name), str):
+            fields[f.name] = Position.parse(fields[f.name])
+    return cls(**fields)
+
+
+_POSITION_TYPES = ("Position", "Position | None")
+
+
 def now_text() -> str:
     """Now, as the ledger's records write a moment (``ERROR_TIME_FORMAT``, UTC)."""
     return dt.datetime.now(dt.UTC).strftime(ERROR_TIME_FORMAT)
@@ -74,11 +98,11 @@ class Interval:
     """One interval ``[start, end)`` of one source."""
 
     id: str
-    start: str
-    end: str  # the end snapshotted when planned
+    start: Position
+    end: Position  # the end snapshotted when planned
     max_changes: int | None = None
     state: str = PLANNED
-    extracted_end: str | None = None  # where a bounded interval stopped (a transaction boundary)
+    extracted_end: Position | None = None  # where a bounded interval stopped (a transaction boundary)
     manifest: str | None = None
     manifest_sha256: str | None = None  # of the manifest extract wrote
     changes: int | None = None
@@ -88,7 +112,7 @@ class Interval:
     error_at: str | None = None
     # A backfill that started past where the log had been read (allowed explicitly): the
     # changes in [skipped_from, start) were never extracted.
-    skipped_from: str | None = None
+    skipped_from: Position | None = None
     # Selected tables a CREATE TABLE in the interval made: all their rows follow in the log.
     created_tables: list[str] = field(default_factory=list)
     # [schema, table, [[column, type], ...]] of each table with rows, as the interval ends;
@@ -115,7 +139,7 @@ class Interval:
     @property
     def effective_end(self) -> Position:
         """Where the next interval starts."""
-        return Position.parse(self.extracted_end or self.end)
+        return self.extracted_end or self.end
 
     @property
     def end_seqno(self) -> int:
@@ -133,14 +157,15 @@ class Interval:
         return Mark(self.server, self.end_gtid, self.end_txn)
 
     def to_json(self) -> bytes:
-        return versioned.encode(asdict(self), LEDGER_VERSION)
+        fields = record_fields(self)
+        return versioned.encode(fields, LEDGER_VERSION)
 
 
 @dataclass
 class Checkpoint:
     """The end of the last materialised interval (or the initial load's P0)."""
 
-    position: str
+    position: Position
     interval: str
     commit_ts: int | None = None  # of the last materialised change, microseconds UTC
     server: str | None = None  # the source server and its GTID state at ``position``
@@ -157,7 +182,7 @@ class Load:
     """One initial load (or re-load of some tables): P0, recorded before any row is read."""
 
     id: str
-    p0: str
+    p0: Position
     tables: list[str]
     state: str = "started"  # started -> complete
     started_at: str = ""
@@ -193,11 +218,11 @@ class Load:
     @property
     def seqno(self) -> int:
         """P0's seqno: the copied rows' ``_seqno``; every change after P0 has a greater one."""
-        p0 = Position.parse(self.p0)
-        return seqno_of(p0.file, p0.pos, self.epoch)
+        return seqno_of(self.p0.file, self.p0.pos, self.epoch)
 
     def to_json(self) -> bytes:
-        return versioned.encode(asdict(self), LEDGER_VERSION)
+        fields = record_fields(self)
+        return versioned.encode(fields, LEDGER_VERSION)
 
 
 @dataclass
@@ -208,6 +233,26 @@ class Rewind:
     target: Interval
     later: list[Interval]
     commit_ts: int | None
+
+
+def loaded_positions(loads: list[Load], epoch: int) -> dict[tuple[str, str], Position]:
+    """Where each table's latest copy in binlog history ``epoch`` was made (its load's P0), by
+    (schema, table).
+
+    Changes to a table before its P0 are already in the copy: a re-load makes them stale, so
+    extract passes them over (a change the loader stopped at is behind the table then).
+    """
+    out: dict[tuple[str, str], Position] = {}
+    for load in loads:
+        if load.epoch == epoch:
+            for name in load.copied():
+                out[name] = max(load.p0, out.get(name, load.p0))
+    return out
+
+
+def created_before(intervals: list[Interval], interval_id: str) -> set[str]:
+    """Tables (``schema.table``) created in the log by the intervals before ``interval_id``."""
+    return {t for i in intervals if i.id < interval_id for t in i.created_tables}
 
 
 def loaded_seqnos(loads: list[Load]) -> dict[tuple[str, str], int]:
@@ -255,7 +300,7 @@ def layouts_before(
             events.append((i.epoch, i.effective_end, 0, [], i.layouts))
     for load in loads:
         if load.copied():
-            events.append((load.epoch, Position.parse(load.p0), 1, load.copied(), load.layouts))
+            events.append((load.epoch, load.p0, 1, load.copied(), load.layouts))
     known: dict[tuple[str, str], list[ColumnSpec] | None] = {}
     for _, _, is_load, names, recorded in sorted(events, key=lambda e: (e[0], e[1], e[2])):
         known.update(dict.fromkeys(names))  # a load's tables are what it copied, or unknown
@@ -276,7 +321,7 @@ def waits_on_failure(state: str, error: str | None) -> bool:
 
 def gaps(intervals: list[Interval]) -> list[tuple[str, str, str]]:
     """(interval, skipped from, skipped to) of every gap an operator allowed."""
-    return [(i.id, i.skipped_from, i.start) for i in intervals if i.skipped_from]
+    return [(i.id, str(i.skipped_from), str(i.start)) for i in intervals if i.skipped_from]
 
 
 def last_error(intervals: list[Interval]) -> Interval | None:
@@ -316,7 +361,7 @@ def table_rows(intervals: list[Interval], loads: list[Load]) -> dict[tuple[str, 
                 for qualified, (schema, table) in zip(load.tables, load.table_names(), strict=False)
                 if qualified in load.rows
             ]
-            events.append((load.epoch, Position.parse(load.p0), 1, counted))
+            events.append((load.epoch, load.p0, 1, counted))
     known: dict[tuple[str, str], int] = {}
     for *_, counted in sorted(events, key=lambda e: (e[0], e[1], e[2])):
         known.update(((schema, table), rows) for schema, table, rows in counted)

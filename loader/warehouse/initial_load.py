@@ -44,7 +44,6 @@ from loader.core import modes
 from loader.core.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
 from loader.core.errors import LoadError
 from loader.core.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
-from loader.core.positions import Position
 from loader.core.results import LoadSummary, TableLoadResult
 from loader.core.tables import TableSelector, key_columns
 from loader.source.connection import Credentials, base_tables, check_binlog_settings, connect, credentials
@@ -445,7 +444,7 @@ def _record_p0(
     mark = source.mark(p0)
     epoch = ledger.epoch()
     if checkpoint is not None:
-        problem = source.problem(Position.parse(checkpoint.position), checkpoint.mark(), "the checkpoint")
+        problem = source.problem(checkpoint.position, checkpoint.mark(), "the checkpoint")
         if problem and only:
             raise LoadError(
                 f"{problem}. A re-load of some tables cannot join this history to the one loaded "
@@ -457,7 +456,7 @@ def _record_p0(
     now = dt.datetime.now(dt.UTC)
     load = Load(
         id=f"load-{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:6]}",  # sorts as started, to the microsecond
-        p0=str(p0),
+        p0=p0,
         tables=[t.qualified for t in tables],
         state="complete" if from_now else "started",
         started_at=now.strftime("%Y-%m-%d %H:%M:%S.%f"),
@@ -562,4 +561,4 @@ def run_initial_load(
     load = start_load(cfg, only, progress)
     results = copy_tables(spark, cfg, load.id, progress=progress)
     finish_load(cfg, load.id)
-    return LoadSummary(load.id, load.p0, results, time.monotonic() - started, first=load.first)
+    return LoadSummary(load.id, str(load.p0), results, time.monotonic() - started, first=load.first)

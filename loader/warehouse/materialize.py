@@ -460,13 +460,13 @@ def record_materialised(ledger: Ledger, intervals: list[Interval], counted: list
         ledger.save(interval)
     current = ledger.checkpoint()
     commit_times = [i.last_commit_ts for i in intervals if i.last_commit_ts is not None]
-    if current is None or Position.parse(current.position) < last.effective_end:  # never backwards
+    if current is None or current.position < last.effective_end:  # never backwards
         previous = current.commit_ts if current else None
         commit_ts = max([*commit_times, *([previous] if previous else [])], default=None)
         end = last.end_mark()
         ledger.set_checkpoint(
             Checkpoint(
-                str(last.effective_end),
+                last.effective_end,
                 last.id,
                 commit_ts,
                 end.server,

@@ -242,7 +242,14 @@ def test_a_materialise_job_over_few_rows_runs_with_the_quick_compiler_only(
     monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)  # the test suite's own choice
     ledger = Ledger.of(cfg)
     ledger.save_load(
-        Load("load-1", "binlog.000001:4", ["s.t"], "complete", rows={"s.t": 4_000_000}, names=[["s", "t"]])
+        Load(
+            "load-1",
+            Position.parse("binlog.000001:4"),
+            ["s.t"],
+            "complete",
+            rows={"s.t": 4_000_000},
+            names=[["s", "t"]],
+        )
     )
     interval = ledger.get(_extracted_interval(cfg))
     assert interval is not None
@@ -266,7 +273,14 @@ def test_a_materialise_job_over_few_rows_runs_with_the_quick_compiler_only(
     assert quick(500_000)
     assert not quick(500_001)
     ledger.save_load(
-        Load("load-2", "binlog.000001:8", ["s.t"], "complete", rows={"s.t": 10_000_001}, names=[["s", "t"]])
+        Load(
+            "load-2",
+            Position.parse("binlog.000001:8"),
+            ["s.t"],
+            "complete",
+            rows={"s.t": 10_000_001},
+            names=[["s", "t"]],
+        )
     )
     assert not quick(10)
     assert not quick(10, table="u")  # a table of unknown size

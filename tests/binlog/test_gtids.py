@@ -139,7 +139,12 @@ def _event(kind: int, body: bytes) -> bytes:
 
 
 def test_extract_refuses_a_mysql_stream_that_does_not_lead_to_the_planned_end() -> None:
-    interval = Interval("000002", "binlog.000002:4", "binlog.000002:900", start_gtid=f"{UUID}:1-5")
+    interval = Interval(
+        "000002",
+        Position.parse("binlog.000002:4"),
+        Position.parse("binlog.000002:900"),
+        start_gtid=f"{UUID}:1-5",
+    )
     interval.end_gtid = f"{UUID}:1-7"
     first, second = RangeResult({}), RangeResult({})  # two ranges decoded apart
     first.mysql_gtids.add(f"{UUID}:6")

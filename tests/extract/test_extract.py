@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from loader.binlog.reader import SourceLog
 from loader.binlog.spool import Piece
 from loader.core.config import Config
 from loader.core.errors import DecodeError, ExtractError, LedgerError, LoaderError
@@ -35,7 +36,7 @@ def _config(mariadb: MariaDB, tmp_path: Path, schema: str, **staging: Any) -> Co
 def _start_at_now(cfg: Config, mariadb: MariaDB) -> Position:
     """Set the checkpoint at the server's current position, as an initial load would."""
     pos = mariadb.execute()
-    Ledger.of(cfg).set_checkpoint(Checkpoint(str(pos), "initial-load"))
+    Ledger.of(cfg).set_checkpoint(Checkpoint(pos, "initial-load"))
     return pos
 
 
@@ -430,8 +431,9 @@ def _decode_spooled(cfg: Config, piece: Piece, folder: Path) -> int:
     from loader.extract import decode
 
     settings = decode.ExtractSettings.of(cfg)
+    log = SourceLog.of(cfg.source)
     return decode._extract_range(
-        settings, str(piece.start), str(piece.end), str(folder), None, None, "", spool=piece.path
+        settings, log, piece.start, piece.end, str(folder), None, None, "", spool=piece.path
     ).changes
 
 
@@ -532,7 +534,7 @@ def test_a_large_transaction_waits_on_disk_and_stages_the_same_rows(
         conn.close()
     held = _config(mariadb, tmp_path / "held", "ex_big")
     held = dataclasses.replace(held, source=dataclasses.replace(held.source, decoder=decoder))
-    Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
+    Ledger.of(held).set_checkpoint(Checkpoint(start, "initial-load"))
 
     in_memory = run_extract(whole, progress=lambda _: None)
     monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 7)
@@ -593,7 +595,7 @@ def test_rows_a_rollback_to_savepoint_undid_are_not_staged_and_a_non_transaction
         conn.close()
     end = mariadb.execute()
     held = _config(mariadb, tmp_path / "held", "ex_savepoint")
-    Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
+    Ledger.of(held).set_checkpoint(Checkpoint(start, "initial-load"))
     in_memory = run_extract(whole, progress=lambda _: None)
     monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 7)  # the 20 inserts wait on disk
     on_disk = run_extract(held, progress=lambda _: None)
@@ -644,14 +646,14 @@ def test_rows_of_a_transaction_that_never_commits_are_not_staged_even_once_hande
         "UPDATE ex_lost.t SET v = -v WHERE id <= 2",
     )
     held = _config(mariadb, tmp_path / "held", "ex_lost")
-    Ledger.of(held).set_checkpoint(Checkpoint(str(start), "initial-load"))
+    Ledger.of(held).set_checkpoint(Checkpoint(start, "initial-load"))
 
     # The server sends the binlog as it is, less the second transaction's commit event.
-    real_transport = decode.open_transport
+    real_transport = SourceLog.open
     commits = itertools.count()
 
-    def losing_a_commit(*args: Any, **kwargs: Any) -> Any:
-        transport = real_transport(*args, **kwargs)
+    def losing_a_commit(log: SourceLog) -> Any:
+        transport = real_transport(log)
         events = transport.events
 
         def without_the_commit(*a: Any, **k: Any) -> Any:
@@ -664,7 +666,7 @@ def test_rows_of_a_transaction_that_never_commits_are_not_staged_even_once_hande
         transport.runs = None  # read as events (grouped into runs for the native reader)
         return transport
 
-    monkeypatch.setattr(decode, "open_transport", losing_a_commit)
+    monkeypatch.setattr(SourceLog, "open", losing_a_commit)
     in_memory = run_extract(whole, progress=lambda _: None)
     commits = itertools.count()
     monkeypatch.setattr(decode, "OPEN_ROWS_HELD_AT", 3)  # its 21 rows are handed out, held, then dropped
@@ -764,7 +766,7 @@ def test_the_native_reader_stages_what_the_python_decoder_stages(
             source=dataclasses.replace(base.source, decoder=decoder, transport=transport),
             staging=dataclasses.replace(base.staging, uri=str(tmp_path / f"{decoder}-{transport}")),
         )
-        Ledger.of(cfg).set_checkpoint(Checkpoint(str(start), "initial-load"))
+        Ledger.of(cfg).set_checkpoint(Checkpoint(start, "initial-load"))
         summaries = []
         while (s := run_extract(cfg, max_changes=150, progress=lambda _: None)) is not None:
             summaries.append((s.start, s.end, s.changes, [(t.table, t.ops, t.files) for t in s.tables]))

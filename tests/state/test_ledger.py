@@ -34,7 +34,10 @@ from loader.state.records import (
     table_rows,
 )
 
-P = Position.parse
+
+def P(text: str | Position) -> Position:
+    """A position from its text (one already parsed is itself)."""
+    return text if isinstance(text, Position) else Position.parse(text)
 
 
 @pytest.fixture
@@ -53,13 +56,13 @@ def extracted(ledger: Ledger, end: str, start: str | None = None) -> str:
 
 
 def test_the_first_interval_starts_at_the_checkpoint(ledger: Ledger) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000003:120", "initial"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000003:120"), "initial"))
     interval = ledger.plan(P("binlog.000004:500"))
     assert interval is not None
     assert (interval.id, interval.start, interval.end, interval.state) == (
         "0000000001",
-        "binlog.000003:120",
-        "binlog.000004:500",
+        P("binlog.000003:120"),
+        P("binlog.000004:500"),
         PLANNED,
     )
     assert ledger.get(interval.id) == interval  # recorded before anything is extracted
@@ -74,7 +77,7 @@ def test_planning_without_checkpoint_or_start_asks_for_the_initial_load(ledger: 
 
 
 def test_nothing_is_planned_when_start_is_not_before_end(ledger: Ledger) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000002:100", "initial"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000002:100"), "initial"))
     assert ledger.plan(P("binlog.000002:100")) is None
     assert ledger.plan(P("binlog.000001:999999")) is None  # an earlier file, whatever its offset
     assert ledger.intervals() == []
@@ -82,7 +85,7 @@ def test_nothing_is_planned_when_start_is_not_before_end(ledger: Ledger) -> None
 
 def test_positions_compare_by_log_number_past_six_digits(ledger: Ledger) -> None:
     interval = ledger.plan(P("mysql-bin.1000000:4"), start=P("mysql-bin.999999:500"))
-    assert interval is not None and interval.end == "mysql-bin.1000000:4"
+    assert interval is not None and interval.end == P("mysql-bin.1000000:4")
 
 
 def test_a_planned_interval_is_planned_again_until_it_is_extracted(ledger: Ledger) -> None:
@@ -108,7 +111,7 @@ def test_a_rerun_with_the_same_run_id_gets_the_same_interval(ledger: Ledger) -> 
 
 
 def test_interval_ids_are_zero_padded_increase_and_follow_each_other(ledger: Ledger) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial"))
     ids = [extracted(ledger, f"binlog.000001:{n * 100}") for n in range(1, 12)]
     assert ids == [f"{n:010d}" for n in range(1, 12)]
     intervals = ledger.intervals()
@@ -120,11 +123,11 @@ def test_after_a_bounded_interval_the_next_starts_where_it_stopped(ledger: Ledge
     interval = ledger.plan(P("binlog.000001:9000"), start=P("binlog.000001:4"), max_changes=10)
     assert interval is not None and interval.max_changes == 10
     interval.state = EXTRACTED
-    interval.extracted_end = "binlog.000001:2500"  # stopped at a transaction boundary
+    interval.extracted_end = P("binlog.000001:2500")  # stopped at a transaction boundary
     ledger.save(interval)
     assert ledger.next_start() == P("binlog.000001:2500")
     following = ledger.plan(P("binlog.000001:9000"))
-    assert following is not None and following.start == "binlog.000001:2500"
+    assert following is not None and following.start == P("binlog.000001:2500")
 
 
 class RivalFirstStore(LocalStore):
@@ -141,20 +144,20 @@ class RivalFirstStore(LocalStore):
 
 def test_a_run_that_loses_the_race_to_plan_an_interval_is_refused(tmp_path: Path) -> None:
     uri = str(tmp_path / "staging")
-    Ledger(LocalStore(uri), "demo").set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    Ledger(LocalStore(uri), "demo").set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial"))
     store = RivalFirstStore(uri)
     store.rival = Ledger(LocalStore(uri), "demo")
     mine = Ledger(store, "demo")
     with pytest.raises(LedgerError, match="interval 0000000001 of demo was planned by another run meanwhile"):
         mine.plan(P("binlog.000001:5000"))
     [kept] = mine.intervals()
-    assert kept.end == "binlog.000001:7000"  # the winner's interval, untouched
+    assert kept.end == P("binlog.000001:7000")  # the winner's interval, untouched
     assert mine.plan(P("binlog.000001:5000")) == kept  # the loser's next try takes it up
 
 
 def test_last_error_is_the_latest_failure(ledger: Ledger) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
-    old, new = extracted(ledger, "binlog.000001:100"), extracted(ledger, "binlog.000001:200")
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial"))
+    old, new = extracted(ledger, P("binlog.000001:100")), extracted(ledger, P("binlog.000001:200"))
     assert ledger.last_error() is None
     hour_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
     stale = ledger.get(old)
@@ -185,7 +188,7 @@ def test_a_ledger_written_before_records_had_versions_reads_the_same(ledger: Led
             indent=1, sort_keys=True,
         ).encode(),
     )  # fmt: skip
-    assert ledger.checkpoint() == Checkpoint("binlog.000002:4", "0000000001", 1_700_000_000_000_000)
+    assert ledger.checkpoint() == Checkpoint(P("binlog.000002:4"), "0000000001", 1_700_000_000_000_000)
     (old,) = ledger.intervals()
     assert (old.state, old.changes, old.effective_end) == (
         "materialised",
@@ -194,7 +197,7 @@ def test_a_ledger_written_before_records_had_versions_reads_the_same(ledger: Led
     )
     # The next interval continues it, and what this loader writes carries its version.
     planned = ledger.plan(Position.parse("binlog.000002:500"))
-    assert planned is not None and planned.start == "binlog.000002:4"
+    assert planned is not None and planned.start == P("binlog.000002:4")
     assert (
         json.loads(ledger.store.get(f"{prefix}/intervals/{planned.id}.json") or b"")["version"]
         == LEDGER_VERSION
@@ -214,14 +217,39 @@ def test_a_record_from_a_newer_loader_or_not_a_record_is_refused_by_name(ledger:
     ledger.store.put(key, b'{"position": "binlog.000002:4"}')
     with pytest.raises(LedgerError, match=f"ledger record {key} does not hold a checkpoint"):
         ledger.checkpoint()
+    ledger.store.put(key, b'{"position": "binlog.000002", "interval": "1"}')
+    with pytest.raises(
+        LedgerError, match=f"ledger record {key}: position 'binlog.000002' is not of the form"
+    ):
+        ledger.checkpoint()
+
+
+def test_records_hold_positions_and_their_files_hold_the_positions_text(ledger: Ledger) -> None:
+    """Parsed once when a record is read; written back as ``FILE:POS``, as every loader wrote them."""
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial"))
+    planned = ledger.plan(P("binlog.000002:900"), max_changes=5)
+    assert planned is not None
+    planned.extracted_end = P("binlog.000001:800")
+    ledger.save(planned)
+    prefix = layout.ledger_prefix("demo")
+    stored = json.loads(ledger.store.get(f"{prefix}/intervals/{planned.id}.json") or b"")
+    assert (stored["start"], stored["end"], stored["extracted_end"]) == (
+        "binlog.000001:4",
+        "binlog.000002:900",
+        "binlog.000001:800",
+    )
+    assert json.loads(ledger.store.get(f"{prefix}/checkpoint.json") or b"")["position"] == "binlog.000001:4"
+    (read,) = ledger.intervals()
+    assert (read.start, read.effective_end) == (Position("binlog.000001", 4), Position("binlog.000001", 800))
+    assert ledger.checkpoint() == Checkpoint(Position("binlog.000001", 4), "initial")
 
 
 def test_the_checkpoint_round_trips_through_the_store(ledger: Ledger) -> None:
     assert ledger.checkpoint() is None
-    checkpoint = Checkpoint("binlog.000007:4242", layout.interval_id(3), commit_ts=1_700_000_000_123_456)
+    checkpoint = Checkpoint(P("binlog.000007:4242"), layout.interval_id(3), commit_ts=1_700_000_000_123_456)
     ledger.set_checkpoint(checkpoint)
     assert Ledger(LocalStore(ledger.store.uri), "demo").checkpoint() == checkpoint
-    moved = Checkpoint("binlog.000008:4", layout.interval_id(4))
+    moved = Checkpoint(P("binlog.000008:4"), layout.interval_id(4))
     ledger.set_checkpoint(moved)
     assert ledger.checkpoint() == moved
 
@@ -229,7 +257,7 @@ def test_the_checkpoint_round_trips_through_the_store(ledger: Ledger) -> None:
 def test_a_loads_tables_keep_schema_and_table_apart_whatever_dots_they_hold(ledger: Ledger) -> None:
     dotted = Load(
         "load-20240103T000000-cccccc",
-        "binlog.000003:4",
+        P("binlog.000003:4"),
         ["a.b.c", "a.b.c"],
         state="complete",
         names=[["a.b", "c"], ["a", "b.c"]],
@@ -255,8 +283,8 @@ def test_a_loads_tables_keep_schema_and_table_apart_whatever_dots_they_hold(ledg
 
 
 def test_loads_are_listed_oldest_first_and_a_resave_replaces(ledger: Ledger) -> None:
-    later = Load("load-20240102T000000-bbbbbb", "binlog.000002:4", ["shop.orders"], first=False)
-    earlier = Load("load-20240101T000000-aaaaaa", "binlog.000001:4", ["shop.orders", "shop.items"])
+    later = Load("load-20240102T000000-bbbbbb", P("binlog.000002:4"), ["shop.orders"], first=False)
+    earlier = Load("load-20240101T000000-aaaaaa", P("binlog.000001:4"), ["shop.orders", "shop.items"])
     ledger.save_load(later)
     ledger.save_load(earlier)
     assert ledger.loads() == [earlier, later]
@@ -271,18 +299,20 @@ def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and
 
     def interval(number: int, end: str, tables: dict[str, list[ColumnSpec]] | None) -> Interval:
         recorded = None if tables is None else [layout_record("s", t, c) for t, c in tables.items()]
-        return Interval(layout.interval_id(number), "binlog.000001:4", end, state=EXTRACTED, layouts=recorded)
+        return Interval(
+            layout.interval_id(number), P("binlog.000001:4"), end, state=EXTRACTED, layouts=recorded
+        )
 
     def load(p0: str, tables: dict[str, list[ColumnSpec]] | None) -> Load:
         names = [["s", t] for t in tables or {"t": []}]
         recorded = None if tables is None else [layout_record("s", t, c) for t, c in tables.items()]
         return Load(f"load-{p0}", p0, [f"s.{n}" for _, n in names], "complete", names=names, layouts=recorded)
 
-    first_load = load("binlog.000001:4", {"t": cols("id"), "u": cols("id")})
+    first_load = load(P("binlog.000001:4"), {"t": cols("id"), "u": cols("id")})
     intervals = [
-        interval(1, "binlog.000001:100", {"t": cols("id", "a")}),
-        interval(2, "binlog.000001:200", {"u": cols("id", "b")}),
-        interval(3, "binlog.000001:300", {"t": cols("id", "a", "c")}),
+        interval(1, P("binlog.000001:100"), {"t": cols("id", "a")}),
+        interval(2, P("binlog.000001:200"), {"u": cols("id", "b")}),
+        interval(3, P("binlog.000001:300"), {"t": cols("id", "a", "c")}),
     ]
     before = layouts_before(intervals, [first_load], layout.interval_id(3))
     assert before == {("s", "t"): cols("id", "a"), ("s", "u"): cols("id", "b")}
@@ -292,7 +322,7 @@ def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and
         ("s", "u"): cols("id"),
     }
     # A re-load at an interval's end copied what the interval staged: the load is the later.
-    reload = load("binlog.000001:200", {"u": cols("id", "b", "x")})
+    reload = load(P("binlog.000001:200"), {"u": cols("id", "b", "x")})
     assert layouts_before(intervals, [first_load, reload], layout.interval_id(3))[("s", "u")] == cols(
         "id", "b", "x"
     )
@@ -301,7 +331,7 @@ def test_a_tables_columns_before_an_interval_are_the_latest_of_its_intervals_and
     assert layouts_before(intervals, [first_load], layout.interval_id(3))[("s", "u")] == cols("id")
     intervals[1].state, intervals[1].layouts = EXTRACTED, None
     assert layouts_before(intervals, [first_load], layout.interval_id(3)) == {}
-    assert layouts_before(intervals[:1], [load("binlog.000001:150", None)], layout.interval_id(2)) == {}
+    assert layouts_before(intervals[:1], [load(P("binlog.000001:150"), None)], layout.interval_id(2)) == {}
 
 
 def test_a_tables_last_change_is_the_last_materialised_interval_with_rows_of_it() -> None:
@@ -310,17 +340,17 @@ def test_a_tables_last_change_is_the_last_materialised_interval_with_rows_of_it(
     ) -> Interval:
         layouts: list[list[object]] = [["s", t, [["id", "int"]]] for t in tables]
         return Interval(
-            layout.interval_id(number), "binlog.000001:4", end, state=state, layouts=layouts, epoch=epoch
+            layout.interval_id(number), P("binlog.000001:4"), end, state=state, layouts=layouts, epoch=epoch
         )
 
     intervals = [
-        interval(1, "binlog.000001:100", ["t", "u"]),
-        interval(2, "binlog.000001:200", ["t"]),
-        interval(3, "binlog.000001:300", ["u"], state=EXTRACTED),  # not in the warehouse yet
-        interval(4, "binlog.000001:400", ["v"], state=ABANDONED),
+        interval(1, P("binlog.000001:100"), ["t", "u"]),
+        interval(2, P("binlog.000001:200"), ["t"]),
+        interval(3, P("binlog.000001:300"), ["u"], state=EXTRACTED),  # not in the warehouse yet
+        interval(4, P("binlog.000001:400"), ["v"], state=ABANDONED),
         # A later history (a re-load from another server): its positions are lower, yet later.
-        interval(5, "binlog.000001:50", ["w"], epoch=1),
-        interval(6, "binlog.000001:150", ["w", "t"], epoch=1),
+        interval(5, P("binlog.000001:50"), ["w"], epoch=1),
+        interval(6, P("binlog.000001:150"), ["w", "t"], epoch=1),
     ]
     # Listed in id order or not: the log's order decides.
     last = last_changes(intervals[::-1])
@@ -333,12 +363,14 @@ def test_a_tables_last_change_is_the_last_materialised_interval_with_rows_of_it(
 
 def test_a_tables_rows_are_the_last_recorded_by_a_materialised_interval_or_a_load() -> None:
     def interval(number: int, end: str, counted: list[list[object]], state: str = MATERIALISED) -> Interval:
-        return Interval(layout.interval_id(number), "binlog.000001:4", end, state=state, table_rows=counted)
+        return Interval(
+            layout.interval_id(number), P("binlog.000001:4"), end, state=state, table_rows=counted
+        )
 
     loads = [
         Load(
             "load-1",
-            "binlog.000001:4",
+            P("binlog.000001:4"),
             ["s.t", "s.u", "s.v"],
             "complete",
             rows={"s.t": 1000, "s.u": 50},  # s.v: a loader that did not count it
@@ -347,7 +379,7 @@ def test_a_tables_rows_are_the_last_recorded_by_a_materialised_interval_or_a_loa
         # A re-load under way: s.u's copy is recorded (it counts), s.t's is not yet.
         Load(
             "load-2",
-            "binlog.000001:250",
+            P("binlog.000001:250"),
             ["s.u", "s.t"],
             "started",
             rows={"s.u": 9},
@@ -355,19 +387,22 @@ def test_a_tables_rows_are_the_last_recorded_by_a_materialised_interval_or_a_loa
         ),
     ]
     intervals = [
-        interval(1, "binlog.000001:100", [["s", "t", 1200]]),
-        interval(2, "binlog.000001:200", [["s", "t", 1300], ["s", "u", 70]]),
-        interval(3, "binlog.000001:300", [["s", "t", 99_999]], state=EXTRACTED),  # not merged yet
+        interval(1, P("binlog.000001:100"), [["s", "t", 1200]]),
+        interval(2, P("binlog.000001:200"), [["s", "t", 1300], ["s", "u", 70]]),
+        interval(3, P("binlog.000001:300"), [["s", "t", 99_999]], state=EXTRACTED),  # not merged yet
     ]
     assert table_rows(intervals, loads) == {("s", "t"): 1300, ("s", "u"): 9}
     assert table_rows(intervals, loads[:1]) == {("s", "t"): 1300, ("s", "u"): 70}
     # A re-load after the intervals counted the table anew; one before them did not.
-    reload = Load("load-3", "binlog.000001:220", ["s.t"], "complete", rows={"s.t": 10}, names=[["s", "t"]])
+    reload = Load("load-3", P("binlog.000001:220"), ["s.t"], "complete", rows={"s.t": 10}, names=[["s", "t"]])
     assert table_rows(intervals, [*loads, reload])[("s", "t")] == 10
-    early = dataclasses.replace(reload, id="load-0", p0="binlog.000001:50")
+    early = dataclasses.replace(reload, id="load-0", p0=P("binlog.000001:50"))
     assert table_rows(intervals, [*loads, early])[("s", "t")] == 1300
     # Records of loaders that kept no counts: the load's only.
-    assert table_rows([interval(1, "binlog.000001:100", [])], loads[:1]) == {("s", "t"): 1000, ("s", "u"): 50}
+    assert table_rows([interval(1, P("binlog.000001:100"), [])], loads[:1]) == {
+        ("s", "t"): 1000,
+        ("s", "u"): 50,
+    }
 
 
 class Server:
@@ -400,7 +435,7 @@ class Server:
 
 
 def test_a_start_the_check_refuses_records_nothing_and_names_the_way_out(ledger: Ledger) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial"))
     server = Server()
     purged = server.purged
     purged.add("binlog.000001")
@@ -417,7 +452,7 @@ def test_a_start_the_check_refuses_records_nothing_and_names_the_way_out(ledger:
     # A dry run returns what would be planned, and records nothing.
     purged.clear()
     dry = ledger.plan(P("binlog.000002:900"), source=check, dry_run=True)
-    assert dry is not None and (dry.start, dry.end) == ("binlog.000001:4", "binlog.000002:900")
+    assert dry is not None and (dry.start, dry.end) == (P("binlog.000001:4"), P("binlog.000002:900"))
     assert ledger.intervals() == []
 
     # A planned interval whose log went away is named, with the way out.
@@ -435,14 +470,14 @@ def test_a_start_the_check_refuses_records_nothing_and_names_the_way_out(ledger:
 def test_abandoning_an_interval_gives_up_the_later_ones_and_plans_again_from_before_it(
     ledger: Ledger,
 ) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial"))
     done = ledger.plan(P("binlog.000001:100"))
     assert done is not None
     done.state = MATERIALISED
     ledger.save(done)
     ledger.set_checkpoint(Checkpoint(done.end, done.id))
-    second = extracted(ledger, "binlog.000001:200")
-    third = extracted(ledger, "binlog.000001:300")
+    second = extracted(ledger, P("binlog.000001:200"))
+    third = extracted(ledger, P("binlog.000001:300"))
 
     with pytest.raises(LedgerError, match="say why"):
         ledger.abandon(second, "  ")
@@ -461,21 +496,21 @@ def test_abandoning_an_interval_gives_up_the_later_ones_and_plans_again_from_bef
     with pytest.raises(LedgerError, match="was abandoned already: staging lost"):
         ledger.abandon(second, "again")
     again = ledger.plan(P("binlog.000001:400"))
-    assert again is not None and (again.id, again.start) == ("0000000004", "binlog.000001:100")
+    assert again is not None and (again.id, again.start) == ("0000000004", P("binlog.000001:100"))
 
 
 def test_a_reload_of_every_table_past_the_checkpoint_supersedes_what_waits(ledger: Ledger) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial"))
-    waiting = extracted(ledger, "binlog.000001:200")
-    some = Load("load-b", "binlog.000001:300", ["s.t"], state="complete", first=False)
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial"))
+    waiting = extracted(ledger, P("binlog.000001:200"))
+    some = Load("load-b", P("binlog.000001:300"), ["s.t"], state="complete", first=False)
     assert ledger.supersede(some, 1) == []  # a re-load of some tables: the others still need it
     every = Load(
-        "load-c", "binlog.000001:300", ["s.t", "s.u"], state="complete", first=False, every_table=True
+        "load-c", P("binlog.000001:300"), ["s.t", "s.u"], state="complete", first=False, every_table=True
     )
     [gone] = ledger.supersede(every, 1)
     assert (gone.id, gone.state) == (waiting, ABANDONED)
     assert gone.abandoned_reason == "superseded by the re-load load-c of every table at binlog.000001:300"
-    assert ledger.checkpoint() == Checkpoint("binlog.000001:300", "load-c", 1)
+    assert ledger.checkpoint() == Checkpoint(P("binlog.000001:300"), "load-c", 1)
     assert ledger.next_start() == P("binlog.000001:300")
     assert ledger.supersede(every, 1) == []  # once: the checkpoint is there now
 
@@ -488,7 +523,7 @@ def test_a_table_counts_as_loaded_from_its_copys_record_and_awaits_the_latest_lo
     # Started from now: the checkpoint at P0, no table copied, every one awaiting its copy.
     now = Load(
         "load-1",
-        "binlog.000001:100",
+        P("binlog.000001:100"),
         tables,
         "complete",
         first=True,
@@ -498,14 +533,14 @@ def test_a_table_counts_as_loaded_from_its_copys_record_and_awaits_the_latest_lo
     )
     ledger.save_load(now)
     ledger.supersede(now, 1)
-    assert ledger.checkpoint() == Checkpoint("binlog.000001:100", "load-1", 1)
+    assert ledger.checkpoint() == Checkpoint(P("binlog.000001:100"), "load-1", 1)
     assert ledger.loaded_seqnos() == {} and set(ledger.awaiting_copy()) == {t, u, v}
     assert (
         ledger.not_loaded()[t] == "not loaded yet: load-1 has not copied it (its changes wait for the copy)"
     )
     # A re-load of two of them under way: s.t's copy recorded counts at once; s.u's still waits.
     reload = Load(
-        "load-2", "binlog.000001:300", ["s.t", "s.u"], names=names[:2], rows={"s.t": 5}, first=False
+        "load-2", P("binlog.000001:300"), ["s.t", "s.u"], names=names[:2], rows={"s.t": 5}, first=False
     )
     ledger.save_load(reload)
     seqno = seqno_of("binlog.000001", 300)
@@ -515,7 +550,7 @@ def test_a_table_counts_as_loaded_from_its_copys_record_and_awaits_the_latest_lo
     # Copied, then a later re-load of s.t starts: its older copy still counts, and it waits.
     reload.rows["s.u"] = 7
     ledger.save_load(reload)
-    ledger.save_load(Load("load-3", "binlog.000001:500", ["s.t"], names=names[:1], first=False))
+    ledger.save_load(Load("load-3", P("binlog.000001:500"), ["s.t"], names=names[:1], first=False))
     assert ledger.loaded_seqnos() == {t: seqno, u: seqno}
     assert {n: load.id for n, load in ledger.awaiting_copy().items()} == {t: "load-3", v: "load-1"}
     assert (
@@ -526,7 +561,7 @@ def test_a_table_counts_as_loaded_from_its_copys_record_and_awaits_the_latest_lo
 def test_every_position_planned_carries_the_server_and_its_gtid_state(ledger: Ledger) -> None:
     server = Server()
     server.gtids = {"binlog.000001:4": "0-1-7", "binlog.000001:900": "0-1-9", "binlog.000002:300": "0-1-12"}
-    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial", server=server.server, gtid="0-1-7"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial", server=server.server, gtid="0-1-7"))
     first = ledger.plan(P("binlog.000001:900"), source=server)
     assert first is not None
     assert (first.server, first.start_gtid, first.end_gtid) == (server.server, "0-1-7", "0-1-9")
@@ -542,7 +577,7 @@ def test_a_server_without_the_history_read_so_far_is_refused_before_anything_is_
 ) -> None:
     server = Server()
     server.gtids = {"binlog.000001:4": "0-1-7"}
-    ledger.set_checkpoint(Checkpoint("binlog.000001:4", "initial", server=server.server, gtid="0-1-7"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000001:4"), "initial", server=server.server, gtid="0-1-7"))
     done = ledger.plan(P("binlog.000001:900"), source=server)
     assert done is not None
     done.state, done.end_gtid = EXTRACTED, "0-1-9"
@@ -577,27 +612,27 @@ def test_a_server_without_the_history_read_so_far_is_refused_before_anything_is_
 def test_a_reload_from_another_history_supersedes_the_one_before_whatever_its_positions(
     ledger: Ledger,
 ) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000007:500", "initial", gtid="0-1-90"))
-    old_load = Load("load-1", "binlog.000002:4", ["s.t"], state="complete", names=[["s", "t"]])
+    ledger.set_checkpoint(Checkpoint(P("binlog.000007:500"), "initial", gtid="0-1-90"))
+    old_load = Load("load-1", P("binlog.000002:4"), ["s.t"], state="complete", names=[["s", "t"]])
     ledger.save_load(old_load)
-    waiting = extracted(ledger, "binlog.000008:100")
+    waiting = extracted(ledger, P("binlog.000008:100"))
     assert ledger.loaded_at() == {("s", "t"): P("binlog.000002:4")}
 
     # RESET MASTER: the new history's positions are all before the old ones.
     reload = Load(
-        "load-2", "binlog.000001:400", ["s.t"], names=[["s", "t"]], first=False, every_table=True, epoch=1
+        "load-2", P("binlog.000001:400"), ["s.t"], names=[["s", "t"]], first=False, every_table=True, epoch=1
     )
     ledger.save_load(reload)
     assert [i.id for i in ledger.supersede(reload, 1_700_000_000_000_000)] == [waiting]
     reload.state = "complete"
     ledger.save_load(reload)
     checkpoint = ledger.checkpoint()
-    assert checkpoint is not None and (checkpoint.position, checkpoint.epoch) == ("binlog.000001:400", 1)
+    assert checkpoint is not None and (checkpoint.position, checkpoint.epoch) == (P("binlog.000001:400"), 1)
     # The old history's load and intervals no longer count: a table's copy is the new load's.
     assert ledger.loaded_at() == {("s", "t"): P("binlog.000001:400")}
     assert ledger.next_start() == P("binlog.000001:400")
     interval = ledger.plan(P("binlog.000001:900"))
-    assert interval is not None and (interval.start, interval.epoch) == ("binlog.000001:400", 1)
+    assert interval is not None and (interval.start, interval.epoch) == (P("binlog.000001:400"), 1)
 
 
 def test_a_server_holding_the_history_read_so_far_is_followed_from_where_its_gtids_match(
@@ -605,10 +640,10 @@ def test_a_server_holding_the_history_read_so_far_is_followed_from_where_its_gti
 ) -> None:
     old = Server()
     old.gtids = {"binlog.000007:500": "0-1-90"}
-    ledger.set_checkpoint(Checkpoint("binlog.000007:500", "initial", server=old.server, gtid="0-1-90"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000007:500"), "initial", server=old.server, gtid="0-1-90"))
     left = ledger.plan(P("binlog.000007:900"), source=old)  # planned, not extracted, then the failover
     assert left is not None
-    ledger.save_load(Load("load-1", "binlog.000002:4", ["s.t"], state="complete", names=[["s", "t"]]))
+    ledger.save_load(Load("load-1", P("binlog.000002:4"), ["s.t"], state="complete", names=[["s", "t"]]))
 
     # The promoted replica logged the same transactions at its own positions.
     new = Server("server_id=2 gtid_domain_id=0")
@@ -623,7 +658,11 @@ def test_a_server_holding_the_history_read_so_far_is_followed_from_where_its_gti
     assert dry is not None and ledger.get(left.id) == left  # a dry run changes nothing
     followed = ledger.plan(P("binlog.000001:800"), source=new, follow=True)
     assert followed is not None
-    assert (followed.start, followed.end, followed.epoch) == ("binlog.000001:300", "binlog.000001:800", 1)
+    assert (followed.start, followed.end, followed.epoch) == (
+        P("binlog.000001:300"),
+        P("binlog.000001:800"),
+        1,
+    )
     assert (followed.server, followed.start_gtid, followed.end_gtid) == (new.server, "0-1-90", "0-1-95")
     assert followed.followed_from == f"binlog.000007:500 of {old.server} (GTID 0-1-90)"
     abandoned = ledger.get(left.id)
@@ -639,7 +678,7 @@ def test_a_server_holding_the_history_read_so_far_is_followed_from_where_its_gti
 
 
 def test_a_server_that_does_not_reach_the_history_read_so_far_is_not_followed(ledger: Ledger) -> None:
-    ledger.set_checkpoint(Checkpoint("binlog.000007:500", "initial", gtid="0-1-90"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000007:500"), "initial", gtid="0-1-90"))
     stranger = Server("server_id=3 gtid_domain_id=0")
     stranger.gtids = {"binlog.000001:300": "0-3-12"}
     with pytest.raises(
@@ -647,7 +686,7 @@ def test_a_server_that_does_not_reach_the_history_read_so_far_is_not_followed(le
     ):
         ledger.plan(P("binlog.000001:800"), source=stranger, follow=True)
     # A re-load of some tables past where the log was read has a P0 of the old server's log.
-    ledger.save_load(Load("load-9", "binlog.000008:4", ["s.t"], state="complete", names=[["s", "t"]]))
+    ledger.save_load(Load("load-9", P("binlog.000008:4"), ["s.t"], state="complete", names=[["s", "t"]]))
     stranger.gtids["binlog.000001:200"] = "0-1-90"
     with pytest.raises(
         HistoryError, match=r"the re-load load-9 at binlog\.000008:4 lies past where the log was read"
@@ -659,7 +698,7 @@ def test_a_server_that_does_not_reach_the_history_read_so_far_is_not_followed(le
 def test_another_server_with_the_same_gtid_state_at_the_same_position_is_a_switch_too(ledger: Ledger) -> None:
     old = Server()
     old.gtids = {"binlog.000002:500": "0-1-90"}
-    ledger.set_checkpoint(Checkpoint("binlog.000002:500", "initial", server=old.server, gtid="0-1-90"))
+    ledger.set_checkpoint(Checkpoint(P("binlog.000002:500"), "initial", server=old.server, gtid="0-1-90"))
     copy = Server("server_id=2 gtid_domain_id=0")  # its binlog is laid out as the old one's
     copy.gtids = dict(old.gtids)
     with pytest.raises(
@@ -667,5 +706,5 @@ def test_another_server_with_the_same_gtid_state_at_the_same_position_is_a_switc
     ):
         ledger.plan(P("binlog.000002:900"), source=copy)
     followed = ledger.plan(P("binlog.000002:900"), source=copy, follow=True)
-    assert followed is not None and (followed.start, followed.epoch) == ("binlog.000002:500", 1)
+    assert followed is not None and (followed.start, followed.epoch) == (P("binlog.000002:500"), 1)
     assert followed.followed_from == f"binlog.000002:500 of {old.server} (GTID 0-1-90)"

@@ -228,7 +228,7 @@ def test_a_checkpoint_past_the_sources_snapshot_stops_the_check_before_any_spark
     now = mariadb.execute()
     # Another run read further than the source's snapshot meanwhile (as a later one would).
     ahead = Position(now.file, now.pos + 1000)
-    Ledger.of(cfg).set_checkpoint(Checkpoint(str(ahead), "test"))
+    Ledger.of(cfg).set_checkpoint(Checkpoint(ahead, "test"))
 
     def launch(job: Any) -> str | None:
         raise AssertionError(f"no Spark job when the warehouse cannot be at the snapshot: {job}")

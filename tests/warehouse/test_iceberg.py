@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from loader.core.config import Config
-from loader.core.positions import Position
 from loader.extract.interval import run_extract
 from loader.state.ledger import Ledger
 from loader.warehouse.initial_load import run_initial_load
@@ -107,12 +106,12 @@ def test_intervals_land_as_one_merge_on_read_snapshot_each_and_equal_the_source(
 
     # A backfill replaying the first interval's changes over the newer rows: every row the second
     # interval wrote is newer than the replayed change of its key and stays (the _seqno guard).
-    replay = run_extract(cfg, start=Position.parse(first.start), end=first.effective_end, progress=quiet)
+    replay = run_extract(cfg, start=first.start, end=first.effective_end, progress=quiet)
     assert replay is not None
     run_materialize(spark, cfg)
     assert spark.sql(f"SELECT v FROM {t} WHERE id = 14").collect()[0].v == "twice"
     assert_equal_to_source(spark, cfg)
-    assert ledger.checkpoint().position == str(second.effective_end)  # type: ignore[union-attr]
+    assert ledger.checkpoint().position == second.effective_end  # type: ignore[union-attr]
 
     # A re-load of one table replaces it in one snapshot; its history keeps the merges.
     mariadb.execute("UPDATE ice.t SET v = 'after' WHERE id = 1")
@@ -229,7 +228,7 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     assert spark.sql(f"SELECT * FROM {t} ORDER BY id").collect() == after_first
     assert spark.sql(f"SELECT count(*) FROM {n}").collect()[0][0] == 0
     assert [i.state for i in ledger.intervals()] == ["materialised", "extracted", "extracted"]
-    assert ledger.checkpoint().position == str(first.effective_end)  # type: ignore[union-attr]
+    assert ledger.checkpoint().position == first.effective_end  # type: ignore[union-attr]
     again = run_rollback(spark, cfg, first.id)  # a rerun after a crash: nothing left to do
     assert [(r.was == r.now) for r in again.tables] == [True, True] and again.reapply == []
 
@@ -237,7 +236,7 @@ def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_one
     run_materialize(spark, cfg)
     assert_equal_to_source(spark, cfg)
     assert [s.get("loader.interval") for s in snapshots(spark, t)][-3:] == [first.id, second.id, third.id]
-    assert ledger.checkpoint().position == str(third.effective_end)  # type: ignore[union-attr]
+    assert ledger.checkpoint().position == third.effective_end  # type: ignore[union-attr]
 
     # What cannot be done is refused before anything changes.
     mariadb.execute("UPDATE ice_rb.t SET v = 'four' WHERE id = 2")
