@@ -124,7 +124,7 @@ def test_dry_run_plans_without_writing_and_run_once_applies(
     )["last_check"]
     assert (last["kind"], last["position"], last["tables"], last["differing"]) == (
         "checksum",
-        at,
+        str(at),
         1,
         ["afd.t"],
     )

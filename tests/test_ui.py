@@ -184,8 +184,8 @@ def test_the_oncall_page_shows_a_healthy_source_then_a_failed_interval_whose_rer
         # Per table: its copy, and the last interval that changed it (t changed, u did not).
         (interval,) = ledger.intervals()
         assert [row[:5] for row in healthy["tables"]] == [
-            ["oncall.t", "oncall__t", "mirror", load.p0, f"interval {interval.id}"],
-            ["oncall.u", "oncall__u", "mirror", load.p0, "none since its copy"],
+            ["oncall.t", "oncall__t", "mirror", str(load.p0), f"interval {interval.id}"],
+            ["oncall.u", "oncall__u", "mirror", str(load.p0), "none since its copy"],
         ]
         # No failure: no rerun or abandon; the others filled from the ledger.
         ways = healthy["ways"]

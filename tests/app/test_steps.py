@@ -42,7 +42,7 @@ def _extracted_interval(cfg: Config, tables: list[TableEntry] | None = None) -> 
         columns = [ColumnSpec("id", "int")]
         changed = FileEntry("s/t/part-0.csv", 0, 1, {"I": 1}, 0, "crc32:00000000")
         tables = [TableEntry("s", "t", ["id"], [columns], [changed])]
-    manifest = Manifest(interval.id, {}, interval.start, interval.end, None, None, 0, tables)
+    manifest = Manifest(interval.id, {}, str(interval.start), str(interval.end), None, None, 0, tables)
     data = manifest.to_json()
     interval.manifest = f"manifests/{interval.id}.json"
     ledger.store.put(interval.manifest, data)
