@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pymysql
 import pytest
@@ -276,17 +276,30 @@ def disposable_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mar
     yield from _private_mariadb(tmp_path_factory, "disposable-mariadb")
 
 
+Server = TypeVar("Server", bound=MariaDB)
+
+
 @contextlib.contextmanager
-def mariadb_server(tmp_path_factory: pytest.TempPathFactory, name: str, args: str = "") -> Iterator[MariaDB]:
-    """One more private MariaDB (``args``: more server options), started; stopped on the way out."""
-    if not (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()):
+def private_server(
+    kind: type[Server], tmp_path_factory: pytest.TempPathFactory, name: str, args: str = ""
+) -> Iterator[Server]:
+    """One more private server of ``kind`` (``args``: more server options), started; stopped on
+    the way out."""
+    if kind is MariaDB and not (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()):
         pytest.fail("mariadbd is not installed: run `make test`, which installs it (infra/install-deps.sh)")
-    db = MariaDB("127.0.0.1", free_port(), tmp_path_factory.mktemp(name), PASSWORD, args)
+    db = kind("127.0.0.1", free_port(), tmp_path_factory.mktemp(name), PASSWORD, args)
     db.start()
     try:
         yield db
     finally:
-        subprocess.run([str(MARIADB_SH), "stop", str(db.datadir)], check=False, capture_output=True)
+        subprocess.run([str(db.script), "stop", str(db.datadir)], check=False, capture_output=True)
+
+
+def mariadb_server(
+    tmp_path_factory: pytest.TempPathFactory, name: str, args: str = ""
+) -> contextlib.AbstractContextManager[MariaDB]:
+    """One more private MariaDB (``private_server``)."""
+    return private_server(MariaDB, tmp_path_factory, name, args)
 
 
 class MySQL(MariaDB):
@@ -306,12 +319,34 @@ class MySQL(MariaDB):
 @pytest.fixture(scope="session")
 def mysql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MySQL]:
     """A private MySQL with binlog on (ROW, FULL image, FULL metadata, GTIDs) on a free port."""
-    db = MySQL("127.0.0.1", free_port(), tmp_path_factory.mktemp("mysql"), PASSWORD)
-    db.start()
-    try:
+    with private_server(MySQL, tmp_path_factory, "mysql") as db:
         yield db
-    finally:
-        subprocess.run([str(MYSQL_SH), "stop", str(db.datadir)], check=False, capture_output=True)
+
+
+@pytest.fixture
+def replicated_mysql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MySQL, MySQL]]:
+    """A MySQL primary and its replica (server_id 2, GTID auto-positioning, its own binlog file
+    numbers: the replicated transactions from its third file on), both private and running."""
+    with (
+        private_server(MySQL, tmp_path_factory, "mysql-primary") as primary,
+        private_server(MySQL, tmp_path_factory, "mysql-replica", "--server-id=2") as replica,
+    ):
+        replica.as_root(
+            "RESET BINARY LOGS AND GTIDS; FLUSH BINARY LOGS; FLUSH BINARY LOGS; "
+            f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='{primary.host}', SOURCE_PORT={primary.port}, "
+            f"SOURCE_USER='loader', SOURCE_PASSWORD='{primary.password}', SOURCE_AUTO_POSITION=1, "
+            "GET_SOURCE_PUBLIC_KEY=1; START REPLICA"
+        )
+        yield primary, replica
+
+
+def mysql_caught_up(primary: MySQL, replica: MySQL, timeout: int = 60) -> None:
+    """Wait until the MySQL replica has applied every GTID the primary has executed."""
+    [(executed,)] = primary.rows("SELECT @@gtid_executed")
+    [(waited,)] = replica.rows(f"SELECT WAIT_FOR_EXECUTED_GTID_SET('{executed}', {timeout})")
+    assert waited == 0, (
+        f"the replica did not reach {executed} within {timeout} s: {replica.rows('SHOW REPLICA STATUS')}"
+    )
 
 
 def _private_mariadb(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[MariaDB]:

@@ -5,10 +5,11 @@
 #   infra/mysql/mysql.sh stop DIR         stop the server whose PID is in DIR
 #   infra/mysql/mysql.sh status DIR       exit 0 when it is running
 #   infra/mysql/mysql.sh client DIR ...   the mysql client on the server's socket, as root
+#   infra/mysql/mysql.sh mysqlbinlog DIR ... MySQL's binlog decoder (mysqlbinlog) of the unpacked root
 #
 # As mariadb.sh: its own data directory, socket, PID file and loopback port, no /etc/mysql file
 # read, the binlog settings of binlog.cnf beside this script, the 'loader' account with the grants
-# of infra/mariadb/grants.sql and RELOAD (for loader checksum's snapshot) and an 'app' account for
+# of infra/mariadb/grants.sql, RELOAD and BACKUP_ADMIN (MySQL's, below) and an 'app' account for
 # the tests' writes, both with the password
 # $LOADER_SOURCE_PASSWORD (default 'loader'). $MYSQL_ARGS adds server options; $MYSQL_ROOT is the
 # unpacked root (default .cache/mysql/root of this repository). The X protocol is off (its port
@@ -20,7 +21,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cmd="${1:-}"
 dir="${2:-}"
 port="${3:-33071}"
-[[ -n "$cmd" && -n "$dir" ]] || { sed -n '2,16p' "$0"; exit 2; }
+[[ -n "$cmd" && -n "$dir" ]] || { sed -n '2,17p' "$0"; exit 2; }
 root="${MYSQL_ROOT:-$here/../../.cache/mysql/root}"
 if [[ ! -f "$root/.unpacked" ]]; then
     echo "mysql.sh: no MySQL unpacked in $root: run make setup (infra/mysql/install.sh)" >&2
@@ -79,8 +80,9 @@ start)
     done
     password="${LOADER_SOURCE_PASSWORD:-loader}"
     sed -e "s/'%'/'127.0.0.1'/g" -e "s/change-me/${password//\'/\'\'}/" "$here/../mariadb/grants.sql" | client
-    # MySQL reports no snapshot's binlog position: loader checksum takes the global read lock.
-    client -e "GRANT RELOAD ON *.* TO 'loader'@'127.0.0.1'"
+    # MySQL reports no snapshot's binlog position: loader checksum takes the global read lock
+    # (RELOAD); its position and GTID set are read together from performance_schema.log_status.
+    client -e "GRANT RELOAD, BACKUP_ADMIN ON *.* TO 'loader'@'127.0.0.1'"
     client -e "CREATE USER IF NOT EXISTS 'app'@'127.0.0.1' IDENTIFIED BY '${password//\'/\'\'}'; GRANT ALL ON *.* TO 'app'@'127.0.0.1'"
     echo "MySQL $(cat "$root/.unpacked") running: port $port, socket $sock, binlog $dir/binlog (pid $(cat "$pidfile"))"
     ;;
@@ -103,6 +105,10 @@ client)
     shift 2
     client "$@"
     ;;
+mysqlbinlog)
+    shift 2
+    run /usr/bin/mysqlbinlog "$@"
+    ;;
 *)
-    sed -n '2,16p' "$0"; exit 2 ;;
+    sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -34,7 +34,7 @@ from loader.binlog.transport import Transport
 from loader.core.config import SourceConfig
 from loader.core.driver import pymysql
 from loader.core.positions import Position
-from loader.source.connection import Credentials, binary_logs, binlog_status, start_problem
+from loader.source.connection import Credentials, binary_logs, binlog_status, mysql_status, start_problem
 
 _GTID_INFO = re.compile(r"GTID (\d+)-\d+-\d+")
 _MYSQL_GTID_INFO = re.compile(r"GTID_NEXT\s*=\s*'([^']+)'")
@@ -111,9 +111,9 @@ class SourceHistory:
         return start_problem(self.conn, start, end)
 
     def current(self) -> Position:
-        """The server's current binlog position. MySQL reports its executed GTID set only in
-        the same answer, so it is kept: ``gtid_at`` this position knows it afterwards."""
-        self._now = binlog_status(self.conn)
+        """The server's current binlog position. MySQL reports its executed GTID set only with
+        it (``mysql_status``), so it is kept: ``gtid_at`` this position knows it afterwards."""
+        self._now = binlog_status(self.conn) if self.mariadb else mysql_status(self.conn)
         return self._now[0]
 
     def mark(self, at: Position) -> Mark:

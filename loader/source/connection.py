@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -142,6 +144,43 @@ def binlog_status(conn: pymysql.connections.Connection) -> tuple[Position, str |
                 raise SourceError("the source has no binary log: start it with log_bin enabled")
             return Position(str(row[0]), int(row[1])), str(row[4]) if len(row) > 4 else None
     raise SourceError("the source answers neither SHOW BINARY LOG STATUS nor SHOW MASTER STATUS")
+
+
+# performance_schema.log_status refused: no BACKUP_ADMIN (1227), no access to the table (1142),
+# or no such table (before MySQL 8.0.17: 1146).
+LOG_STATUS_REFUSED = (1227, 1142, 1146)
+SETTLE_READS, SETTLE_SECONDS = 5, 0.02
+
+
+def mysql_status(conn: pymysql.connections.Connection) -> tuple[Position, str]:
+    """MySQL's current binlog position and its executed GTID set there.
+
+    SHOW BINARY LOG STATUS answers the binlog's end before the transactions written up to it have
+    all added their GTIDs (MySQL adds them in the commit stage, after the write), so on a busy
+    server its set may lack the last ones. ``performance_schema.log_status`` reads both with
+    commits held for the moment (it needs BACKUP_ADMIN, MySQL 8.0.17 and later); without it the
+    status is read again until the position and the set repeat (or ``SETTLE_READS`` times).
+    """
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SELECT LOCAL FROM performance_schema.log_status")
+            row = cur.fetchone()
+        except pymysql.err.MySQLError as exc:
+            if not exc.args or exc.args[0] not in LOG_STATUS_REFUSED:
+                raise
+            row = None
+    local = json.loads(row[0]) if row and row[0] else {}
+    if local.get("binary_log_file"):
+        at = Position(str(local["binary_log_file"]), int(local["binary_log_position"]))
+        return at, "".join(str(local.get("gtid_executed") or "").split())
+    at, executed = binlog_status(conn)
+    for _ in range(SETTLE_READS):
+        time.sleep(SETTLE_SECONDS)
+        again, now = binlog_status(conn)
+        if (again, now) == (at, executed):
+            break
+        at, executed = again, now
+    return at, executed or ""
 
 
 # SHOW BINLOG EVENTS refusing an offset: not where an event starts, past the file, or no file.

@@ -121,9 +121,13 @@ def _date_text(value: Any, base: str, digits: int) -> str:
 
 def _source_select(column: str, mysql_type: str) -> str:
     """MySQL SQL of a source column as ``comparable`` reads it: a FLOAT as the double it holds
-    (its text has six digits: -3.40282e38 for the largest)."""
-    if type_parts(mysql_type)[0] == "float":
+    (its text has six digits: -3.40282e38 for the largest), a VECTOR as its bytes (the driver
+    knows no VECTOR column)."""
+    base = type_parts(mysql_type)[0]
+    if base == "float":
         return f"CAST({column} AS DOUBLE)"
+    if base == "vector":
+        return f"CAST({column} AS BINARY)"
     return column
 
 

@@ -271,6 +271,8 @@ def source_select_sql(column: str, mysql_type: str) -> str:
     zone, which the load sets to UTC.
     """
     base = _parse(mysql_type)[0]
+    if base == "vector":  # its bytes: MariaDB Connector/J knows no VECTOR column (MySQL 9)
+        return f"CAST({column} AS BINARY)"
     if _read_natively(mysql_type) or base in BINARY_KINDS:
         return column
     if base == "bit":

@@ -153,6 +153,13 @@ def test_extract_refuses_a_mysql_stream_that_does_not_lead_to_the_planned_end() 
     with pytest.raises(HistoryError, match=f"leads to GTID state {UUID}:1-6, but the server had {UUID}:1-7"):
         _gtid_reached(interval, [first], stopped=False)
     assert _gtid_reached(interval, [first], stopped=True) == f"{UUID}:1-6"  # a bounded stop: where it got
+    # The server's set may lag its position (a transaction written, still committing): the
+    # stream reaching more than it reported is no change of the log; another history is.
+    interval.end_gtid = f"{UUID}:1-6"
+    assert _gtid_reached(interval, [first, second], stopped=False) == f"{UUID}:1-7"
+    interval.end_gtid = f"{OTHER}:1-7"
+    with pytest.raises(HistoryError, match="the log changed in between"):
+        _gtid_reached(interval, [first, second], stopped=False)
 
 
 # --- finding a GTID state's place in a binlog file (a failover's new server) -----------------

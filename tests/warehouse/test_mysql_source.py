@@ -13,13 +13,24 @@ from typing import Any
 
 import pytest
 
+from loader.binlog.gtids import GtidSet
 from loader.core.config import Config
 from loader.core.errors import SourceError, TransientError
+from loader.source.connection import mysql_status
 from loader.warehouse import checksum
 from loader.warehouse.checksum import compare_sums, source_sums
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
-from tests.conftest import MySQL, assert_equal_to_source, delta, fresh_schema, quiet, schema_config
+from tests.conftest import (
+    MySQL,
+    assert_equal_to_source,
+    delta,
+    fresh_schema,
+    iceberg_rows,
+    iceberg_table,
+    quiet,
+    schema_config,
+)
 from tests.warehouse.test_checksum import EVERY_TYPE, TAMPER, _row
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -34,36 +45,43 @@ DOC_ROWS = [
 ]
 
 
+def _engine(cfg: Config, engine: str) -> Config:
+    return dataclasses.replace(cfg, load=dataclasses.replace(cfg.load, engine=engine))
+
+
 @pytest.mark.parametrize("table_format", ["iceberg"])
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
 def test_a_mysql_source_loads_every_type_and_checks_equal(
-    mysql: MySQL, tmp_path: Path, spark_config: Config, spark: Any
+    mysql: MySQL, tmp_path: Path, spark_config: Config, spark: Any, engine: str
 ) -> None:
+    """Copied by either engine (Spark's is MariaDB Connector/J reading MySQL)."""
+    schema = f"{SCHEMA}_{engine}"
     names = ["a", "B", "é", "Z", "ß", "aa", "Ab", "c"]
     keys = [(name, n) for name in names for n in (1, 2, 3)]
-    fresh_schema(mysql, SCHEMA, EVERY_TYPE, DOCS)
+    fresh_schema(mysql, schema, EVERY_TYPE, DOCS)
     mysql.execute(
-        f"INSERT INTO {SCHEMA}.t VALUES {', '.join(_row(name, n) for name, n in keys)}",
-        f"INSERT INTO {SCHEMA}.docs VALUES {', '.join(DOC_ROWS)}",
+        f"INSERT INTO {schema}.t VALUES {', '.join(_row(name, n) for name, n in keys)}",
+        f"INSERT INTO {schema}.docs VALUES {', '.join(DOC_ROWS)}",
     )
-    cfg = schema_config(mysql, tmp_path, spark_config, SCHEMA)
+    cfg = _engine(schema_config(mysql, tmp_path, spark_config, schema), engine)
     run_initial_load(spark, cfg, progress=quiet)
 
     mysql.execute(
-        f"INSERT INTO {SCHEMA}.t VALUES {_row('nulls', 1)}",
-        f"UPDATE {SCHEMA}.t SET ti = NULL, de = NULL, fl = NULL, db = NULL, da = NULL, tx = NULL, "
+        f"INSERT INTO {schema}.t VALUES {_row('nulls', 1)}",
+        f"UPDATE {schema}.t SET ti = NULL, de = NULL, fl = NULL, db = NULL, da = NULL, tx = NULL, "
         "bl = NULL, js = NULL, ge = NULL WHERE name = 'nulls'",
-        f"UPDATE {SCHEMA}.t SET db = db * 3, tx = CONCAT(tx, '😀'), dt = NULL WHERE n = 2",
-        f"DELETE FROM {SCHEMA}.t WHERE name = 'c' AND n = 3",
-        f"INSERT INTO {SCHEMA}.t VALUES {_row('c', 3)}",
+        f"UPDATE {schema}.t SET db = db * 3, tx = CONCAT(tx, '😀'), dt = NULL WHERE n = 2",
+        f"DELETE FROM {schema}.t WHERE name = 'c' AND n = 3",
+        f"INSERT INTO {schema}.t VALUES {_row('c', 3)}",
         # Partial updates: the binlog holds only the change, applied to the row's before image.
         "SET SESSION binlog_row_value_options = 'PARTIAL_JSON'",
-        f"UPDATE {SCHEMA}.docs SET doc = JSON_SET(doc, '$.f', 2.5e-7, '$.n[0]', 1e-15) WHERE id = 1",
-        f"UPDATE {SCHEMA}.docs SET doc = JSON_REPLACE(doc, '$.d', CAST('0.0000100' AS DECIMAL(10,7))) WHERE id = 2",
-        f"INSERT INTO {SCHEMA}.docs VALUES (4, '[1e-7, 1e300, -0.0]')",
+        f"UPDATE {schema}.docs SET doc = JSON_SET(doc, '$.f', 2.5e-7, '$.n[0]', 1e-15) WHERE id = 1",
+        f"UPDATE {schema}.docs SET doc = JSON_REPLACE(doc, '$.d', CAST('0.0000100' AS DECIMAL(10,7))) WHERE id = 2",
+        f"INSERT INTO {schema}.docs VALUES (4, '[1e-7, 1e300, -0.0]')",
     )
     delta(spark, cfg)
     compared = {c.table: c for c in compare_tables(spark, cfg, sample=50)}
-    assert sorted(compared) == [f"{SCHEMA}.docs", f"{SCHEMA}.t"]
+    assert sorted(compared) == [f"{schema}.docs", f"{schema}.t"]
     for table, c in compared.items():
         assert c.equal and c.source_rows == c.warehouse_rows > 0, (table, c.differences)
     assert_equal_to_source(spark, cfg)
@@ -72,18 +90,18 @@ def test_a_mysql_source_loads_every_type_and_checks_equal(
     mysql.execute(
         "SET sql_log_bin = 0",
         *(
-            f"UPDATE {SCHEMA}.t SET {column} = {change} WHERE name = '{name}' AND n = {n}"
+            f"UPDATE {schema}.t SET {column} = {change} WHERE name = '{name}' AND n = {n}"
             for (column, change), (name, n) in zip(TAMPER.items(), keys, strict=True)
         ),
-        f"DELETE FROM {SCHEMA}.t WHERE name = 'nulls'",
+        f"DELETE FROM {schema}.t WHERE name = 'nulls'",
         "SET sql_log_bin = 1",
     )
     checked = {
         c.table: c
         for c in compare_sums(spark, cfg, source_sums(cfg.source, cfg.tables, range_rows=1, progress=quiet))
     }
-    table = checked[f"{SCHEMA}.t"]
-    assert checked[f"{SCHEMA}.docs"].equal and not table.equal
+    table = checked[f"{schema}.t"]
+    assert checked[f"{schema}.docs"].equal and not table.equal
     differing = {(r.up_to[0], int(r.up_to[1])) for r in table.differing if r.up_to}
     assert [c for c, key in zip(TAMPER, keys, strict=True) if key not in differing] == []
 
@@ -126,3 +144,96 @@ def test_the_checksum_says_what_mysqls_read_lock_needs(
         holder.close()
     (sums,) = source_sums(cfg.source, cfg.tables, progress=quiet).tables
     assert sums.rows == 1
+
+
+# MySQL's own column kinds: a generated invisible primary key, invisible columns (SELECT * leaves
+# them out), VECTOR, integers after a YEAR (MySQL counts YEAR in the signedness bits since 8.0.23).
+SHAPES = "my_shapes"
+SHAPE_TABLES = (
+    "inv (id INT PRIMARY KEY, secret VARCHAR(20) INVISIBLE, v INT)",
+    "vec (id INT PRIMARY KEY, emb VECTOR(3), note VARCHAR(10))",
+    "yearmid (id INT PRIMARY KEY, yr YEAR, qty INT UNSIGNED, d INT, tiny TINYINT UNSIGNED, s SMALLINT)",
+    "grow (id INT PRIMARY KEY, a INT, b VARCHAR(10))",
+)
+
+
+@pytest.mark.parametrize("table_format", ["iceberg"])
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_mysqls_invisible_columns_generated_keys_vectors_and_instant_columns_load_and_check_equal(
+    mysql: MySQL, tmp_path: Path, spark_config: Config, spark: Any, engine: str
+) -> None:
+    shapes = f"{SHAPES}_{engine}"
+    fresh_schema(mysql, shapes, *SHAPE_TABLES)
+    mysql.as_root(
+        f"SET SESSION sql_generate_invisible_primary_key = ON; "
+        f"CREATE TABLE {shapes}.gipk (name VARCHAR(20), v INT); "
+        f"INSERT INTO {shapes}.gipk VALUES ('x', 1), ('y', 2), ('z', 3)"
+    )
+    mysql.execute(
+        f"INSERT INTO {shapes}.inv (id, secret, v) VALUES (1, 's1', 10), (2, 's2', 20), (3, NULL, 30)",
+        f"INSERT INTO {shapes}.vec VALUES (1, STRING_TO_VECTOR('[1.5, -2, 3e10]'), 'a'), (2, NULL, 'b'), "
+        "(3, STRING_TO_VECTOR('[0, -0, 1e-30]'), NULL)",
+        f"INSERT INTO {shapes}.yearmid VALUES (1, 2024, 4294967295, -5, 255, -32768), (2, NULL, 0, 7, 0, 5)",
+        f"INSERT INTO {shapes}.grow VALUES (1, 1, 'b1'), (2, 2, 'b2')",
+    )
+    cfg = _engine(schema_config(mysql, tmp_path, spark_config, shapes), engine)
+    run_initial_load(spark, cfg, progress=quiet)
+    columns = {t: [f.name for f in iceberg_table(cfg, shapes, t).schema().fields] for t in ("inv", "gipk")}
+    assert "secret" in columns["inv"] and "my_row_id" in columns["gipk"]  # SELECT * leaves them out
+
+    mysql.execute(
+        f"UPDATE {shapes}.gipk SET v = v * 10 WHERE name <> 'y'",
+        f"DELETE FROM {shapes}.gipk WHERE name = 'y'",
+        f"INSERT INTO {shapes}.gipk VALUES ('w', 4)",
+        f"UPDATE {shapes}.inv SET secret = 'changed' WHERE id = 1",
+        f"INSERT INTO {shapes}.inv (id, secret, v) VALUES (4, 's4', 40)",
+        f"ALTER TABLE {shapes}.inv ALTER COLUMN secret SET VISIBLE",  # the rows stay as they were
+        f"INSERT INTO {shapes}.inv VALUES (5, 's5', 50)",
+        f"UPDATE {shapes}.vec SET emb = STRING_TO_VECTOR('[3, 2, 1]') WHERE id = 2",
+        f"UPDATE {shapes}.vec SET emb = NULL, note = 'none' WHERE id = 1",
+        f"UPDATE {shapes}.yearmid SET qty = qty DIV 2, d = d - 1, s = s + 1",
+        f"INSERT INTO {shapes}.yearmid VALUES (3, 1901, 1, -2147483648, 128, 32767)",
+        # Instant: no table copy on the server; a column at the end is carried.
+        f"ALTER TABLE {shapes}.grow ADD COLUMN c INT, ALGORITHM=INSTANT",
+        f"INSERT INTO {shapes}.grow VALUES (3, 3, 'b3', 33)",
+        f"UPDATE {shapes}.grow SET c = id * 100 WHERE id <= 2",
+        f"ALTER TABLE {shapes}.grow ADD COLUMN h VARCHAR(5) INVISIBLE, ALGORITHM=INSTANT",
+        f"UPDATE {shapes}.grow SET h = 'hid' WHERE id = 3",
+    )
+    mysql.as_root(
+        f"SET SESSION sql_generate_invisible_primary_key = ON; "
+        f"CREATE TABLE {shapes}.born (label VARCHAR(10)); "
+        f"INSERT INTO {shapes}.born VALUES ('p'), ('q'); DELETE FROM {shapes}.born WHERE label = 'p'"
+    )
+    delta(spark, cfg)
+    compared = {c.table: c for c in compare_tables(spark, cfg, sample=50)}
+    assert sorted(compared) == [f"{shapes}.{t}" for t in ("born", "gipk", "grow", "inv", "vec", "yearmid")]
+    for table, c in compared.items():
+        assert c.equal and c.source_rows == c.warehouse_rows > 0, (table, c.differences)
+    assert_equal_to_source(spark, cfg)
+    assert iceberg_rows(cfg, shapes, "grow", ["id", "c", "h"]) == [
+        [1, 100, None],
+        [2, 200, None],
+        [3, 33, "hid"],
+    ]
+
+
+def test_mysqls_position_comes_with_its_gtid_set_with_or_without_backup_admin(mysql: MySQL) -> None:
+    """performance_schema.log_status (BACKUP_ADMIN) reads them together; without it the status
+    is read until it repeats. Both answer the position and the set of an idle server."""
+    mysql.as_root(
+        f"CREATE USER IF NOT EXISTS 'no_backup'@'127.0.0.1' IDENTIFIED BY '{mysql.password}'; "
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'no_backup'@'127.0.0.1'"
+    )
+    at = mysql.execute("CREATE DATABASE IF NOT EXISTS my_status", "DROP DATABASE my_status")
+    [(executed,)] = mysql.rows("SELECT @@gtid_executed")
+    for user, reads_log_status in (("loader", True), ("no_backup", False)):
+        conn = mysql.connect(user)
+        try:
+            with conn.cursor() as cur:
+                allowed = cur.execute("SHOW GRANTS") and any("BACKUP_ADMIN" in g for (g,) in cur.fetchall())
+            assert allowed == reads_log_status
+            position, gtid_set = mysql_status(conn)
+        finally:
+            conn.close()
+        assert position == at and GtidSet.parse(gtid_set) == GtidSet.parse(str(executed)), user
