@@ -55,17 +55,29 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# The server a bench starts: "mariadb" (infra/mariadb/mariadb.sh) or "mysql" (infra/mysql/mysql.sh,
+# the MySQL make setup unpacked); the measured child processes inherit it.
+SERVER_ENV = "BENCH_SERVER"
+SERVER_SCRIPTS = {"mariadb": ROOT / "infra/mariadb/mariadb.sh", "mysql": ROOT / "infra/mysql/mysql.sh"}
+
+
+def server() -> str:
+    """The flavour of the bench's server (``SERVER_ENV``, MariaDB by default)."""
+    flavour = os.environ.get(SERVER_ENV, "mariadb")
+    if flavour not in SERVER_SCRIPTS:
+        raise SystemExit(f"{SERVER_ENV}={flavour}: use one of {', '.join(SERVER_SCRIPTS)}")
+    return flavour
+
+
 def start_server(datadir: Path) -> int:
     port = _free_port()
     env = {**os.environ, "LOADER_SOURCE_PASSWORD": PASSWORD}
-    subprocess.run(
-        [str(ROOT / "infra/mariadb/mariadb.sh"), "start", str(datadir), str(port)], check=True, env=env
-    )
+    subprocess.run([str(SERVER_SCRIPTS[server()]), "start", str(datadir), str(port)], check=True, env=env)
     return port
 
 
 def stop_server(datadir: Path) -> None:
-    subprocess.run([str(ROOT / "infra/mariadb/mariadb.sh"), "stop", str(datadir)], check=False)
+    subprocess.run([str(SERVER_SCRIPTS[server()]), "stop", str(datadir)], check=False)
 
 
 def _connect(port: int, user: str = "app"):  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
 """Extraction speed and memory: this loader's ``extract`` against python-mysql-replication plus
 Python's csv module and against MariaDB's own decoder ``mariadb-binlog -v``, and this loader's
 ``binlog show --format jsonl`` against python-mysql-replication writing JSON lines, on one
-binlog interval of a private MariaDB, side by side in one run.
+binlog interval of a private MariaDB, side by side in one run. With ``--server mysql`` the source
+is a private MySQL (the one ``make setup`` unpacks) and the C tool MySQL's ``mysqlbinlog -v``.
 
 The workload (``--table``), written into a fresh binlog file (one file, so that every reader
 can be given the same start and stop positions):
@@ -69,7 +70,8 @@ same reference writing JSON lines (``pymysqlrepl-jsonl``) and 0.5x ``mariadb-bin
 ratio prints met or MISSED. The extract variants are compared with ``pymysqlrepl-csv`` and both
 ``mariadb-binlog`` runs, ``ours-show-jsonl`` with ``pymysqlrepl-jsonl`` and ``mariadb-binlog``.
 
-    .venv/bin/python bench/extract.py [--table default|mixed|wide|oltp] [--changes N] [--workers 2]
+    .venv/bin/python bench/extract.py [--server mariadb|mysql] [--table default|mixed|wide|oltp]
+        [--changes N] [--workers 2]
         [--repeat 3] [--variants ours-files-2,ours-files-1,ours-server-2,ours-server-1,...]
 """
 
@@ -95,7 +97,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import binlog_decode  # noqa: E402
-from bench.binlog_decode import PASSWORD, reference_stream, start_server, stop_server  # noqa: E402
+from bench.binlog_decode import (  # noqa: E402
+    PASSWORD,
+    SERVER_ENV,
+    SERVER_SCRIPTS,
+    reference_stream,
+    server,
+    start_server,
+    stop_server,
+)
 
 TABLES = ("default", "mixed", "wide", "oltp")
 # Row changes per workload when --changes is not given: mixed and wide make 200,000 inserts and
@@ -193,7 +203,8 @@ def make_table(port: int, table: str, changes: int) -> dict[str, object]:
             if n:
                 # seq is unsigned: signed keys, so that the values' arithmetic may go below zero.
                 done = cur.execute(
-                    f"INSERT INTO bench.{table} SELECT {values} FROM (SELECT CAST(seq + {keys} AS SIGNED) AS k FROM seq_1_to_{n}) s"
+                    f"INSERT INTO bench.{table} SELECT {values} FROM (SELECT CAST(seq + {keys} AS SIGNED) AS k "
+                    f"FROM {_numbers(n)}) s"
                 )
                 keys += done
                 left["insert"] -= done
@@ -219,11 +230,29 @@ def make_table(port: int, table: str, changes: int) -> dict[str, object]:
     return {"file": end.file, "start": start.pos, "end": end.pos, "change_rows": change_rows}
 
 
+def _numbers(n: int) -> str:
+    """A table of the numbers 1 to ``n`` in a column ``seq``: MariaDB's Sequence engine, or on
+    MySQL a recursive common table expression (``n`` within its 1,000 recursions)."""
+    if server() == "mariadb":
+        return f"seq_1_to_{n}"
+    return f"(WITH RECURSIVE numbers (seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM numbers WHERE seq < {n}) SELECT seq FROM numbers) numbers"
+
+
 def _gtid_sequence(cur: Any) -> int:
-    """The sequence number of the server's last GTID (one domain, one server: the bench's)."""
-    cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
-    (pos,) = cur.fetchone()
-    return int(pos.rsplit("-", 1)[1]) if pos else 0
+    """How many GTIDs the server has given (one domain or uuid, one server: the bench's)."""
+    if server() == "mariadb":
+        cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
+        (pos,) = cur.fetchone()
+        return int(pos.rsplit("-", 1)[1]) if pos else 0
+    cur.execute("SELECT @@GLOBAL.gtid_executed")
+    (executed,) = cur.fetchone()
+    spans = [
+        span
+        for part in executed.replace("\n", "").split(",")
+        if ":" in part
+        for span in re.findall(r"(\d+)(?:-(\d+))?", part.split(":", 1)[1])
+    ]
+    return sum(int(high or low) - int(low) + 1 for low, high in spans)
 
 
 def make_oltp(port: int, changes: int) -> dict[str, object]:
@@ -446,9 +475,18 @@ def run_pymysqlrepl_jsonl(port: int, file: str, start: int, end: int, out: Path)
     return count_jsonl_rows(result), secs
 
 
-def binlog_tool() -> str | None:
-    """MariaDB's binlog decoder: ``mariadb-binlog``, or its older name ``mysqlbinlog``."""
-    return shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
+def binlog_tool(datadir: Path) -> list[str] | None:
+    """The server's own binlog decoder: MariaDB's ``mariadb-binlog`` (or its older name
+    ``mysqlbinlog``), or MySQL's ``mysqlbinlog`` of the unpacked root (``mysql.sh mysqlbinlog``)."""
+    if server() == "mysql":
+        return [str(SERVER_SCRIPTS["mysql"]), "mysqlbinlog", str(datadir)]
+    found = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
+    return [found] if found else None
+
+
+def shown(run: str) -> str:
+    """A variant's name as printed: the C tool's is MySQL's ``mysqlbinlog`` on a MySQL server."""
+    return run.replace("mariadb-binlog", "mysqlbinlog") if server() == "mysql" else run
 
 
 # A row in ``mariadb-binlog -v``'s output starts with one of these lines; an update is two change rows.
@@ -471,12 +509,12 @@ def run_mariadb_binlog(
     """``mariadb-binlog -v`` on the interval of the local binlog file, or (``port``) read from
     the server, its output into a file under ``out`` (as ours writes its CSV files): (change
     rows, seconds of the tool alone)."""
-    tool = binlog_tool()
+    tool = binlog_tool(datadir)
     assert tool is not None, "mariadb-binlog not found (Debian package mariadb-client)"
     out.mkdir(parents=True, exist_ok=True)
     result = out / "mariadb-binlog.txt"
     # --no-defaults (first): no option files of this machine's.
-    command = [tool, "--no-defaults", "-v", f"--start-position={start}", f"--stop-position={end}"]
+    command = [*tool, "--no-defaults", "-v", f"--start-position={start}", f"--stop-position={end}"]
     if port is not None:
         command += ["--read-from-remote-server", "--host=127.0.0.1", f"--port={port}", "--user=app"]
         command += [f"--password={PASSWORD}", file]
@@ -532,11 +570,13 @@ def measure(
 # --- the report ------------------------------------------------------------------------------
 
 
-def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser, datadir: Path) -> list[str]:
     """The variants to run, in order: ``--variants`` or all of them (without the references
     under ``--skip-reference``, without ``mariadb-binlog`` when it is not installed)."""
     if args.variants:
-        wanted = [v.strip() for v in args.variants.split(",") if v.strip()]
+        wanted = [
+            v.strip().replace("mysqlbinlog", "mariadb-binlog") for v in args.variants.split(",") if v.strip()
+        ]
     else:
         wanted = [
             f"ours-{transport}-{n}"
@@ -544,7 +584,7 @@ def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             for n in dict.fromkeys((args.workers, 1))
         ]
         wanted += ["ours-files-1-python", "ours-show-jsonl", *REFERENCES]
-        if binlog_tool() is None:
+        if binlog_tool(datadir) is None:
             print("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
             wanted = [v for v in wanted if v not in TOOL_REFERENCES]
     if args.skip_reference:
@@ -558,7 +598,7 @@ def variants_wanted(args: argparse.Namespace, parser: argparse.ArgumentParser) -
             + "ours-show-jsonl, "
             + ", ".join(REFERENCES)
         )
-    if any(v in TOOL_REFERENCES for v in wanted) and binlog_tool() is None:
+    if any(v in TOOL_REFERENCES for v in wanted) and binlog_tool(datadir) is None:
         parser.error("mariadb-binlog (or mysqlbinlog) not found: install the Debian package mariadb-client")
     return wanted
 
@@ -570,7 +610,7 @@ def best_of(run: str, repeat: int, port: int, datadir: Path, info: dict[str, obj
     for r in runs:
         if r["rows"] != info["change_rows"]:
             raise AssertionError(
-                f"{run}: {r['rows']:,.0f} change rows, the workload made {info['change_rows']:,}"
+                f"{shown(run)}: {r['rows']:,.0f} change rows, the workload made {info['change_rows']:,}"
             )
     best = min(runs, key=lambda x: x["seconds"])
     best["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
@@ -591,10 +631,10 @@ def print_ratios(results: dict[str, dict[str, float]], workers: int) -> None:
             verdict = ""
             if target is not None:
                 verdict = f" ({'met' if ratio >= target else 'MISSED'}, target >= {target:g}x)"
-            print(f"ratio {run} / {ref} (change rows/s): {ratio:.2f}x{verdict}")
+            print(f"ratio {shown(run)} / {shown(ref)} (change rows/s): {ratio:.2f}x{verdict}")
     for (run, ref), target in targets.items():
         if run not in speed or ref not in speed:
-            print(f"ratio {run} / {ref}: not measured (target >= {target:g}x)")
+            print(f"ratio {shown(run)} / {shown(ref)}: not measured (target >= {target:g}x)")
 
 
 def quarter_memory(
@@ -622,6 +662,13 @@ def main() -> None:
     )
     parser.add_argument("--table", choices=TABLES, default="default", help="the workload (default: default)")
     parser.add_argument(
+        "--server",
+        choices=sorted(SERVER_SCRIPTS),
+        default=os.environ.get(SERVER_ENV, "mariadb"),
+        help="the source server (default: mariadb; mysql is the MySQL make setup unpacked), "
+        "whose own C tool is the reference",
+    )
+    parser.add_argument(
         "--changes",
         type=int,
         help="row changes (default: 1,000,000 for default, 240,000 for mixed and wide, 100,000 for oltp)",
@@ -644,6 +691,7 @@ def main() -> None:
     for hidden in ("--child", "--port", "--datadir", "--file", "--start", "--end"):
         parser.add_argument(hidden, dest=hidden.strip("-").replace("child", "run"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ[SERVER_ENV] = args.server  # the measured children inherit it
     if args.run:
         args.port, args.start, args.end = int(args.port), int(args.start), int(args.end)
         child(args)
@@ -651,8 +699,8 @@ def main() -> None:
     changes = args.changes or DEFAULT_CHANGES[args.table]
     if changes < 1 or args.workers < 1 or args.repeat < 1:
         parser.error("--changes, --workers and --repeat must be at least 1")
-    wanted = variants_wanted(args, parser)
     datadir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-extract-"))
+    wanted = variants_wanted(args, parser, datadir)
     port = start_server(datadir)
     try:
         info = generate(port, args.table, changes)
@@ -665,7 +713,7 @@ def main() -> None:
         for run in wanted:
             results[run] = r = best_of(run, args.repeat, port, datadir, info)
             print(
-                f"{run:17s} {r['rows']:>10,.0f} change rows in {r['seconds']:6.2f} s = "
+                f"{shown(run):17s} {r['rows']:>10,.0f} change rows in {r['seconds']:6.2f} s = "
                 f"{r['rows'] / r['seconds']:>9,.0f} rows/s, peak RSS {r['peak_rss_mb']:.0f} MB"
             )
         for many in (f"ours-files-{args.workers}", f"ours-server-{args.workers}"):
