@@ -7,8 +7,6 @@ server's binlog stops the next run before anything is recorded."""
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from loader.core.config import Config
 from loader.core.errors import HistoryError
 from loader.state.ledger import Ledger
 from loader.warehouse.initial_load import run_initial_load
+from tests import writer
 from tests.conftest import (
     MySQL,
     assert_equal_to_source,
@@ -28,6 +27,7 @@ from tests.conftest import (
     fresh_schema,
     mysql_caught_up,
     quiet,
+    random_seed,
     schema_config,
 )
 
@@ -45,37 +45,22 @@ def test_a_promoted_mysql_replica_is_followed_by_gtid_and_a_reset_binlog_is_refu
     replicated_mysql: tuple[MySQL, MySQL], tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
     primary, replica = replicated_mysql
-    fresh_schema(primary, SCHEMA, "t (id INT PRIMARY KEY, v INT, s VARCHAR(40))")
+    fresh_schema(primary, SCHEMA, "t (id INT PRIMARY KEY, v INT, s VARCHAR(40))", *writer.TABLES)
     primary.execute(
         f"INSERT INTO {SCHEMA}.t VALUES " + ", ".join(f"({n}, {n}, 'loaded')" for n in range(1, 51))
     )
     cfg = schema_config(primary, tmp_path, spark_config, SCHEMA)
     run_initial_load(spark, cfg, progress=quiet)
 
-    # A writer on the primary while delta runs go on.
-    stop = threading.Event()
-
-    def write() -> None:
-        conn = primary.connect()
-        n = 1000
-        with conn.cursor() as cur:
-            while not stop.is_set():
-                n += 1
-                cur.execute(f"INSERT INTO {SCHEMA}.t VALUES ({n}, {n}, 'primary')")
-                cur.execute(f"UPDATE {SCHEMA}.t SET v = v + 1 WHERE id = {n % 50 + 1}")
-                if n % 7 == 0:
-                    cur.execute(f"DELETE FROM {SCHEMA}.t WHERE id = {n - 3}")
-                time.sleep(0.01)
-        conn.close()
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    # Transactions on the primary (some rolled back) while delta runs go on.
+    busy = writer.Writer(primary, SCHEMA, random_seed())
+    busy.start()
     try:
         for _ in range(2):
             delta(spark, cfg)
     finally:
-        stop.set()
-        writer.join()
+        busy.finish()
+    assert busy.transactions > 0
     # Changes the loader has not read yet reach the replica, then the primary is gone.
     primary.execute(f"UPDATE {SCHEMA}.t SET s = 'last on the primary' WHERE id <= 10")
     mysql_caught_up(primary, replica)
