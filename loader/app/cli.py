@@ -63,12 +63,14 @@ def cmd_check(args: argparse.Namespace, cfg: Config) -> int:
     try:
         settings = source.check_binlog_settings(conn)
         pos = source.current_position(conn)
+        warnings = source.privilege_warnings(conn)
     finally:
         conn.close()
-    data = {"source": cfg.source.name, "position": str(pos), "settings": settings}
+    data = {"source": cfg.source.name, "position": str(pos), "settings": settings, "warnings": warnings}
     text = "\n".join(
         [f"source {cfg.source.name}: {cfg.source.host}:{cfg.source.port}, current position {pos}"]
         + [f"  {k} = {v}" for k, v in sorted(settings.items())]
+        + [f"WARNING: {w}" for w in warnings]
     )
     _emit(args, data, text)
     return EXIT_OK

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import time
 from dataclasses import dataclass
@@ -258,6 +259,39 @@ def check_binlog_settings(conn: pymysql.connections.Connection) -> dict[str, str
             "the source's binlog cannot be loaded: " + "; ".join(wrong) + " (see infra/mariadb/binlog.cnf)"
         )
     return found
+
+
+# The privileges a MySQL account may lack and still load, and what is lost without each.
+MYSQL_OPTIONAL_PRIVILEGES = {
+    "RELOAD": "loader checksum cannot start its snapshot (MySQL's global read lock, held for a moment)",
+    "BACKUP_ADMIN": "the binlog position and its GTID set are read from SHOW BINARY LOG STATUS (until "
+    "it repeats), not together from performance_schema.log_status: on a busy server the set can miss "
+    "a transaction still committing, and a run then stops as if the log had changed",
+}
+
+
+def privilege_warnings(conn: pymysql.connections.Connection) -> list[str]:
+    """On MySQL, a warning for each privilege of ``MYSQL_OPTIONAL_PRIVILEGES`` that the account's
+    grants lack (``SHOW GRANTS``: one given through a role shows as missing); none on MariaDB."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@version, CURRENT_USER()")
+        version, account = cur.fetchone()
+        if "mariadb" in str(version).lower():
+            return []
+        cur.execute("SHOW GRANTS")
+        granted: set[str] = set()
+        for (grant,) in cur.fetchall():
+            head = re.match(r"GRANT (.+?) ON \*\.\* TO ", str(grant))
+            if head:
+                granted.update(p.strip().upper() for p in head.group(1).split(","))
+    if "ALL PRIVILEGES" in granted:
+        return []
+    user, _, host = str(account).rpartition("@")
+    return [
+        f"'{user}'@'{host}' has no {name}: {lost}; GRANT {name} ON *.* TO '{user}'@'{host}'"
+        for name, lost in MYSQL_OPTIONAL_PRIVILEGES.items()
+        if name not in granted
+    ]
 
 
 def base_tables(conn: pymysql.connections.Connection) -> list[tuple[str, str, int]]:

@@ -29,6 +29,7 @@ from tests.conftest import (
     iceberg_rows,
     iceberg_table,
     quiet,
+    run_loader,
     schema_config,
 )
 from tests.warehouse.test_checksum import EVERY_TYPE, TAMPER, _row
@@ -218,9 +219,12 @@ def test_mysqls_invisible_columns_generated_keys_vectors_and_instant_columns_loa
     ]
 
 
-def test_mysqls_position_comes_with_its_gtid_set_with_or_without_backup_admin(mysql: MySQL) -> None:
+def test_mysqls_position_comes_with_its_gtid_set_with_or_without_backup_admin(
+    mysql: MySQL, tmp_path: Path
+) -> None:
     """performance_schema.log_status (BACKUP_ADMIN) reads them together; without it the status
-    is read until it repeats. Both answer the position and the set of an idle server."""
+    is read until it repeats. Both answer the position and the set of an idle server, and
+    ``loader check`` warns of what is lost without it (and without RELOAD)."""
     mysql.as_root(
         f"CREATE USER IF NOT EXISTS 'no_backup'@'127.0.0.1' IDENTIFIED BY '{mysql.password}'; "
         "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO 'no_backup'@'127.0.0.1'"
@@ -237,3 +241,13 @@ def test_mysqls_position_comes_with_its_gtid_set_with_or_without_backup_admin(my
         finally:
             conn.close()
         assert position == at and GtidSet.parse(gtid_set) == GtidSet.parse(str(executed)), user
+    toml = mysql.config_file(tmp_path, "my_status", "my_status.*")
+    full = run_loader(mysql, toml, "check")
+    assert full.returncode == 0 and "WARNING" not in full.stdout, full.stdout + full.stderr
+    lacking = run_loader(mysql, toml, "check", env={"LOADER__SOURCE__USER": "no_backup"})
+    warnings = [line for line in lacking.stdout.splitlines() if line.startswith("WARNING")]
+    assert lacking.returncode == 0 and [w.split(":")[1].strip() for w in warnings] == [
+        "'no_backup'@'127.0.0.1' has no RELOAD",
+        "'no_backup'@'127.0.0.1' has no BACKUP_ADMIN",
+    ], lacking.stdout
+    assert warnings[1].endswith("GRANT BACKUP_ADMIN ON *.* TO 'no_backup'@'127.0.0.1'")
