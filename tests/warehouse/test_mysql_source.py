@@ -7,6 +7,7 @@ when running statements hold it off, it stops with an error that says so."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 
 from loader.binlog.gtids import GtidSet
 from loader.core.config import Config
-from loader.core.errors import SourceError, TransientError
+from loader.core.errors import ExtractError, SourceError, TransientError
 from loader.source.connection import mysql_status
 from loader.warehouse import checksum
 from loader.warehouse.checksum import compare_sums, source_sums
@@ -217,6 +218,48 @@ def test_mysqls_invisible_columns_generated_keys_vectors_and_instant_columns_loa
         [2, 200, None],
         [3, 33, "hid"],
     ]
+
+
+@pytest.mark.parametrize("table_format", ["iceberg"])
+def test_mysqls_instant_drops_moves_and_renames_stop_where_they_cannot_be_carried_and_a_reload_carries_on(
+    mysql: MySQL, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    schema = "my_instant"
+    tables = ("dropb", "mid", "ren")
+    fresh_schema(mysql, schema, *(f"{t} (id INT PRIMARY KEY, a INT, b VARCHAR(10))" for t in tables))
+    mysql.execute(*(f"INSERT INTO {schema}.{t} VALUES (1, 1, 'x')" for t in tables))
+    cfg = schema_config(mysql, tmp_path, spark_config, schema)
+    run_initial_load(spark, cfg, progress=quiet)
+    mysql.execute(
+        f"ALTER TABLE {schema}.dropb DROP COLUMN b, ALGORITHM=INSTANT",
+        f"INSERT INTO {schema}.dropb VALUES (2, 2)",
+        f"ALTER TABLE {schema}.mid ADD COLUMN m INT AFTER a, ALGORITHM=INSTANT",
+        f"INSERT INTO {schema}.mid VALUES (2, 2, 22, 'y')",
+        f"ALTER TABLE {schema}.ren RENAME COLUMN a TO a2",
+        f"INSERT INTO {schema}.ren VALUES (2, 2, 'y')",
+    )
+    # In log order: a drop and a rename at their statement, a column put between others at its
+    # first row; each names the table, the position and the remedy, which lets the next run on.
+    said = {
+        "dropb": "ALTER TABLE drops column b, which the warehouse table cannot follow",
+        "mid": "column b became m (renamed or moved columns cannot be carried)",
+        "ren": "ALTER TABLE renames column a to a2, which the warehouse table cannot follow",
+    }
+    for table, why in said.items():
+        with pytest.raises(ExtractError) as stopped:
+            delta(spark, cfg)
+        message = str(stopped.value)
+        assert re.match(rf"mysql-bin\.\d+:\d+: {schema}\.{table}", message) and why in message, message
+        assert message.endswith(f"re-load the table: loader initial-load --tables {schema}.{table}"), message
+        run_initial_load(spark, cfg, [f"{schema}.{table}"], progress=quiet)
+    delta(spark, cfg)  # the interval that stopped, now through
+    mysql.execute(
+        f"INSERT INTO {schema}.ren VALUES (3, 3, 'z')", f"UPDATE {schema}.mid SET m = 7 WHERE id = 1"
+    )
+    delta(spark, cfg)
+    for c in compare_tables(spark, cfg, sample=10):
+        assert c.equal and c.source_rows > 0, (c.table, c.not_loaded, c.differences)
+    assert_equal_to_source(spark, cfg)
 
 
 def test_mysqls_position_comes_with_its_gtid_set_with_or_without_backup_admin(
