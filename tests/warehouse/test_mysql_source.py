@@ -29,6 +29,7 @@ from tests.conftest import (
     fresh_schema,
     iceberg_rows,
     iceberg_table,
+    private_server,
     quiet,
     run_loader,
     schema_config,
@@ -294,3 +295,29 @@ def test_mysqls_position_comes_with_its_gtid_set_with_or_without_backup_admin(
         "'no_backup'@'127.0.0.1' has no BACKUP_ADMIN",
     ], lacking.stdout
     assert warnings[1].endswith("GRANT BACKUP_ADMIN ON *.* TO 'no_backup'@'127.0.0.1'")
+
+
+@pytest.mark.parametrize("table_format", ["iceberg"])
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_a_mysql_without_tls_takes_caching_sha2_passwords_on_every_connection(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, spark_config: Config, spark: Any, engine: str
+) -> None:
+    """caching_sha2_password (MySQL's default) over plain TCP asks for the password encrypted with
+    the server's RSA key: the SQL connections, the replication stream, the copy (either engine's
+    connections) and the checks each log in so."""
+    with private_server(MySQL, tmp_path_factory, "mysql-plain", "--tls-version=") as plain:
+        [(tls,)] = plain.rows("SELECT @@tls_version")
+        assert tls == ""
+        schema = "my_plain"
+        fresh_schema(plain, schema, "t (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(8,2))")
+        plain.execute(f"INSERT INTO {schema}.t VALUES (1, 'a', 1.5), (2, 'b', NULL)")
+        plain.as_root("FLUSH PRIVILEGES")  # no password cached: every login is the full exchange
+        cfg = _engine(schema_config(plain, tmp_path, spark_config, schema), engine)
+        run_initial_load(spark, cfg, progress=quiet)
+        plain.execute(
+            f"UPDATE {schema}.t SET v = 'changed' WHERE id = 1", f"INSERT INTO {schema}.t VALUES (3, 'c', 3)"
+        )
+        plain.as_root("FLUSH PRIVILEGES")
+        delta(spark, cfg)
+        assert all(c.equal for c in compare_tables(spark, cfg, sample=10))
+        assert_equal_to_source(spark, cfg)
