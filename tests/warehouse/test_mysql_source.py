@@ -303,8 +303,9 @@ def test_a_mysql_without_tls_takes_caching_sha2_passwords_on_every_connection(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, spark_config: Config, spark: Any, engine: str
 ) -> None:
     """caching_sha2_password (MySQL's default) over plain TCP asks for the password encrypted with
-    the server's RSA key: the SQL connections, the replication stream, the copy (either engine's
-    connections) and the checks each log in so."""
+    the server's RSA key until the server has it cached: the loader's SQL connections, the
+    replication stream and the checks log in so after each flush; the copy's connections (JDBC
+    or the arrow engine's) follow the loader's own login, so the server has it cached by then."""
     with private_server(MySQL, tmp_path_factory, "mysql-plain", "--tls-version=") as plain:
         [(tls,)] = plain.rows("SELECT @@tls_version")
         assert tls == ""
