@@ -22,6 +22,7 @@ from loader.warehouse import checksum
 from loader.warehouse.checksum import compare_sums, source_sums
 from loader.warehouse.compare import compare_tables
 from loader.warehouse.initial_load import run_initial_load
+from loader.warehouse.tables import table_name
 from tests.conftest import (
     MySQL,
     assert_equal_to_source,
@@ -34,6 +35,7 @@ from tests.conftest import (
     run_loader,
     schema_config,
 )
+from tests.test_edges import _invalid_dates
 from tests.warehouse.test_checksum import EVERY_TYPE, TAMPER, _row
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -322,3 +324,58 @@ def test_a_mysql_without_tls_takes_caching_sha2_passwords_on_every_connection(
         delta(spark, cfg)
         assert all(c.equal for c in compare_tables(spark, cfg, sample=10))
         assert_equal_to_source(spark, cfg)
+
+
+@pytest.mark.parametrize("table_format", ["iceberg"])
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_mysqls_zero_dates_and_tinyint_1_keep_their_values_by_either_engine(
+    mysql: MySQL, tmp_path: Path, spark_config: Config, spark: Any, engine: str
+) -> None:
+    """As on MariaDB (tests/test_edges.py): dates Spark has no value for keep MySQL's text, and
+    TINYINT(1) its numbers (Connector/J would read it as a boolean)."""
+    schema = f"my_edges_{engine}"
+    fresh_schema(
+        mysql,
+        schema,
+        "dates (id INT PRIMARY KEY, d DATE, dt DATETIME(3), ts TIMESTAMP NULL, v INT)",
+        "flags (id INT PRIMARY KEY, u TINYINT(1) UNSIGNED, s TINYINT(1), b BOOLEAN)",
+    )
+    invalid = "SET SESSION sql_mode = 'ALLOW_INVALID_DATES'"
+    mysql.execute(
+        invalid,
+        f"INSERT INTO {schema}.dates VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', 1), "
+        "(2, '2024-00-00', '2024-01-00 10:00:00.5', NULL, 2), (3, '2024-02-30', '2024-02-30 23:59:59.999', "
+        "'2024-01-01 00:00:00', 3), (4, '2024-05-06', '2024-05-06 07:08:09.010', '2024-05-06 07:08:09', 4)",
+        f"INSERT INTO {schema}.flags VALUES (1, 255, -1, 2), (2, 0, 1, 0), (3, 1, -128, -1), (4, NULL, NULL, NULL)",
+    )
+    cfg = _engine(schema_config(mysql, tmp_path, spark_config, schema), engine)
+    run_initial_load(spark, cfg, progress=quiet)
+    copied = _invalid_dates(spark, cfg, schema, "dates")
+    assert copied[1] == (
+        None,
+        None,
+        None,
+        {"d": "0000-00-00", "dt": "0000-00-00 00:00:00.000", "ts": "0000-00-00 00:00:00"},
+    )
+    assert copied[3][3] == {"d": "2024-02-30", "dt": "2024-02-30 23:59:59.999"} and copied[4][3] is None
+    flags = spark.sql(f"SELECT id, u, s, b FROM {table_name(cfg, schema, 'flags')} ORDER BY id").collect()
+    assert [tuple(r) for r in flags] == [
+        (1, 255, -1, 2),
+        (2, 0, 1, 0),
+        (3, 1, -128, -1),
+        (4, None, None, None),
+    ]
+
+    mysql.execute(
+        invalid,
+        f"INSERT INTO {schema}.dates VALUES (5, '2025-00-01', '0000-00-00 00:00:00', '0000-00-00 00:00:00', 5)",
+        f"UPDATE {schema}.dates SET d = '2025-01-01' WHERE id = 1",
+        f"UPDATE {schema}.dates SET dt = '2024-04-31 00:00:00' WHERE id = 4",
+        f"UPDATE {schema}.flags SET u = 254, s = 127, b = 3 WHERE id = 2",
+    )
+    delta(spark, cfg)
+    changed = _invalid_dates(spark, cfg, schema, "dates")
+    assert str(changed[1][0]) == "2025-01-01" and changed[4][3] == {"dt": "2024-04-31 00:00:00.000"}
+    assert changed[5][3] == {"d": "2025-00-01", "dt": "0000-00-00 00:00:00.000", "ts": "0000-00-00 00:00:00"}
+    assert all(c.equal for c in compare_tables(spark, cfg, sample=10))
+    assert_equal_to_source(spark, cfg)
