@@ -6,6 +6,7 @@ columns then come from the source's schema, a YEAR among integers included), and
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,11 @@ from loader.binlog.reader import read_transactions
 from loader.binlog.schema import InformationSchema
 from loader.binlog.server import BinlogServer
 from loader.binlog.transactions import Transaction
-from loader.core.errors import DecodeError
+from loader.core.errors import DecodeError, ExtractError
 from loader.core.positions import Position
 from loader.core.tables import TableSelector
 from loader.extract.files import batch_csv, commit_ts_text, csv_kind
+from loader.extract.interval import run_extract
 from loader.source.connection import Credentials, current_position
 from loader.staging import csvformat
 from tests.conftest import MySQL
@@ -127,3 +129,25 @@ def test_a_minimal_row_image_is_refused_naming_the_setting(mysql: MySQL) -> None
     with pytest.raises(DecodeError, match=r"lacks columns .*binlog_row_image=FULL") as caught:
         _read(mysql, "files", start, end)
     assert f"{SCHEMA}.img" in str(caught.value)
+
+
+@pytest.mark.parametrize("logged_as", ["STATEMENT", "MIXED"])
+def test_dml_a_mysql_session_logs_as_a_statement_stops_the_extract_naming_it(
+    mysql: MySQL, tmp_path: Path, logged_as: str
+) -> None:
+    schema = f"my_stmt_{logged_as.lower()}"
+    start = mysql.execute(f"DROP DATABASE IF EXISTS {schema}")
+    mysql.execute(
+        f"CREATE DATABASE {schema}",
+        f"CREATE TABLE {schema}.t (id INT PRIMARY KEY, v VARCHAR(20), n INT)",
+        f"INSERT INTO {schema}.t VALUES (1, 'a', 1)",
+        f"SET SESSION binlog_format = '{logged_as}'",
+        f"UPDATE {schema}.t SET v = 'b', n = n + 1 WHERE id = 1",
+    )
+    cfg = mysql.config(tmp_path, tables={"include": f'["{schema}.*"]'})
+    with pytest.raises(ExtractError) as stopped:
+        run_extract(cfg, start=start, progress=lambda _: None)
+    message = str(stopped.value)
+    assert f"{schema}.t: the UPDATE was logged as a statement" in message, message
+    assert "set binlog_format=ROW for every session that writes to it" in message, message
+    assert message.endswith(f"loader initial-load --tables {schema}.t"), message
