@@ -21,6 +21,8 @@ port="${3:-33061}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 pidfile="$dir/mariadbd.pid"
+# shellcheck source=../lib/server.sh
+. "$here/../lib/server.sh"
 sock="$dir/mariadbd.sock"
 
 find_bin() {
@@ -32,16 +34,6 @@ find_bin() {
     done
     echo "mariadb.sh: none of $* found; install the Debian packages mariadb-server and mariadb-client" >&2
     exit 1
-}
-
-# A killed server's process may linger a moment as a zombie until it is reaped: not running.
-alive() {  # a process, not a zombie
-    [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]
-}
-
-running() {
-    local pid
-    pid="$(cat "$pidfile" 2>/dev/null)" && alive "$pid"
 }
 
 case "$cmd" in
@@ -81,20 +73,10 @@ start)
     echo "MariaDB running: port $port, socket $sock, binlog $dir/binlog (pid $(cat "$pidfile"))"
     ;;
 stop)
-    if ! running; then echo "MariaDB in $dir is not running"; exit 0; fi
-    pid="$(cat "$pidfile")"
-    kill "$pid"
-    # The server removes its pid file before it has exited: wait for the process itself.
-    for _ in $(seq 1 300); do alive "$pid" || break; sleep 0.1; done
-    if alive "$pid"; then
-        kill -9 "$pid"
-        for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
-    fi
-    echo "MariaDB in $dir stopped"
+    stop_server MariaDB
     ;;
 status)
-    running && { echo "running (pid $(cat "$pidfile"))"; exit 0; }
-    echo "not running"; exit 1
+    server_status
     ;;
 *)
     sed -n '2,14p' "$0"; exit 2 ;;

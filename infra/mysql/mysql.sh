@@ -31,6 +31,8 @@ root="$(cd "$root" && pwd)"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 pidfile="$dir/mysqld.pid"
+# shellcheck source=../lib/server.sh
+. "$here/../lib/server.sh"
 sock="$dir/mysqld.sock"
 
 run() {  # run BINARY ARGS...: an unpacked binary, through the unpacked C library
@@ -42,15 +44,6 @@ run() {  # run BINARY ARGS...: an unpacked binary, through the unpacked C librar
 }
 
 client() { run /usr/bin/mysql --no-defaults --socket="$sock" -uroot "$@"; }
-
-alive() {  # a process, not a zombie
-    [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && [[ "$(ps -o stat= -p "$1" 2>/dev/null)" != Z* ]]
-}
-
-running() {
-    local pid
-    pid="$(cat "$pidfile" 2>/dev/null)" && alive "$pid"
-}
 
 paths=(--basedir="$root/usr" --lc-messages-dir="$root/usr/share/mysql" --plugin-dir="$root/usr/lib/mysql/plugin"
     --character-sets-dir="$root/usr/share/mysql/charsets")
@@ -87,19 +80,10 @@ start)
     echo "MySQL $(cat "$root/.unpacked") running: port $port, socket $sock, binlog $dir/binlog (pid $(cat "$pidfile"))"
     ;;
 stop)
-    if ! running; then echo "MySQL in $dir is not running"; exit 0; fi
-    pid="$(cat "$pidfile")"
-    kill "$pid"
-    for _ in $(seq 1 300); do alive "$pid" || break; sleep 0.1; done
-    if alive "$pid"; then
-        kill -9 "$pid"
-        for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
-    fi
-    echo "MySQL in $dir stopped"
+    stop_server MySQL
     ;;
 status)
-    running && { echo "running (pid $(cat "$pidfile"))"; exit 0; }
-    echo "not running"; exit 1
+    server_status
     ;;
 client)
     shift 2
