@@ -63,7 +63,7 @@ def cmd_check(args: argparse.Namespace, cfg: Config) -> int:
     try:
         settings = source.check_binlog_settings(conn)
         pos = source.current_position(conn)
-        warnings = source.privilege_warnings(conn)
+        warnings = source.privilege_warnings(conn, settings.get("version", ""))
     finally:
         conn.close()
     data = {"source": cfg.source.name, "position": str(pos), "settings": settings, "warnings": warnings}

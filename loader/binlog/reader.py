@@ -23,18 +23,21 @@ from loader.core.positions import Position
 from loader.source.connection import Credentials, binary_logs, connect, credentials
 
 
-def open_transport(cfg: SourceConfig, location: str | None = None, server_id: int | None = None) -> Transport:
+def open_transport(
+    cfg: SourceConfig,
+    location: str | None = None,
+    server_id: int | None = None,
+    creds: Credentials | None = None,
+) -> Transport:
     """Files (``location``, or ``binlog_dir`` when the transport is ``files``) or the server, as
-    the replica ``server_id`` (by default the config's; 0 reads without registering)."""
+    the replica ``server_id`` (by default the config's; 0 reads without registering), logged in
+    with ``creds`` (by default the config's)."""
     if location:
         return BinlogFiles(location)
     if cfg.transport == "files":
         return BinlogFiles(cfg.binlog_dir)
-    return _server(credentials(cfg), cfg.server_id if server_id is None else server_id)
-
-
-def _server(creds: Credentials, server_id: int) -> BinlogServer:
-    return BinlogServer(creds, server_id, creds.read_timeout)
+    creds = creds or credentials(cfg)
+    return BinlogServer(creds, cfg.server_id if server_id is None else server_id, creds.read_timeout)
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,7 @@ class SourceLog:
 
     def open(self) -> Transport:
         """A transport over the log (each decoding process opens its own)."""
-        if self.source.transport == "files":
-            return BinlogFiles(self.source.binlog_dir)
-        return _server(self.creds, self.source.server_id)
+        return open_transport(self.source, creds=self.creds)
 
     def schemas(self) -> AbstractContextManager[SchemaProvider]:
         """The source's table schemas, on a connection opened when one is first asked for."""

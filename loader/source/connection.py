@@ -270,14 +270,15 @@ MYSQL_OPTIONAL_PRIVILEGES = {
 }
 
 
-def privilege_warnings(conn: pymysql.connections.Connection) -> list[str]:
-    """On MySQL, a warning for each privilege of ``MYSQL_OPTIONAL_PRIVILEGES`` that the account's
-    grants lack (``SHOW GRANTS``: one given through a role shows as missing); none on MariaDB."""
+def privilege_warnings(conn: pymysql.connections.Connection, version: str) -> list[str]:
+    """On MySQL (``version``, as ``check_binlog_settings`` read it), a warning for each privilege
+    of ``MYSQL_OPTIONAL_PRIVILEGES`` that the account's grants lack (``SHOW GRANTS``: one given
+    through a role shows as missing); none on MariaDB."""
+    if "mariadb" in version.lower():
+        return []
     with conn.cursor() as cur:
-        cur.execute("SELECT @@version, CURRENT_USER()")
-        version, account = cur.fetchone()
-        if "mariadb" in str(version).lower():
-            return []
+        cur.execute("SELECT CURRENT_USER()")
+        (account,) = cur.fetchone()
         cur.execute("SHOW GRANTS")
         granted: set[str] = set()
         for (grant,) in cur.fetchall():
