@@ -597,15 +597,23 @@ def fresh_schema(mariadb: MariaDB, schema: str, *tables: str) -> None:
 
 
 @pytest.fixture
-def loaded(mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any) -> Loaded:
-    """``loaded(schema, tables, rows)``: a fresh ``schema`` with ``tables`` and ``rows`` (SQL),
-    loaded into the warehouse; its config."""
+def source(request: pytest.FixtureRequest) -> MariaDB:
+    """The source server: the session's MariaDB, or the flavour a test names where the flavour
+    matters (``@pytest.mark.parametrize("source", ["mariadb", "mysql"], indirect=True)``)."""
+    server: MariaDB = request.getfixturevalue(getattr(request, "param", "mariadb"))
+    return server
+
+
+@pytest.fixture
+def loaded(source: MariaDB, tmp_path: Path, spark_config: Config, spark: Any) -> Loaded:
+    """``loaded(schema, tables, rows)``: a fresh ``schema`` with ``tables`` and ``rows`` (SQL) on
+    the ``source`` server, loaded into the warehouse; its config."""
     from loader.warehouse.initial_load import run_initial_load
 
     def load(schema: str, tables: list[str], rows: list[str]) -> Config:
-        fresh_schema(mariadb, schema, *tables)
-        mariadb.execute(*rows)
-        cfg = schema_config(mariadb, tmp_path, spark_config, schema)
+        fresh_schema(source, schema, *tables)
+        source.execute(*rows)
+        cfg = schema_config(source, tmp_path, spark_config, schema)
         run_initial_load(spark, cfg, progress=quiet)
         return cfg
 

@@ -31,6 +31,7 @@ from tests.conftest import (
     TABLE_FORMATS,
     Loaded,
     MariaDB,
+    MySQL,
     as_an_older_loader_left_it,
     assert_equal_to_source,
     delta,
@@ -47,6 +48,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # edges of decoding and planning whose warehouse part another test runs on both formats (named
 # at each).
 both_formats = pytest.mark.parametrize("table_format", TABLE_FORMATS)
+# The edges whose binlog MySQL writes otherwise than MariaDB run on both servers.
+flavours = pytest.mark.parametrize("source", ["mariadb", "mysql"], indirect=True)
 
 
 # The binlog's YEAR column and the integers after it are a decoding edge; each format's storage of
@@ -247,29 +250,34 @@ def test_dml_logged_as_statements_or_partial_rows_stops_until_the_table_is_reloa
     _reload_and_check(spark, cfg, "edge_stmt.t")
 
 
-@both_formats
+# MySQL writes a DROP TABLE's text otherwise, and has no CREATE OR REPLACE: its binlog on one format.
+@pytest.mark.parametrize(
+    ("source", "table_format"),
+    [("mariadb", "hive"), ("mariadb", "iceberg"), ("mysql", "iceberg")],
+    indirect=["source"],
+)
 def test_ddl_in_every_spelling_is_carried_or_stops(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+    source: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
 ) -> None:
     fresh_schema(
-        mariadb,
+        source,
         "edge_ddl",
         "t (id INT PRIMARY KEY, v VARCHAR(20))",
         "a (id INT PRIMARY KEY, v INT)",
         "k (id INT PRIMARY KEY)",
         "_x (id INT PRIMARY KEY)",
     )
-    mariadb.execute(
+    source.execute(
         "INSERT INTO edge_ddl.t VALUES (1, 'a'), (2, 'b')",
         "INSERT INTO edge_ddl.a VALUES (1, 1)",
         "INSERT INTO edge_ddl.k VALUES (1)",
     )
-    cfg = schema_config(mariadb, tmp_path, spark_config, "edge_ddl")
+    cfg = schema_config(source, tmp_path, spark_config, "edge_ddl")
     cfg = dataclasses.replace(cfg, tables=dataclasses.replace(cfg.tables, exclude=("edge_ddl._*",)))
     run_initial_load(spark, cfg, progress=quiet)
 
     # A list whose first table is not selected still drops a selected one.
-    mariadb.execute(
+    source.execute(
         "INSERT INTO edge_ddl.k VALUES (2)",
         "DROP TABLE edge_ddl._x, edge_ddl.t",
     )
@@ -279,14 +287,14 @@ def test_ddl_in_every_spelling_is_carried_or_stops(
         "(statement: DROP TABLE `edge_ddl`.`_x`,`edge_ddl`.`t`",
         "re-load the table: loader initial-load --tables edge_ddl.t once it exists again",
     )
-    mariadb.execute(
+    source.execute(
         "CREATE TABLE edge_ddl.t (id INT PRIMARY KEY, v VARCHAR(20))",
         "INSERT INTO edge_ddl.t VALUES (7, 'new')",
     )
     _reload_and_check(spark, cfg, "edge_ddl.t")
 
     # An online migration's swap, written in a versioned comment (which the server executes).
-    mariadb.execute(
+    source.execute(
         "CREATE TABLE edge_ddl._t_gho LIKE edge_ddl.t",
         "INSERT INTO edge_ddl._t_gho SELECT id, CONCAT(v, '-migrated') FROM edge_ddl.t",
         "/*!50000 RENAME TABLE edge_ddl.t TO edge_ddl._t_del, edge_ddl._t_gho TO edge_ddl.t */",
@@ -295,16 +303,17 @@ def test_ddl_in_every_spelling_is_carried_or_stops(
     _stopped(cfg, "edge_ddl.t: a table was renamed to a selected name", "--tables edge_ddl.t")
     _reload_and_check(spark, cfg, "edge_ddl.t")
 
-    # CREATE OR REPLACE keeps the name but not the rows.
-    mariadb.execute(
-        "CREATE OR REPLACE TABLE edge_ddl.a (id INT PRIMARY KEY, v INT)",
-        "INSERT INTO edge_ddl.a VALUES (5, 5)",
-    )
-    _stopped(cfg, "edge_ddl.a: CREATE OR REPLACE TABLE replaced the table", "--tables edge_ddl.a")
-    _reload_and_check(spark, cfg, "edge_ddl.a")
+    if not isinstance(source, MySQL):
+        # CREATE OR REPLACE keeps the name but not the rows.
+        source.execute(
+            "CREATE OR REPLACE TABLE edge_ddl.a (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO edge_ddl.a VALUES (5, 5)",
+        )
+        _stopped(cfg, "edge_ddl.a: CREATE OR REPLACE TABLE replaced the table", "--tables edge_ddl.a")
+        _reload_and_check(spark, cfg, "edge_ddl.a")
 
     # A new table that matches the include patterns is carried: all its rows follow its CREATE.
-    mariadb.execute(
+    source.execute(
         "CREATE TABLE edge_ddl.n (id INT PRIMARY KEY, v INT)",
         "INSERT INTO edge_ddl.n VALUES (1, 1), (2, 2)",
         "ALTER TABLE edge_ddl.n ADD COLUMN w INT",
@@ -723,23 +732,30 @@ def test_schema_changes_stop_stops_at_every_schema_change_until_the_table_is_rel
     _reload_and_check(spark, cfg, "edge_review.n")
 
 
+@flavours  # (MySQL logs savepoints otherwise; its GTID consistency keeps non-transactional tables out)
 def test_rows_undone_by_rollback_to_savepoint_are_not_applied_beside_non_transactional_tables(
-    mariadb: MariaDB, spark: Any, loaded: Loaded
+    source: MariaDB, spark: Any, loaded: Loaded
 ) -> None:
     """A transaction that also changes non-transactional tables (MyISAM, Aria) is logged with
     its SAVEPOINT and ROLLBACK TO statements among its rows: the rows they undid are not
-    applied; the non-transactional tables keep what the source kept."""
+    applied; the non-transactional tables keep what the source kept. (MySQL with GTIDs refuses
+    non-transactional changes inside a transaction: there the transactional ones alone.)"""
+    mixed = not isinstance(source, MySQL)
     cfg = loaded(
         "edge_savepoint",
         [
             "i (id INT PRIMARY KEY, v INT) ENGINE=InnoDB",
-            "m (id INT PRIMARY KEY, v INT) ENGINE=MyISAM",
-            "a (id INT PRIMARY KEY, v INT) ENGINE=Aria",
+            *(
+                ["m (id INT PRIMARY KEY, v INT) ENGINE=MyISAM", "a (id INT PRIMARY KEY, v INT) ENGINE=Aria"]
+                * mixed
+            ),
         ],
         [
             "INSERT INTO edge_savepoint.i VALUES (1, 1), (2, 2), (3, 3)",
-            "INSERT INTO edge_savepoint.m VALUES (1, 1)",
-            "INSERT INTO edge_savepoint.a VALUES (1, 1)",
+            *(
+                ["INSERT INTO edge_savepoint.m VALUES (1, 1)", "INSERT INTO edge_savepoint.a VALUES (1, 1)"]
+                * mixed
+            ),
         ],
     )
     transactions = [
@@ -781,16 +797,17 @@ def test_rows_undone_by_rollback_to_savepoint_are_not_applied_beside_non_transac
             "COMMIT",
         ],
     ]
-    conn = mariadb.connect(database="edge_savepoint")
+    conn = source.connect(database="edge_savepoint")
     try:
         with conn.cursor() as cur:
             for statements in transactions:
                 cur.execute("BEGIN")
                 for statement in statements:
-                    cur.execute(statement)
+                    if mixed or not re.match(r"(INSERT INTO|UPDATE) [ma] ", statement):
+                        cur.execute(statement)
     finally:
         conn.close()
-    assert mariadb.rows("SELECT id, v FROM edge_savepoint.i ORDER BY id") == [
+    assert source.rows("SELECT id, v FROM edge_savepoint.i ORDER BY id") == [
         (1, 51),
         (2, 2),
         (3, 3),
@@ -798,19 +815,27 @@ def test_rows_undone_by_rollback_to_savepoint_are_not_applied_beside_non_transac
         (6, 6),
         (8, 8),
     ]
-    assert mariadb.rows("SELECT id, v FROM edge_savepoint.m ORDER BY id") == [(1, 50), (2, 2), (3, 3), (4, 4)]
-    assert mariadb.rows("SELECT id, v FROM edge_savepoint.a ORDER BY id") == [(1, 9), (2, 9)]
+    if mixed:
+        assert source.rows("SELECT id, v FROM edge_savepoint.m ORDER BY id") == [
+            (1, 50),
+            (2, 2),
+            (3, 3),
+            (4, 4),
+        ]
+        assert source.rows("SELECT id, v FROM edge_savepoint.a ORDER BY id") == [(1, 9), (2, 9)]
     # A table created with its rows is logged as one group too: the statement, then the rows.
-    mariadb.execute(
+    source.execute(
         "CREATE TABLE edge_savepoint.c (PRIMARY KEY (id)) ENGINE=InnoDB SELECT id, v FROM edge_savepoint.i",
-        "CREATE TABLE edge_savepoint.d (PRIMARY KEY (id)) ENGINE=MyISAM SELECT id, v FROM edge_savepoint.m",
+        *["CREATE TABLE edge_savepoint.d (PRIMARY KEY (id)) ENGINE=MyISAM SELECT id, v FROM edge_savepoint.m"]
+        * mixed,
     )
     delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
 
 
+@flavours  # (a MySQL transaction begins with its GTID event, a MariaDB one with its GTID's BEGIN)
 def test_a_transaction_longer_than_a_read_run_across_a_range_cut_is_applied_once(
-    mariadb: MariaDB, spark: Any, loaded: Loaded, monkeypatch: pytest.MonkeyPatch
+    source: MariaDB, spark: Any, loaded: Loaded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The DAG's extract (the server's stream, spooled into ranges for two processes) of an
     interval where a transaction several read runs long spans where a range would be cut: the
@@ -825,18 +850,18 @@ def test_a_transaction_longer_than_a_read_run_across_a_range_cut_is_applied_once
         ["INSERT INTO edge_long_txn.t VALUES (0, 'loaded', 0), (1, 'loaded', 1)"],
     )
     table = "edge_long_txn.t"
-    before = mariadb.execute(
+    before = source.execute(
         f"UPDATE {table} SET n = 10 WHERE id = 0", f"INSERT INTO {table} VALUES (2, 'x', 2)"
     )
     rows = 4 * RUN_BYTES // 40_000
-    after_long = mariadb.execute(
+    after_long = source.execute(
         "BEGIN",
         *(f"INSERT INTO {table} VALUES ({i}, REPEAT('v', 40000), {i})" for i in range(3, rows)),
         f"UPDATE {table} SET n = 20 WHERE id = 2",  # changed again after the range before it
         f"DELETE FROM {table} WHERE id = 1",
         "COMMIT",
     )
-    mariadb.execute(
+    source.execute(
         f"UPDATE {table} SET v = 'short', n = -n WHERE id BETWEEN 3 AND 5",  # rows of the long one
         f"DELETE FROM {table} WHERE id = 6",
         f"INSERT INTO {table} VALUES (1, 'back', 1)",
