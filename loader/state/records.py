@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -79,13 +81,22 @@ def record_of(cls: type[R], fields: dict[str, Any]) -> R:
         ConfigError: a position field is not ``FILE:POS``.
         TypeError: the fields are not the record's.
     """
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.type in _POSITION_TYPES and isinstance(fields.get(f.name), str):
-            fields[f.name] = Position.parse(fields[f.name])
+    for name in _position_fields(typing.cast(type, cls)):
+        if isinstance(fields.get(name), str):
+            fields[name] = Position.parse(fields[name])
     return cls(**fields)
 
 
-_POSITION_TYPES = ("Position", "Position | None")
+@functools.cache
+def _position_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a record class that hold a position (``Position``, or it or None), however
+    the annotation is spelled."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        f.name
+        for f in dataclasses.fields(cls)
+        if hints[f.name] is Position or Position in typing.get_args(hints[f.name])
+    )
 
 
 def now_text() -> str:
