@@ -41,7 +41,14 @@ PER_TABLE_TARGET = 0.5  # seconds of materialisation per table merged, two cores
 
 
 def shape(
-    tmp: Path, port: int, name: str, tables: int, rows: int, changes: int, at_once: int | None
+    tmp: Path,
+    port: int,
+    name: str,
+    tables: int,
+    rows: int,
+    changes: int,
+    at_once: int | None,
+    conf: list[str],
 ) -> Cycle:
     """``tables`` tables ``bench.oltp*`` of ``rows`` rows, loaded into a warehouse of their own, then
     ``changes`` changes over them and one timed ``run-once``; the cycle, checked equal."""
@@ -54,6 +61,8 @@ def shape(
     t0 = time.perf_counter()
     fill(port, tables, rows)
     config = write_config(tmp / name, "iceberg", port, include="bench.oltp*")
+    more = "".join(f', "{k}" = "{v}"' for k, _, v in (c.partition("=") for c in conf))
+    config.write_text(config.read_text(encoding="utf-8").replace('"4g"', f'"4g"{more}', 1), encoding="utf-8")
     with open(config, "a", encoding="utf-8") as f:  # [spark] is the file's last section
         if at_once is not None:
             f.write(f"merge_tables_at_once = {at_once}\n")
@@ -97,6 +106,13 @@ def main() -> None:
     parser.add_argument(
         "--merge-tables-at-once", type=int, help="[spark] merge_tables_at_once (default: the loader's)"
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting more ([spark] conf)",
+    )
     args = parser.parse_args()
     if args.tables < 2 or args.changes_per_table < 5:
         parser.error("--tables must be at least 2, --changes-per-table at least 5")
@@ -112,8 +128,10 @@ def main() -> None:
         print(
             f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
         )
-        many = shape(tmp, port, "many", args.tables, args.rows, changes, args.merge_tables_at_once)
-        one = shape(tmp, port, "one", 1, one_rows, changes, args.merge_tables_at_once)
+        many = shape(
+            tmp, port, "many", args.tables, args.rows, changes, args.merge_tables_at_once, args.spark_conf
+        )
+        one = shape(tmp, port, "one", 1, one_rows, changes, args.merge_tables_at_once, args.spark_conf)
     finally:
         stop_server(datadir)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -158,11 +159,14 @@ def materialize_table(
     run_id: str,
     copy_seqno: int | None = None,
     summary: dict[str, str] | None = None,
+    table_rows: int | None = None,
 ) -> TableResult:
     """Apply one table's staged changes from several intervals in one pass (those after
     ``copy_seqno``, the seqno of its latest copy: the copy holds the others).
 
-    An Iceberg table gets them in one snapshot whose summary carries ``summary``.
+    An Iceberg table gets them in one snapshot whose summary carries ``summary``; ``table_rows``
+    (the rows its data files hold, if known) with the changes' rows says whether its merge is
+    small (``iceberg.small_merge_conf``).
     """
     started, began = time.monotonic(), time.time()
     entries = [part.entry for part in staged]
@@ -193,6 +197,8 @@ def materialize_table(
             target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
             own_rows,
             mode,
+            small=table_rows is not None
+            and table_rows + sum(f.rows for e in entries for f in e.files) <= iceberg.SMALL_MERGE_ROWS,
         )
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows, began)
@@ -355,14 +361,17 @@ def _merge_table(
     """One table's merge of the intervals: its result (None when it was committed before), and
     ``[schema, table, rows]`` when its row count is known."""
     name = table_name(cfg, schema, table)
+    rows: int | None = 0  # a table made by this merge is empty
     if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
         summaries = iceberg.current_summaries(spark, name)
+        rows = iceberg.total_records(summaries[0]) if summaries else 0
         if iceberg.committed_interval(summaries, cfg.source.name, last):
             # Committed before the ledger heard of it (a crash in between): its count stays.
-            rows = iceberg.total_records(summaries[0])
             return None, [schema, table, rows] if rows is not None else None
     try:
-        result = materialize_table(spark, Target.of(cfg), store, staged, run_id, copy_seqno, summary=summary)
+        result = materialize_table(
+            spark, Target.of(cfg), store, staged, run_id, copy_seqno, summary=summary, table_rows=rows
+        )
     except MaterializeError as exc:
         raise MaterializeError(f"interval {span}: {exc}") from None
     return result, [schema, table, result.data_file_rows] if result.data_file_rows is not None else None
@@ -372,14 +381,24 @@ T = TypeVar("T")
 
 
 def at_once(spark: Any, most: int, work: Sequence[Callable[[Any], T]]) -> list[T]:
-    """Each piece of ``work`` given a Spark session, up to ``most`` at once, each then in a
-    session of its own (``own_session``); their results in order. Every piece runs to its end
-    (none is stopped halfway by another's failure); then the first failure in order is raised,
-    as running them one after another would have raised it."""
+    """Each piece of ``work`` given a Spark session, up to ``most`` at once, each thread then with
+    a session of its own (``own_session``) for the pieces it runs one after another; their
+    results in order. Every piece runs to its end (none is stopped halfway by another's
+    failure); then the first failure in order is raised, as running them one after another
+    would have raised it."""
     if most <= 1 or len(work) <= 1:
         return [piece(spark) for piece in work]
+    # A session per thread, not per piece: making one copies every setting, a tenth of a
+    # second or more of the driver's time, which a table of few changes would pay again each.
+    mine = threading.local()
+
+    def run(piece: Callable[[Any], T]) -> T:
+        if not hasattr(mine, "session"):
+            mine.session = own_session(spark)
+        return piece(mine.session)
+
     with ThreadPoolExecutor(min(most, len(work)), thread_name_prefix="loader-merge") as pool:
-        futures = [pool.submit(piece, own_session(spark)) for piece in work]
+        futures = [pool.submit(run, piece) for piece in work]
     # Leaving the block waited for every piece.
     return [f.result() for f in futures]
 

@@ -16,6 +16,7 @@ import pytest
 from loader.core.config import Config
 from loader.extract.interval import run_extract
 from loader.state.ledger import Ledger
+from loader.warehouse import iceberg
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import (
@@ -51,8 +52,18 @@ def snapshots(spark: Any, table: str) -> list[dict[str, str]]:
 
 
 def test_intervals_land_as_one_merge_on_read_snapshot_each_and_equal_the_source(
-    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # ice.t's merges run as a large table's (adaptive execution), ice.c's as a small one's.
+    monkeypatch.setattr(iceberg, "SMALL_MERGE_ROWS", 20)
+    merged_as: list[tuple[str, bool]] = []
+    merge_changes = iceberg.merge_changes
+
+    def seen(spark: Any, name: str, *args: Any, small: bool = False, **kwargs: Any) -> Any:
+        merged_as.append((name, small))
+        return merge_changes(spark, name, *args, small=small, **kwargs)
+
+    monkeypatch.setattr(iceberg, "merge_changes", seen)
     fresh_schema(
         mariadb,
         "ice",
@@ -84,6 +95,12 @@ def test_intervals_land_as_one_merge_on_read_snapshot_each_and_equal_the_source(
     mariadb.execute("UPDATE ice.t SET v = 'twice' WHERE id = 14")
     assert run_extract(cfg, progress=quiet) is not None
     results = {r.table: r for r in run_materialize(spark, cfg)}
+    c = "iceberg.ice_wh.ice__c"
+    assert sorted((n.replace("`", ""), small) for n, small in merged_as) == [
+        (c, True),
+        (t, False),
+        (t, False),
+    ]
     # ids 7, 14, …, 56 updated (8, of which 21 then deleted) and 14 again; 3 moved to 100.
     assert (results["ice.t"].inserted, results["ice.t"].updated, results["ice.t"].deleted) == (2, 8, 6)
     assert_equal_to_source(spark, cfg)
