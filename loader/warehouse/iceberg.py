@@ -358,7 +358,34 @@ def merge_changes(
         ``total_records`` after it.
     """
     with session_conf(spark, small_merge_conf(spark) if small else {}):
-        _merge(spark, name, changes, columns, key, summary, range_width, own_rows, mode)
+        changes.createOrReplaceTempView("changes")
+        # Kept, the changes are a filter over a relation of known size: what Spark's runtime bloom
+        # filter needs to drop, while the table is read, the rows of keys that did not change,
+        # before they are shuffled for the join. A mirror's or soft_delete's merge takes each key's
+        # latest change (ranked); a history's, what the changes do to the key's versions, which
+        # needs the table's state and is kept too, so that the table is read for it before the
+        # merge writes.
+        history = mode == modes.HISTORY
+        kept = (changes if history else spark.sql(ranked_sql(columns, key))).cache()
+        steps = None
+        try:
+            ranges = _touched_ranges(kept, key, range_width)
+            target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
+            if history:
+                with session_conf(spark, KEY_FILTER_CONF):
+                    steps = spark.sql(history_changes_sql(key, name, target_filter)).cache()
+                    steps.createOrReplaceTempView("history")
+                    steps.count()
+                merge = history_merge_into_sql(name, columns, key, target_filter)
+            else:
+                kept.where("_loader_rank = 1").createOrReplaceTempView("latest")
+                merge = merge_into_sql(name, columns, key, target_filter, mode)
+            with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
+                spark.sql(merge)
+        finally:
+            if steps is not None:
+                steps.unpersist()
+            kept.unpersist()
     crashpoints.reached("after snapshot committed")
     # This merge's snapshot: another source of a shared table may have committed after it.
     summaries = current_summaries(spark, name)
@@ -374,48 +401,6 @@ def merge_changes(
         count("changed-partition-count"),
         total_records(now),
     )
-
-
-def _merge(
-    spark: Any,
-    name: str,
-    changes: Any,
-    columns: list[str],
-    key: list[str],
-    summary: Mapping[str, str],
-    range_width: int | None,
-    own_rows: str,
-    mode: str,
-) -> None:
-    """``merge_changes``'s statements, up to the commit."""
-    changes.createOrReplaceTempView("changes")
-    # Kept, the changes are a filter over a relation of known size: what Spark's runtime bloom
-    # filter needs to drop, while the table is read, the rows of keys that did not change,
-    # before they are shuffled for the join. A mirror's or soft_delete's merge takes each key's
-    # latest change (ranked); a history's, what the changes do to the key's versions, which
-    # needs the table's state and is kept too, so that the table is read for it before the
-    # merge writes.
-    history = mode == modes.HISTORY
-    kept = (changes if history else spark.sql(ranked_sql(columns, key))).cache()
-    steps = None
-    try:
-        ranges = _touched_ranges(kept, key, range_width)
-        target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
-        if history:
-            with session_conf(spark, KEY_FILTER_CONF):
-                steps = spark.sql(history_changes_sql(key, name, target_filter)).cache()
-                steps.createOrReplaceTempView("history")
-                steps.count()
-            merge = history_merge_into_sql(name, columns, key, target_filter)
-        else:
-            kept.where("_loader_rank = 1").createOrReplaceTempView("latest")
-            merge = merge_into_sql(name, columns, key, target_filter, mode)
-        with session_conf(spark, {**snapshot_summary(summary), **KEY_FILTER_CONF}):
-            spark.sql(merge)
-    finally:
-        if steps is not None:
-            steps.unpersist()
-        kept.unpersist()
 
 
 def _touched_ranges(changes: Any, key: list[str], range_width: int | None) -> str:
