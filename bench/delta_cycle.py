@@ -59,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,13 +194,26 @@ def make_changes(port: int, rows: int, changes: int, first_new_key: int | None =
 # --- the loader, as a user runs it -------------------------------------------------------------
 
 
-def write_config(folder: Path, fmt: str, port: int, include: str = "bench.t") -> Path:
+def write_config(
+    folder: Path,
+    fmt: str,
+    port: int,
+    include: str = "bench.t",
+    *,
+    spark_conf: Sequence[str] = (),
+    merge_tables_at_once: int | None = None,
+    load_engine: str | None = None,
+) -> Path:
     """``folder/loader.toml``: the source as the ``loader`` user, the tables ``include``
     (``bench.t``), staging and warehouse under ``folder``, the warehouse database
-    ``bench_<fmt>_wh`` in format ``fmt``."""
+    ``bench_<fmt>_wh`` in format ``fmt``; ``spark_conf`` (``KEY=VALUE``) more Spark settings,
+    and ``[spark] merge_tables_at_once`` and ``[load] engine`` when given."""
     folder.mkdir(parents=True, exist_ok=True)
     table_format, java_options, mode = VARIANTS[fmt]
     java = f', "spark.driver.extraJavaOptions" = "{java_options}"' if java_options else ""
+    java += "".join(f', "{k}" = "{v}"' for k, _, v in (c.partition("=") for c in spark_conf))
+    at_once = f"merge_tables_at_once = {merge_tables_at_once}\n" if merge_tables_at_once is not None else ""
+    engine = f'[load]\nengine = "{load_engine}"\n' if load_engine else ""
     path = folder / "loader.toml"
     path.write_text(
         f"""[source]
@@ -220,7 +234,7 @@ dir = "{folder / "warehouse"}"
 [spark]
 master = "local[2]"
 conf = {{ "spark.sql.shuffle.partitions" = "8", "spark.driver.memory" = "4g"{java} }}
-""",
+{at_once}{engine}""",
         encoding="utf-8",
     )
     return path

@@ -60,13 +60,15 @@ def shape(
         conn.close()
     t0 = time.perf_counter()
     fill(port, tables, rows)
-    config = write_config(tmp / name, "iceberg", port, include="bench.oltp*")
-    more = "".join(f', "{k}" = "{v}"' for k, _, v in (c.partition("=") for c in conf))
-    config.write_text(config.read_text(encoding="utf-8").replace('"4g"', f'"4g"{more}', 1), encoding="utf-8")
-    with open(config, "a", encoding="utf-8") as f:  # [spark] is the file's last section
-        if at_once is not None:
-            f.write(f"merge_tables_at_once = {at_once}\n")
-        f.write('\n[load]\nengine = "arrow"\n')
+    config = write_config(
+        tmp / name,
+        "iceberg",
+        port,
+        include="bench.oltp*",
+        spark_conf=conf,
+        merge_tables_at_once=at_once,
+        load_engine="arrow",
+    )
     loader("initial-load", config=config, cwd=config.parent).check()
     made = make_changes(port, tables, rows, changes)
     print(

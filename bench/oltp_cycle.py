@@ -249,11 +249,14 @@ def main() -> None:
         )
         loads = {}
         for engine in args.load_engine.split(","):  # the last one's warehouse goes on
-            config = write_config(tmp / f"iceberg-{engine}", "iceberg", port, include="bench.oltp*")
-            with open(config, "a", encoding="utf-8") as f:  # [spark] is the file's last section
-                if args.merge_tables_at_once is not None:
-                    f.write(f"merge_tables_at_once = {args.merge_tables_at_once}\n")
-                f.write(f'\n[load]\nengine = "{engine}"\n')
+            config = write_config(
+                tmp / f"iceberg-{engine}",
+                "iceberg",
+                port,
+                include="bench.oltp*",
+                merge_tables_at_once=args.merge_tables_at_once,
+                load_engine=engine,
+            )
             done = loader("initial-load", "--output", "json", config=config, cwd=config.parent).check()
             copied = sum(int(t["rows"]) for t in done.json()["tables"])
             assert copied == total_rows, f"the initial load copied {copied:,} rows, not {total_rows:,}"
