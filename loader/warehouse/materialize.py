@@ -364,7 +364,7 @@ def _merge_table(
     rows: int | None = 0  # a table made by this merge is empty
     if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
         summaries = iceberg.current_summaries(spark, name)
-        rows = iceberg.total_records(summaries[0]) if summaries else 0
+        rows = _rows_of(summaries)
         if iceberg.committed_interval(summaries, cfg.source.name, last):
             # Committed before the ledger heard of it (a crash in between): its count stays.
             return None, [schema, table, rows] if rows is not None else None
@@ -375,6 +375,17 @@ def _merge_table(
     except MaterializeError as exc:
         raise MaterializeError(f"interval {span}: {exc}") from None
     return result, [schema, table, result.data_file_rows] if result.data_file_rows is not None else None
+
+
+def _rows_of(summaries: list[dict[str, str]]) -> int | None:
+    """The rows a table's data files hold, of its ``current_summaries`` (0 with no snapshot);
+    None when the summary does not say."""
+    return iceberg.total_records(summaries[0]) if summaries else 0
+
+
+def _table_rows(spark: Any, name: str, table_format: str) -> int | None:
+    """``_rows_of`` the Iceberg table ``name`` (which exists); None for another format."""
+    return _rows_of(iceberg.current_summaries(spark, name)) if table_format == "iceberg" else None
 
 
 T = TypeVar("T")
@@ -459,6 +470,7 @@ def catch_up(
                 f"v{last.id}-{uuid.uuid4().hex[:8]}",
                 load.seqno,
                 summary,
+                table_rows=_table_rows(spark, table_name(cfg, schema, table), cfg.warehouse.format),
             )
         except MaterializeError as exc:
             raise MaterializeError(
