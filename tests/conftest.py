@@ -10,6 +10,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime as dt
+import gzip
 import json
 import logging
 import os
@@ -570,6 +571,18 @@ def s3_bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
 # --- a schema loaded into the warehouse, in process (the edge and checksum tests) ------------
 
 Loaded = Callable[[str, list[str], list[str]], Config]
+
+
+def read_staged_by(spark: Any, reader: str, path: Path, columns: list[str]) -> Any:
+    """A staging file as a merge reads it: by Spark's CSV reader (``"spark"``), or parsed by the
+    loader itself and handed to Spark (``"here"``, a small table's changes), gzipped as
+    ``[staging] gzip`` stages them."""
+    from loader.staging import csvformat
+
+    if reader == "spark":
+        return csvformat.read_staged(spark, [path.as_uri()], columns)
+    parsed = csvformat.parse_staged(gzip.compress(path.read_bytes()), len(columns), str(path))
+    return csvformat.staged_frame(spark, parsed, columns)
 
 
 def quiet(_: str) -> None:

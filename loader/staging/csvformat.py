@@ -20,6 +20,7 @@ to ``''``. A text value equal to the marker itself cannot be staged and is refus
 from __future__ import annotations
 
 import base64
+import gzip
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -31,6 +32,7 @@ META_COLUMNS = ("op", "seqno", "row_id", "commit_ts")
 META_READ_AS = {name: f"_loader_{name}" for name in META_COLUMNS}
 EMPTY_MARKER = "\x00\ue000loader-empty-string\ue000\x00"
 LINE_END = "\n"
+_GZIP_MAGIC = b"\x1f\x8b"
 
 # Options for spark.read.csv; the files must be read with an explicit all-string schema.
 SPARK_READ_OPTIONS: dict[str, str] = {
@@ -140,6 +142,11 @@ def row_encoder(kinds: list[str]) -> RowEncoder:
     return encoder
 
 
+def _positional(count: int) -> list[str]:
+    # Positional names: a source column may be called anything, even like a meta column.
+    return [f"_c{i}" for i in range(len(META_COLUMNS) + count)]
+
+
 def read_staged(spark: Any, paths: list[str], columns: list[str]) -> Any:
     """Read staging files with Spark: every column a string, empty strings restored.
 
@@ -156,14 +163,69 @@ def read_staged(spark: Any, paths: list[str], columns: list[str]) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    names = [*(META_READ_AS[m] for m in META_COLUMNS), *columns]
-    # Positional names: a source column may be called anything, even like a meta column.
-    schema = StructType([StructField(f"_c{i}", StringType()) for i in range(len(names))])
+    schema = StructType([StructField(name, StringType()) for name in _positional(len(columns))])
     df = spark.read.options(**SPARK_READ_OPTIONS).schema(schema).csv(paths)
     marker = F.lit(EMPTY_MARKER)
     return df.select(
         *[
             F.when(F.col(f"_c{i}") == marker, F.lit("")).otherwise(F.col(f"_c{i}")).alias(name)
-            for i, name in enumerate(names)
+            for i, name in enumerate(_read_names(columns))
         ]
     )
+
+
+def _read_names(columns: list[str]) -> list[str]:
+    return [*(META_READ_AS[m] for m in META_COLUMNS), *columns]
+
+
+def parse_staged(data: bytes, columns: int, what: str) -> Any:
+    """One staging file's rows parsed here, in this process (for a table of few changes: a
+    Spark read of its files costs a job and its planning, most of a small merge's time).
+
+    Args:
+        data: the file's bytes, gzipped or not (``[staging] gzip``).
+        columns: how many table columns its layout has.
+        what: the file, for the error.
+
+    Returns:
+        A pyarrow table with a column per field, named ``_c0``, ``_c1``… (the meta columns
+        first, as ``read_staged`` reads them), every value a string, None where the file has
+        NULL, ``''`` for an empty string (a quoted empty field). ``staged_frame`` makes it the
+        frame ``read_staged`` gives.
+
+    Raises:
+        CsvValueError: naming ``what`` and the fault, for a file that is not in this format.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    names = _positional(columns)
+    try:
+        if data[:2] == _GZIP_MAGIC:  # a CSV file starts with its header's quote
+            data = gzip.decompress(data)
+        parsed = pacsv.read_csv(
+            pa.py_buffer(data),
+            # The header is read as a row and dropped: skipping it by line count would split a
+            # quoted column name holding a newline.
+            read_options=pacsv.ReadOptions(column_names=names, block_size=max(1 << 20, len(data) + 1)),
+            parse_options=pacsv.ParseOptions(
+                delimiter=",", quote_char='"', double_quote=True, escape_char=False, newlines_in_values=True
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={name: pa.string() for name in names},
+                null_values=[""],
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError) as exc:
+        raise CsvValueError(f"staging file {what} cannot be read: {exc}") from None
+    return parsed.slice(1)
+
+
+def staged_frame(spark: Any, parsed: Any, columns: list[str]) -> Any:
+    """``read_staged``'s frame of the rows ``parse_staged`` parsed (a pyarrow table)."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(parsed)
+    return frame.select(*[F.col(f"_c{i}").alias(name) for i, name in enumerate(_read_names(columns))])

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from loader.core.config import Config
-from loader.core.errors import MaterializeError
+from loader.core.errors import CsvValueError, MaterializeError
 from loader.core.naming import INVALID_DATES_COLUMN, SOURCE_COLUMN, warehouse_tables
 from loader.core.positions import Position, seqno_of
 from loader.core.results import TableResult
@@ -103,10 +103,68 @@ def pending_intervals(ledger: Ledger, intervals: list[Interval] | None = None) -
     return pending
 
 
+# A table whose staged changes of the merge are at most this many rows and bytes (as stored)
+# has them read by this process (``csvformat.parse_staged``) and handed to Spark as rows, rather
+# than read by Spark's CSV reader: a Spark read costs a job and its planning, and the key ranges
+# they touch a few more, most of a small merge's time.
+LOCAL_READ_ROWS = 100_000
+LOCAL_READ_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The staged files of one interval and column layout of a table: read by Spark from
+    ``uris``, or already parsed here (``parsed``)."""
+
+    interval: str
+    names: list[str]  # the layout's columns, in file order
+    uris: list[str]
+    parsed: Any = None  # a pyarrow table of all the files' rows (``csvformat.parse_staged``)
+
+
+def _reads(store: Store, staged: list[Staged], local: bool) -> list[_Read]:
+    """One table's staged files by interval and layout, parsed here when ``local``."""
+    out = []
+    for part in staged:
+        entry = part.entry
+        for index, layout_columns in enumerate(entry.layouts):
+            files = [f.path for f in entry.files if f.layout == index]
+            if not files:
+                continue
+            names = [c.name for c in layout_columns]
+            parsed = None
+            if local:
+                import pyarrow as pa
+
+                parsed = pa.concat_tables([_parsed(store, path, len(names)) for path in files])
+            out.append(_Read(part.interval, names, [store.spark_uri(path) for path in files], parsed))
+    return out
+
+
+def _parsed(store: Store, path: str, columns: int) -> Any:
+    data = store.get(path)
+    if data is None:  # checked by ``verified_manifest`` moments ago
+        raise MaterializeError(f"staging file {path} is missing: extract its interval again")
+    try:
+        return csvformat.parse_staged(data, columns, path)
+    except CsvValueError as exc:
+        raise MaterializeError(f"{exc}: extract its interval again") from None
+
+
+def _key_ranges(reads: list[_Read], column: str, width: int) -> list[int]:
+    """The key ranges of ``width`` that the changes parsed here touch (``merge.key_range_sql``'s
+    numbers), of the integer key ``column``; a change its copy holds may add one more, never one
+    less."""
+    touched: set[int] = set()
+    for read in reads:
+        at = len(csvformat.META_COLUMNS) + read.names.index(column)
+        touched.update(int(text) // width for text in read.parsed.column(at).to_pylist() if text is not None)
+    return sorted(touched)
+
+
 def _changes(
     spark: Any,
-    store: Store,
-    staged: list[Staged],
+    reads: list[_Read],
     columns: list[ColumnSpec],
     warehouse_types: dict[str, str],
     copy_seqno: int | None,
@@ -116,35 +174,33 @@ def _changes(
     the table's latest column layout."""
     q = quote_identifier
     frames = []
-    for part in staged:
-        entry = part.entry
-        for index, layout_columns in enumerate(entry.layouts):
-            paths = [store.spark_uri(f.path) for f in entry.files if f.layout == index]
-            if not paths:
+    for read in reads:
+        names = read.names
+        if read.parsed is not None:
+            frame = csvformat.staged_frame(spark, read.parsed, names)
+        else:
+            frame = csvformat.read_staged(spark, read.uris, names)
+        if copy_seqno is not None:
+            frame = frame.where(f"CAST({SEQNO} AS BIGINT) > {copy_seqno}")
+        have = set(names)
+        select = [
+            f"CAST({q(m)} AS {t})" + f" AS {q(m)}"
+            if m in META_TYPES
+            else f"try_to_timestamp({q(m)}) AS {q(m)}"
+            for m, t in (*META_TYPES.items(), (COMMIT_TS, "timestamp"))
+        ] + [OP, f"{types.spark_string(read.interval)} AS {INTERVAL}"]
+        for c in columns:
+            target = warehouse_types[c.name]
+            if c.name not in have:
+                select.append(f"CAST(NULL AS {target}) AS {q(c.name)}")
                 continue
-            names = [c.name for c in layout_columns]
-            frame = csvformat.read_staged(spark, paths, names)
-            if copy_seqno is not None:
-                frame = frame.where(f"CAST({SEQNO} AS BIGINT) > {copy_seqno}")
-            have = set(names)
-            select = [
-                f"CAST({q(m)} AS {t})" + f" AS {q(m)}"
-                if m in META_TYPES
-                else f"try_to_timestamp({q(m)}) AS {q(m)}"
-                for m, t in (*META_TYPES.items(), (COMMIT_TS, "timestamp"))
-            ] + [OP, f"{types.spark_string(part.interval)} AS {INTERVAL}"]
-            for c in columns:
-                target = warehouse_types[c.name]
-                if c.name not in have:
-                    select.append(f"CAST(NULL AS {target}) AS {q(c.name)}")
-                    continue
-                value = types.cast_sql(q(c.name), c.mysql_type)
-                if types.spark_type(c.mysql_type) != target:  # the warehouse keeps a wider type
-                    value = f"CAST({value} AS {target})"
-                select.append(f"{value} AS {q(c.name)}")
-            dates = [(q(c.name), c.name, c.mysql_type) for c in columns if c.name in have]
-            select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
-            frames.append(frame.selectExpr(*select))
+            value = types.cast_sql(q(c.name), c.mysql_type)
+            if types.spark_type(c.mysql_type) != target:  # the warehouse keeps a wider type
+                value = f"CAST({value} AS {target})"
+            select.append(f"{value} AS {q(c.name)}")
+        dates = [(q(c.name), c.name, c.mysql_type) for c in columns if c.name in have]
+        select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
+        frames.append(frame.selectExpr(*select))
     result = frames[0]
     for frame in frames[1:]:
         result = result.unionByName(frame)
@@ -180,8 +236,13 @@ def materialize_table(
     warehouse_types = ensure_table(spark, target, schema, table, columns, key=key, cause=cause)
     names = [c.name for c in columns] + [INVALID_DATES_COLUMN]
     mode = target.tables.mode_of(schema, table)  # the table's: ensure_table refuses another
+    files = [f for e in entries for f in e.files]
+    local = sum(f.rows for f in files) <= LOCAL_READ_ROWS and sum(f.bytes for f in files) <= LOCAL_READ_BYTES
+    reads = _reads(store, staged, local)
+    changes = _changes(spark, reads, columns, warehouse_types, copy_seqno)
     if target.warehouse.format == "iceberg":
-        changes = _changes(spark, store, staged, columns, warehouse_types, copy_seqno)
+        # the key ranges the changes touch, as Hive's partitions
+        width = target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None
         own_rows = source_filter(target.source, target.tables, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
             changes = changes.selectExpr(source_column_sql(target.source), "*")
@@ -193,17 +254,16 @@ def materialize_table(
             names,
             key,
             summary or {},
-            # the key ranges the changes touch, as Hive's partitions
-            target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None,
+            width,
             own_rows,
             mode,
             small=table_rows is not None
-            and table_rows + sum(f.rows for e in entries for f in e.files) <= iceberg.SMALL_MERGE_ROWS,
+            and table_rows + sum(f.rows for f in files) <= iceberg.SMALL_MERGE_ROWS,
+            touched=(_key_ranges(reads, key[0], width) if width else []) if local else None,
         )
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows, began)
     part = partition_expr(columns, key, *target.warehouse.partitioning(schema, table))
-    changes = _changes(spark, store, staged, columns, warehouse_types, copy_seqno)
     changes = changes.selectExpr("*", f"{part} AS {PART}").cache()
     try:
         per_partition = {r[PART]: r["count"] for r in changes.groupBy(PART).count().collect()}

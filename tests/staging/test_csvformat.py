@@ -1,4 +1,5 @@
-"""The staging CSV dialect: written by the extractor, read by Spark, every value intact."""
+"""The staging CSV dialect: written by the extractor, read by Spark and by the merge's own reader,
+every value intact."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from loader.core.errors import CsvValueError
 from loader.staging import csvformat
 from loader.staging.csvformat import encode_value, header_line, row_line
+from tests.conftest import read_staged_by
 
 TEXTS = [
     "",
@@ -107,14 +109,15 @@ def test_the_generated_row_encoder_writes_what_row_line_writes() -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_spark_reads_back_every_value(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["spark", "here"])
+def test_spark_reads_back_every_value(spark: Any, tmp_path: Path, reader: str) -> None:
     rows = _rows()
     path = tmp_path / "part-00000.csv"
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(header_line(COLUMNS))
         for i, row in enumerate(rows):
             f.write(row_line("I", 1 << 32 | 100, i, "2024-01-01 00:00:00.000001", row))
-    df = csvformat.read_staged(spark, [path.as_uri()], COLUMNS)
+    df = read_staged_by(spark, reader, path, COLUMNS)
     df.createOrReplaceTempView("staged")
     got = spark.sql(
         """SELECT _loader_op AS op, CAST(_loader_seqno AS BIGINT) AS seqno,
@@ -146,3 +149,18 @@ def test_spark_reads_back_every_value(spark: Any, tmp_path: Path) -> None:
     with open(path, encoding="utf-8", newline="") as f:
         parsed = list(csv.reader(f))
     assert parsed[1][4] == "" and parsed[1][5] == base64.b64encode(BINARIES[0]).decode()
+
+
+def test_the_merges_own_reader_keeps_quoted_newlines_nulls_and_empty_strings_and_names_a_bad_file() -> None:
+    text = (
+        header_line(["a\nb", "op"])
+        + row_line("I", 5, 0, "t", (None, ""))
+        + row_line("D", 6, 1, "t", ("x\r\ny", '"'))
+    )
+    parsed = csvformat.parse_staged(text.encode(), 2, "s/t/part-00000.csv")
+    assert parsed.to_pylist() == [
+        {"_c0": "I", "_c1": "5", "_c2": "0", "_c3": "t", "_c4": None, "_c5": ""},
+        {"_c0": "D", "_c1": "6", "_c2": "1", "_c3": "t", "_c4": "x\r\ny", "_c5": '"'},
+    ]
+    with pytest.raises(CsvValueError, match=r"staging file s/t/part-00000.csv cannot be read: .*columns"):
+        csvformat.parse_staged(text.encode() + b'I,7,0,"t"\n', 2, "s/t/part-00000.csv")

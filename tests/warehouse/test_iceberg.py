@@ -16,7 +16,7 @@ import pytest
 from loader.core.config import Config
 from loader.extract.interval import run_extract
 from loader.state.ledger import Ledger
-from loader.warehouse import iceberg
+from loader.warehouse import iceberg, materialize
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from tests.conftest import (
@@ -54,8 +54,10 @@ def snapshots(spark: Any, table: str) -> list[dict[str, str]]:
 def test_intervals_land_as_one_merge_on_read_snapshot_each_and_equal_the_source(
     mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # ice.t's merges run as a large table's (adaptive execution), ice.c's as a small one's.
+    # ice.t's merges run as a large table's (adaptive execution), ice.c's as a small one's; both
+    # read their changes with Spark's CSV reader, as a table of many changes does.
     monkeypatch.setattr(iceberg, "SMALL_MERGE_ROWS", 20)
+    monkeypatch.setattr(materialize, "LOCAL_READ_ROWS", 0)
     merged_as: list[tuple[str, bool]] = []
     merge_changes = iceberg.merge_changes
 

@@ -11,6 +11,7 @@ import pytest
 
 from loader.staging import csvformat
 from loader.warehouse import types
+from tests.conftest import read_staged_by
 
 
 @pytest.mark.parametrize(
@@ -74,14 +75,15 @@ CASES: list[tuple[str, Any, Any]] = [
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_staged_values_cast_exactly(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["spark", "here"])
+def test_staged_values_cast_exactly(spark: Any, tmp_path: Path, reader: str) -> None:
     columns = [f"c{i}" for i in range(len(CASES))]
     path = tmp_path / "part-00000.csv"
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(csvformat.header_line(columns))
         f.write(csvformat.row_line("I", 1, 0, "2024-01-01 00:00:00.000000", tuple(v for _, v, _ in CASES)))
         f.write(csvformat.row_line("I", 1, 1, "2024-01-01 00:00:00.000000", (None,) * len(CASES)))
-    csvformat.read_staged(spark, [path.as_uri()], columns).createOrReplaceTempView("typed_in")
+    read_staged_by(spark, reader, path, columns).createOrReplaceTempView("typed_in")
     select = ", ".join(
         f"{types.cast_sql(f'`{c}`', t)} AS `{c}`" for c, (t, _, _) in zip(columns, CASES, strict=True)
     )
