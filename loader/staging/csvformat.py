@@ -13,8 +13,10 @@ reader cannot drift apart:
 - Binary values are base64, quoted. Temporal values are text with their microseconds.
 
 Spark's CSV reader turns both an unquoted empty field and ``""`` into NULL unless told apart: it
-reads ``""`` as ``EMPTY_MARKER`` (``SPARK_READ_OPTIONS``), which ``empty_string_sql`` maps back
-to ``''``. A text value equal to the marker itself cannot be staged and is refused.
+reads ``""`` as ``EMPTY_MARKER`` (``SPARK_READ_OPTIONS``), which ``read_staged`` maps back to
+``''``. A text value equal to the marker itself cannot be staged and is refused. A small table's
+changes are parsed by the merge itself (``parse_staged``, pyarrow's CSV parser, which tells the
+two apart) and handed to Spark as the same rows.
 """
 
 from __future__ import annotations
