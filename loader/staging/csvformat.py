@@ -227,7 +227,5 @@ def parse_staged(data: bytes, columns: int, what: str) -> Any:
 
 def staged_frame(spark: Any, parsed: Any, columns: list[str]) -> Any:
     """``read_staged``'s frame of the rows ``parse_staged`` parsed (a pyarrow table)."""
-    from pyspark.sql import functions as F
-
-    frame = spark.createDataFrame(parsed)
-    return frame.select(*[F.col(f"_c{i}").alias(name) for i, name in enumerate(_read_names(columns))])
+    # Renamed in one call, not a column at a time: each is a round trip to the JVM.
+    return spark.createDataFrame(parsed).toDF(*_read_names(columns))

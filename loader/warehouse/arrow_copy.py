@@ -230,8 +230,7 @@ def _pyiceberg_metadata(spark: Any, table: Any) -> Any:
     """The metadata of the table being created, as pyiceberg reads it (its writer's input)."""
     from pyiceberg.table.metadata import TableMetadataUtil
 
-    parser = spark._jvm.org.apache.iceberg.TableMetadataParser
-    return TableMetadataUtil.parse_raw(parser.toJson(table.operations().current()))
+    return TableMetadataUtil.parse_raw(iceberg.metadata_json(spark, table.operations().current()))
 
 
 # Iceberg's default ``write.target-file-size-bytes``: a data file is closed once it holds this much.

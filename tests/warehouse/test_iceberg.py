@@ -5,6 +5,7 @@ source value for value."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -422,3 +423,18 @@ def test_an_interval_committed_before_a_crash_is_not_merged_again(
     with iceberg_catalog_of(spark, cfg):
         run_materialize(spark, cfg)
     assert both() == [[1, 2, 3], [2]]
+
+
+def test_a_tables_metadata_is_fetched_whole_in_pieces(spark: Any) -> None:
+    # Longer than one piece, with names that are not ASCII (one outside the BMP: two Java chars).
+    names = ["naïve ü", "emoji 🚀", *(f"column_{i:04d}" for i in range(600))]
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS iceberg.meta_json")
+    columns = ", ".join(f"`{n}` STRING" for n in names)
+    spark.sql(f"CREATE OR REPLACE TABLE iceberg.meta_json.t (id INT, {columns}) USING iceberg")
+    metadata = iceberg.load_table(spark, "iceberg.meta_json.t").operations().current()
+    whole = spark._jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata)
+    assert len(whole) > 3 * iceberg._REPLY_CHARS
+    fetched = iceberg.metadata_json(spark, metadata)
+    assert fetched.isascii()
+    assert json.loads(fetched) == json.loads(whole)
+    assert [f["name"] for f in json.loads(fetched)["schemas"][0]["fields"]][1:3] == names[:2]
