@@ -365,7 +365,7 @@ def merge_changes(
     own_rows: str = "",
     mode: str = modes.MIRROR,
     small: bool = False,
-    touched: list[int] | None = None,
+    key_filter: str | None = None,
 ) -> tuple[int, int, int, int, int | None]:
     """Merge the change rows ``changes`` into the Iceberg table ``name`` in one snapshot whose
     summary carries ``summary``, as the table's ``mode`` keeps them.
@@ -376,9 +376,10 @@ def merge_changes(
     shared table: it reads and changes only that source's partitions, so that another source's
     merge committing at the same time does not conflict with it (Iceberg retries the commit).
     ``small``: the table and the changes are small enough for ``small_merge_conf``.
-    ``touched``: the key ranges of ``range_width`` the changes touch, when the caller knows them
-    (changes it read itself, rows held by the driver, which need no cache); without it, they
-    are collected from the changes, kept in Spark's cache.
+    ``key_filter``: a predicate on the table's rows (alias ``t``) that every changed key's row
+    satisfies, when the caller knows one (changes it read itself, rows held by the driver,
+    which need no cache; empty: none); without it, the key ranges of ``range_width`` the changes
+    touch are collected from them, kept in Spark's cache.
 
     Returns:
         Rows inserted, updated and deleted, the partitions the snapshot changed, and the table's
@@ -394,16 +395,11 @@ def merge_changes(
         # merge writes.
         history = mode == modes.HISTORY
         kept = changes if history else spark.sql(ranked_sql(columns, key))
-        if touched is None:
+        if key_filter is None:
             kept = kept.cache()
         steps = None
         try:
-            if touched is None:
-                ranges = _touched_ranges(kept, key, range_width)
-            elif range_width is not None:
-                ranges = key_ranges_sql(f"t.{quote_identifier(key[0])}", touched, range_width)
-            else:
-                ranges = ""
+            ranges = _touched_ranges(kept, key, range_width) if key_filter is None else key_filter
             target_filter = " AND ".join(p for p in (own_rows, ranges) if p)
             if history:
                 with session_conf(spark, KEY_FILTER_CONF):

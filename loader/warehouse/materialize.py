@@ -51,7 +51,7 @@ from loader.state.records import (
 )
 from loader.warehouse import iceberg, types
 from loader.warehouse.catalog import PartitionCatalog
-from loader.warehouse.merge import apply_merge
+from loader.warehouse.merge import apply_merge, key_ranges_sql, key_values_sql
 from loader.warehouse.tables import (
     PART,
     Target,
@@ -151,15 +151,22 @@ def _parsed(store: Store, path: str, columns: int) -> Any:
         raise MaterializeError(f"{exc}: extract its interval again") from None
 
 
-def _key_ranges(reads: list[_Read], column: str, width: int) -> list[int]:
-    """The key ranges of ``width`` that the changes parsed here touch (``merge.key_range_sql``'s
-    numbers), of the integer key ``column``; a change its copy holds may add one more, never one
-    less."""
-    touched: set[int] = set()
+def _key_filter(reads: list[_Read], column: ColumnSpec, warehouse_type: str, width: int | None) -> str:
+    """A predicate on the table's rows (alias ``t``) that the row of every key the changes parsed
+    here touch satisfies, of the key's first ``column``: the key ranges of ``width`` (an integer
+    key: ``merge.key_range_sql``'s numbers), else its values (``merge.key_values_sql``); a change
+    its copy holds may add one more, never one less."""
+    texts: set[str] = set()
     for read in reads:
-        at = len(csvformat.META_COLUMNS) + read.names.index(column)
-        touched.update(int(text) // width for text in read.parsed.column(at).to_pylist() if text is not None)
-    return sorted(touched)
+        at = len(csvformat.META_COLUMNS) + read.names.index(column.name)
+        texts.update(text for text in read.parsed.column(at).to_pylist() if text is not None)
+    target = f"t.{quote_identifier(column.name)}"
+    if width is not None:
+        return key_ranges_sql(target, [int(text) // width for text in texts], width)
+    # Each value as the changes' own cast gives it to the merge's join.
+    return key_values_sql(
+        target, [_cast_to(types.spark_string(text), column, warehouse_type) for text in sorted(texts)]
+    )
 
 
 def _changes(
@@ -194,10 +201,7 @@ def _changes(
             if c.name not in have:
                 select.append(f"CAST(NULL AS {target}) AS {q(c.name)}")
                 continue
-            value = types.cast_sql(q(c.name), c.mysql_type)
-            if types.spark_type(c.mysql_type) != target:  # the warehouse keeps a wider type
-                value = f"CAST({value} AS {target})"
-            select.append(f"{value} AS {q(c.name)}")
+            select.append(f"{_cast_to(q(c.name), c, target)} AS {q(c.name)}")
         dates = [(q(c.name), c.name, c.mysql_type) for c in columns if c.name in have]
         select.append(f"{types.invalid_dates_sql(dates)} AS {INVALID_DATES_COLUMN}")
         frames.append(frame.selectExpr(*select))
@@ -205,6 +209,14 @@ def _changes(
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+def _cast_to(text: str, column: ColumnSpec, warehouse_type: str) -> str:
+    """SQL of the warehouse value of the staged ``text`` (SQL of a string) of ``column``."""
+    value = types.cast_sql(text, column.mysql_type)
+    if types.spark_type(column.mysql_type) != warehouse_type:  # the warehouse keeps a wider type
+        value = f"CAST({value} AS {warehouse_type})"
+    return value
 
 
 def materialize_table(
@@ -243,6 +255,7 @@ def materialize_table(
     if target.warehouse.format == "iceberg":
         # the key ranges the changes touch, as Hive's partitions
         width = target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None
+        by_name = {c.name: c for c in columns}
         own_rows = source_filter(target.source, target.tables, schema, table, alias="t")
         if own_rows:  # a shared table: the source's name on its rows, and only its rows merged
             changes = changes.selectExpr(source_column_sql(target.source), "*")
@@ -259,7 +272,7 @@ def materialize_table(
             mode,
             small=table_rows is not None
             and table_rows + sum(f.rows for f in files) <= iceberg.SMALL_MERGE_ROWS,
-            touched=(_key_ranges(reads, key[0], width) if width else []) if local else None,
+            key_filter=_key_filter(reads, by_name[key[0]], warehouse_types[key[0]], width) if local else None,
         )
         seconds = time.monotonic() - started
         return TableResult(f"{schema}.{table}", inserted, updated, deleted, partitions, seconds, rows, began)

@@ -172,6 +172,21 @@ def key_ranges_sql(column: str, ranges: list[int], width: int) -> str:
     return "(" + " OR ".join(terms) + ")" if terms else ""
 
 
+# Up to this many changed values of its first key column, the merge of a table split by hash
+# buckets names them, so that Iceberg reads only the buckets (and the Parquet row groups) that
+# can hold them; more touch every bucket of a table of the default 16 anyway.
+MAX_KEY_VALUES = 1_000
+
+
+def key_values_sql(column: str, values: list[str]) -> str:
+    """A predicate that holds for every row whose ``column`` is one of ``values`` (SQL
+    expressions of its type, one per changed value); empty for none or past ``MAX_KEY_VALUES``
+    (no narrowing)."""
+    if not values or len(values) > MAX_KEY_VALUES:
+        return ""
+    return f"{column} IN ({', '.join(values)})"
+
+
 def merge_into_sql(
     target: str, columns: list[str], key: list[str], target_filter: str = "", mode: str = modes.MIRROR
 ) -> str:

@@ -176,10 +176,25 @@ def test_the_merge_reads_only_the_key_ranges_it_changes_and_misses_no_key_at_the
     # that hold a changed key; a key put in the wrong range would be inserted a second time.
     # Keys past 2**53 round as doubles, the last BIGINT has no next range, negative keys
     # round down.
+    # Tables split by hash buckets are narrowed to their changed keys' first column's values
+    # (s: text that SQL must quote and escape; d: a time, as its cast gives it).
     big, top = 2**53 + 1, 2**63 - 1
-    fresh_schema(mariadb, "ice_keys", "t (id BIGINT PRIMARY KEY, v VARCHAR(10))")
+    fresh_schema(
+        mariadb,
+        "ice_keys",
+        "t (id BIGINT PRIMARY KEY, v VARCHAR(10))",
+        "s (k VARCHAR(20), n INT, v VARCHAR(10), PRIMARY KEY (k, n)) CHARACTER SET utf8mb4",
+        "d (k DATETIME(6) PRIMARY KEY, v VARCHAR(10))",
+    )
     keys = [-11, -10, -1, 0, 9, 10, 19, 40, big - 1, big, big + 1, top - 1, top]
-    mariadb.execute("INSERT INTO ice_keys.t VALUES " + ", ".join(f"({k}, 'old')" for k in keys))
+    texts = ["it's", "back\\slash", "ü 🚀", "", "tab\tin", "x", "y"]
+    times = ["2024-01-01 00:00:00.000001", "2024-01-01 00:00:00", "1970-01-01 00:00:00.5"]
+    mariadb.execute(
+        "INSERT INTO ice_keys.t VALUES " + ", ".join(f"({k}, 'old')" for k in keys),
+        "INSERT INTO ice_keys.s VALUES "
+        + ", ".join(f"({sql_text(k)}, {n}, 'old')" for k in texts for n in (1, 2)),
+        "INSERT INTO ice_keys.d VALUES " + ", ".join(f"('{k}', 'old')" for k in times),
+    )
     cfg = iceberg_config(mariadb, tmp_path, spark_config, "ice_keys")
     run_initial_load(spark, cfg, progress=quiet)
     changed = [-11, -1, 9, 10, big, big + 1, top]
@@ -187,14 +202,25 @@ def test_the_merge_reads_only_the_key_ranges_it_changes_and_misses_no_key_at_the
         f"UPDATE ice_keys.t SET v = 'new' WHERE id IN ({', '.join(map(str, changed))})",
         f"DELETE FROM ice_keys.t WHERE id IN (-10, 19, {top - 1})",
         f"INSERT INTO ice_keys.t VALUES (-20, 'ins'), (1, 'ins'), ({big + 2}, 'ins')",
+        f"UPDATE ice_keys.s SET v = 'new' WHERE k IN ({', '.join(sql_text(k) for k in texts[:5])}) AND n = 1",
+        "DELETE FROM ice_keys.s WHERE k = 'x' AND n = 2",
+        "INSERT INTO ice_keys.s VALUES ('new one', 1, 'ins'), ('it''s', 3, 'ins')",
+        f"UPDATE ice_keys.d SET v = 'new' WHERE k IN ('{times[0]}', '{times[2]}')",
+        f"DELETE FROM ice_keys.d WHERE k = '{times[1]}'",
     )
     assert run_extract(cfg, progress=quiet) is not None
     run_materialize(spark, cfg)
+    assert spark.table("iceberg.ice_keys_wh.ice_keys__s").count() == len(texts) * 2 + 1
     rows = sorted((r.id, r.v) for r in spark.table("iceberg.ice_keys_wh.ice_keys__t").collect())
     expected = {k: "new" if k in changed else "old" for k in keys if k not in (-10, 19, top - 1)}
     expected.update({-20: "ins", 1: "ins", big + 2: "ins"})
     assert rows == sorted(expected.items())
     assert_equal_to_source(spark, cfg)
+
+
+def sql_text(text: str) -> str:
+    """A MariaDB string literal of ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def test_rollback_returns_tables_and_checkpoint_to_an_interval_and_the_later_ones_apply_again(
