@@ -158,6 +158,8 @@ def _key_filter(reads: list[_Read], column: ColumnSpec, warehouse_type: str, wid
     its copy holds may add one more, never one less."""
     texts: set[str] = set()
     for read in reads:
+        if column.name not in read.names:
+            continue  # a layout from before the column: its rows' key is NULL, which joins nothing
         at = len(csvformat.META_COLUMNS) + read.names.index(column.name)
         texts.update(text for text in read.parsed.column(at).to_pylist() if text is not None)
     target = f"t.{quote_identifier(column.name)}"
