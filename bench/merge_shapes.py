@@ -31,7 +31,9 @@ checksum`` (not timed) of each, which must find every table equal. The shapes:
   buckets of the tenant;
 - ``transactions``: the baseline's changes grouped 20 to a transaction (of one table);
 - ``insert_delete``: half the deletes are of the row inserted just before (the same interval's),
-  the other half of odd keys as the baseline's.
+  the other half of odd keys as the baseline's;
+- ``wide_text_key``, ``wide_composite_key`` (only when named in ``--shapes``): ``wide_rows``'
+  columns with ``text_key``'s or ``composite_key``'s key, two properties at once.
 
 The baseline is made and timed twice, first and last (``baseline_again``): how much its two
 runs differ is the run's noise, and the shapes are compared with the mean of the two.
@@ -106,7 +108,8 @@ SETS = "b1 = b1 + 1, i1 = i1 + 1, d1 = d1 + 0.5, v1 = CONCAT('upd-', id, '-', r)
 
 @dataclass(frozen=True)
 class Shape:
-    """A workload: the baseline but for one property."""
+    """A workload: the baseline but for one property (two for ``wide_text_key`` and
+    ``wide_composite_key``)."""
 
     name: str
     key: str = "int"  # "int" (id BIGINT), "text" (id VARCHAR(36)) or "composite" (tenant INT, id INT)
@@ -173,8 +176,12 @@ SHAPES = {
         Shape("composite_key", key="composite"),
         Shape("transactions", per_tx=TX_CHANGES),
         Shape("insert_delete", delete_inserted=True),
+        # Two properties at once, run only when named: wide rows with a key that is not one integer.
+        Shape("wide_text_key", key="text", wide=True),
+        Shape("wide_composite_key", key="composite", wide=True),
     )
 }
+DEFAULT_SHAPES = list(SHAPES)[:7]  # each one property away from the baseline
 
 
 def fill(port: int, shape: Shape, tables: int, rows: int) -> None:
@@ -382,8 +389,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--shapes",
-        default=",".join(SHAPES),
-        help=f"comma-separated, the baseline first and last whether named or not: {', '.join(SHAPES)}",
+        default=",".join(DEFAULT_SHAPES),
+        help="comma-separated, the baseline first and last whether named or not (default: all but the "
+        f"last two): {', '.join(SHAPES)}",
     )
     args = parser.parse_args()
     chosen = [s.strip() for s in args.shapes.split(",") if s.strip()]
