@@ -136,19 +136,20 @@ def _reads(store: Store, staged: list[Staged], local: bool) -> list[_Read]:
             if local:
                 import pyarrow as pa
 
-                parsed = pa.concat_tables([_parsed(store, path, len(names)) for path in files])
+                parsed = pa.concat_tables([_parsed(store, path, len(names), part.interval) for path in files])
             out.append(_Read(part.interval, names, [store.spark_uri(path) for path in files], parsed))
     return out
 
 
-def _parsed(store: Store, path: str, columns: int) -> Any:
+def _parsed(store: Store, path: str, columns: int, interval: str) -> Any:
+    remedy = f"nothing was applied; extract the interval again: loader extract --interval {interval}"
     data = store.get(path)
     if data is None:  # checked by ``verified_manifest`` moments ago
-        raise MaterializeError(f"staging file {path} is missing: extract its interval again")
+        raise MaterializeError(f"staging file {path} is missing; {remedy}")
     try:
         return csvformat.parse_staged(data, columns, path)
     except CsvValueError as exc:
-        raise MaterializeError(f"{exc}: extract its interval again") from None
+        raise MaterializeError(f"{exc}; {remedy}") from None
 
 
 def _key_filter(reads: list[_Read], column: ColumnSpec, warehouse_type: str, width: int | None) -> str:
