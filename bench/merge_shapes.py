@@ -68,6 +68,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import oltp_cycle  # noqa: E402
 from bench.binlog_decode import settle, start_server, stop_server  # noqa: E402
 from bench.delta_cycle import Cycle, checksum, connect, loader, timed_cycle, write_config  # noqa: E402
 from bench.oltp_cycle import COLUMNS, DELETE, INSERT  # noqa: E402
@@ -187,25 +188,13 @@ DEFAULT_SHAPES = list(SHAPES)[:7]  # each one property away from the baseline
 def fill(port: int, shape: Shape, tables: int, rows: int) -> None:
     """A fresh database ``bench`` with ``bench.oltp0`` .. of ``shape``'s columns, keys 1 .. rows
     each, made on the server."""
-    cols = shape.columns()
-    ddl = ", ".join(f"{name} {sqltype}" for name, sqltype, _ in cols)
-    values = ", ".join(value for _, _, value in cols)
     conn = connect(port)
     try:
         with conn.cursor() as cur:
             cur.execute("DROP DATABASE IF EXISTS bench")
-            cur.execute("CREATE DATABASE bench")
-            cur.execute("USE bench")
-            for t in range(tables):
-                cur.execute(
-                    f"CREATE TABLE oltp{t} ({ddl}, {shape.primary_key()}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-                )
-                cur.execute(
-                    f"INSERT INTO oltp{t} SELECT {values} FROM "
-                    f"(SELECT CAST(seq AS SIGNED) AS k FROM seq_1_to_{rows}) s"
-                )
     finally:
         conn.close()
+    oltp_cycle.fill(port, tables, rows, shape.columns(), shape.primary_key())
 
 
 def make_changes(port: int, shape: Shape, tables: int, rows: int, changes: int) -> dict[str, int]:

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,10 +85,17 @@ COLUMNS = (
 )
 
 
-def fill(port: int, tables: int, rows: int) -> None:
-    """``bench.oltp0`` .. with keys 1 .. rows each, made on the server."""
-    ddl = ", ".join(f"{name} {sqltype}" for name, sqltype, _ in COLUMNS)
-    values = ", ".join(value for _, _, value in COLUMNS)
+def fill(
+    port: int,
+    tables: int,
+    rows: int,
+    columns: Sequence[tuple[str, str, str]] = COLUMNS,
+    primary_key: str = "PRIMARY KEY (id)",
+) -> None:
+    """``bench.oltp0`` .. with keys 1 .. rows each, made on the server: ``columns`` (name, type,
+    value for key k), ``primary_key`` (its clause)."""
+    ddl = ", ".join(f"{name} {sqltype}" for name, sqltype, _ in columns)
+    values = ", ".join(value for _, _, value in columns)
     conn = connect(port)
     try:
         with conn.cursor() as cur:
@@ -95,7 +103,7 @@ def fill(port: int, tables: int, rows: int) -> None:
             cur.execute("USE bench")
             for t in range(tables):
                 cur.execute(
-                    f"CREATE TABLE oltp{t} ({ddl}, PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+                    f"CREATE TABLE oltp{t} ({ddl}, {primary_key}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
                 )
                 for first in range(0, rows, 1_000_000):
                     size = min(1_000_000, rows - first)
