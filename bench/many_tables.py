@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.binlog_decode import start_server, stop_server  # noqa: E402
-from bench.delta_cycle import Cycle, checksum, connect, loader, timed_cycle, write_config  # noqa: E402
+from bench.delta_cycle import Cycle, checksum, loader, timed_cycle, write_config  # noqa: E402
 from bench.oltp_cycle import fill, make_changes  # noqa: E402
 
 PER_TABLE_TARGET = 0.5  # seconds of materialisation per table merged, two cores
@@ -52,14 +52,8 @@ def shape(
 ) -> Cycle:
     """``tables`` tables ``bench.oltp*`` of ``rows`` rows, loaded into a warehouse of their own, then
     ``changes`` changes over them and one timed ``run-once``; the cycle, checked equal."""
-    conn = connect(port)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS bench")
-    finally:
-        conn.close()
     t0 = time.perf_counter()
-    fill(port, tables, rows)
+    fill(port, tables, rows, replace=True)
     config = write_config(
         tmp / name,
         "iceberg",

@@ -188,13 +188,7 @@ DEFAULT_SHAPES = list(SHAPES)[:7]  # each one property away from the baseline
 def fill(port: int, shape: Shape, tables: int, rows: int) -> None:
     """A fresh database ``bench`` with ``bench.oltp0`` .. of ``shape``'s columns, keys 1 .. rows
     each, made on the server."""
-    conn = connect(port)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS bench")
-    finally:
-        conn.close()
-    oltp_cycle.fill(port, tables, rows, shape.columns(), shape.primary_key())
+    oltp_cycle.fill(port, tables, rows, shape.columns(), shape.primary_key(), replace=True)
 
 
 def make_changes(port: int, shape: Shape, tables: int, rows: int, changes: int) -> dict[str, int]:

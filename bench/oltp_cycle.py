@@ -91,14 +91,18 @@ def fill(
     rows: int,
     columns: Sequence[tuple[str, str, str]] = COLUMNS,
     primary_key: str = "PRIMARY KEY (id)",
+    replace: bool = False,
 ) -> None:
     """``bench.oltp0`` .. with keys 1 .. rows each, made on the server: ``columns`` (name, type,
-    value for key k), ``primary_key`` (its clause)."""
+    value for key k), ``primary_key`` (its clause); ``replace``: a database ``bench`` there
+    before is dropped first."""
     ddl = ", ".join(f"{name} {sqltype}" for name, sqltype, _ in columns)
     values = ", ".join(value for _, _, value in columns)
     conn = connect(port)
     try:
         with conn.cursor() as cur:
+            if replace:
+                cur.execute("DROP DATABASE IF EXISTS bench")
             cur.execute("CREATE DATABASE bench")
             cur.execute("USE bench")
             for t in range(tables):
