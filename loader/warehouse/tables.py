@@ -581,6 +581,7 @@ def publish_version(
     location = catalog.table_location()
     version_root = f"{location}/_versions/{version}"
     rows.write.mode("overwrite").partitionBy(PART).parquet(version_root)
+    _mark_written(spark, version_root)
     crashpoints.reached("after version written")
     swap_in(spark, catalog, version_root, partitions, rows.drop(PART).schema, target.warehouse.swap_batch)
     spark.catalog.refreshTable(name)
@@ -666,9 +667,25 @@ def delete_old_versions(
     return deleted
 
 
+# An empty file at a version folder's root, written when its rows are: its time is the folder's.
+# (Spark's own _SUCCESS marker stays in the staging folder of a dynamic partition overwrite.)
+WRITTEN_MARKER = "_loader_written"
+
+
+def _mark_written(spark: Any, version_root: str) -> None:
+    fs, path = _filesystem(spark, f"{version_root}/{WRITTEN_MARKER}")
+    fs.create(path, True).close()
+
+
 def _written_ms(fs: Any, folder: Any) -> int:
-    """When a version folder was written: its newest file's time (an object store such as s3a
-    gives a folder the time of the listing, not of the write)."""
+    """When a version folder was written: its marker's time, else (a folder an older loader
+    wrote, or one whose write was cut short) its newest file's time (an object store such as
+    s3a gives a folder the time of the listing, not of the write). The marker first: walking
+    every file of every folder the retention keeps took three calls to the JVM a file, on
+    every merge."""
+    marker = folder.suffix(f"/{WRITTEN_MARKER}")
+    if fs.exists(marker):
+        return int(fs.getFileStatus(marker).getModificationTime())
     files = fs.listFiles(folder, True)
     newest = 0
     while files.hasNext():

@@ -4,7 +4,9 @@ partitioned warehouse tables that equal the source, value for value."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
+import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +22,7 @@ from loader.state.ledger import Ledger
 from loader.state.records import Checkpoint
 from loader.warehouse import materialize
 from loader.warehouse.materialize import at_once, run_materialize
-from loader.warehouse.tables import table_name
+from loader.warehouse.tables import WRITTEN_MARKER, table_name
 from tests.conftest import TABLE_FORMATS, MariaDB, as_an_older_loader_left_it, derby_table_rows, quiet
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -338,13 +340,23 @@ def test_superseded_versions_go_after_the_retention(
     assert run_extract(cfg, progress=lambda _: None) is not None
     run_materialize(spark, cfg)  # 24 hours' retention: the first version stays
     assert len(_version_folders(spark, "mat_wh.mat__v")) == 2
+    # A version's age is its marker's (its files are new); folders an older loader wrote have
+    # no marker, and their newest file tells.
+    versions = tmp_path / "spaced warehouse" / "mat__v" / "_versions"
+    two_days_ago = time.time() - 48 * 3600
+    os.utime(versions / first / WRITTEN_MARKER, (two_days_ago, two_days_ago))
+    for name, age in (("older-loader-old", two_days_ago), ("older-loader-new", time.time())):
+        (versions / name / "loader_partition=0").mkdir(parents=True)
+        for file in (versions / name / "loader_partition=0" / "part-0.parquet", versions / name):
+            file.touch()
+            os.utime(file, (age, age))
     mariadb.execute("UPDATE mat.v SET v = 1 WHERE id >= 10")  # partitions 1 and 2
     assert run_extract(cfg, progress=lambda _: None) is not None
-    no_retention = dataclasses.replace(cfg, warehouse=dataclasses.replace(cfg.warehouse, retention_hours=0))
-    run_materialize(spark, no_retention)
+    run_materialize(spark, cfg)
     # The first version no partition points at any more is gone; the second (partition 0) stays.
     kept = _version_folders(spark, "mat_wh.mat__v")
-    assert first not in kept and len(kept) == 2
+    assert first not in kept and "older-loader-old" not in kept and "older-loader-new" in kept
+    assert len(kept) == 3
     rows = spark.sql("SELECT id, v FROM mat_wh.mat__v ORDER BY id").collect()
     assert [tuple(r) for r in rows] == mariadb.rows("SELECT id, v FROM mat.v ORDER BY id")
 
