@@ -34,6 +34,7 @@ from loader.core.config import Config, MaintenanceConfig, WarehouseConfig, load_
 from loader.core.positions import Position
 from loader.core.results import Maintenance
 from loader.source.connection import current_position
+from loader.warehouse.session import QUICK_COMPILER_CODE_CACHE
 from tests import airflow_runner
 
 # The time and launches per file and test, printed at the end of every run.
@@ -63,7 +64,7 @@ SESSION_COMPILER = [
     "-XX:Tier4CompileThreshold=600000",
     "-XX:Tier4BackEdgeThreshold=1600000",
 ]
-os.environ.setdefault("SPARK_SUBMIT_OPTS", QUICK_COMPILER_ONLY)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{QUICK_COMPILER_ONLY} {QUICK_COMPILER_CODE_CACHE}")
 # py4j logs its shutdown at INFO to streams pytest has closed by then.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -503,7 +504,11 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
     lives for seconds, and the optimising compiler doubled its CPU (173 s against 94 s for
     test_spark_cluster's eight executors)."""
     folder = tmp_path_factory.mktemp("spark-cluster")
-    workers = {"WORKERS": "2", "WORKER_MEMORY": "1g", "JAVA_TOOL_OPTIONS": QUICK_COMPILER_ONLY}
+    workers = {
+        "WORKERS": "2",
+        "WORKER_MEMORY": "1g",
+        "JAVA_TOOL_OPTIONS": f"{QUICK_COMPILER_ONLY} {QUICK_COMPILER_CODE_CACHE}",
+    }
     with infra_service("spark/standalone.sh", folder, 180, workers) as found:
         yield SparkCluster(found["SPARK_MASTER"], found["SPARK_MASTER_UI"], folder)
 

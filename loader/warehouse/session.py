@@ -108,6 +108,13 @@ def collector_options(
 # The JVM's quick compiler only (C1): for a job that is mostly its start (README, "A job's
 # start", has the measurements).
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+# With the quick compiler only, the JVM reserves 48 MB for compiled code, not the 240 MB of both
+# compilers; Spark compiles new classes for every statement, and a job of twenty small merges
+# (into tables of hundreds of files) filled it ("CodeCache is full. Compiler has been disabled", then "Out of space in
+# CodeCache for adapters", a VirtualMachineError that stopped the SparkContext). The space is
+# reserved address space, used as code is compiled.
+QUICK_COMPILER_CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
+_CHOSEN_CODE_CACHE = re.compile(r"-XX:ReservedCodeCacheSize=\S+$")
 # Both compilers, each compiling a method only after ten times the JVM's count of its calls and
 # loops: for a local job too large for the quick compiler alone (README, "A job's start").
 FEWER_COMPILATIONS = "-XX:CompileThresholdScaling=10"
@@ -132,9 +139,10 @@ def compiler_options(
     environ: Mapping[str, str] = os.environ,
 ) -> list[str]:
     """The driver's compilers for a local job of a known size (``job``): the quick one only
-    within ``spark``'s ``quick_compiler_changes`` and ``quick_compiler_table_rows``, both past
-    them, compiling fewer methods; unless the config's driver Java options (``configured``) or
-    the JVM's option variables choose.
+    (with both compilers' room for compiled code, unless chosen) within ``spark``'s
+    ``quick_compiler_changes`` and ``quick_compiler_table_rows``, both past them, compiling fewer
+    methods; unless the config's driver Java options (``configured``) or the JVM's option
+    variables choose.
 
     A local driver runs every task, and the compilers compete with them for the cores. The
     optimising compiler (C2) pays back only in CPU-bound work of a minute or more, whose code it
@@ -151,7 +159,10 @@ def compiler_options(
         return []
     if job.changes > spark.quick_compiler_changes or job.table_rows > spark.quick_compiler_table_rows:
         return [FEWER_COMPILATIONS]
-    return [QUICK_COMPILER]
+    chosen = _chosen(configured, environ)
+    return [QUICK_COMPILER] + (
+        [] if any(_CHOSEN_CODE_CACHE.match(o) for o in chosen) else [QUICK_COMPILER_CODE_CACHE]
+    )
 
 
 def runs_quick_compiler_only(spark: SparkSession) -> bool:

@@ -15,6 +15,7 @@ from loader.warehouse.session import (
     JAVA_OPTIONS,
     PARALLEL_GC,
     QUICK_COMPILER,
+    QUICK_COMPILER_CODE_CACHE,
     JobSize,
     archive_path,
     spark_conf,
@@ -82,6 +83,12 @@ def test_a_local_job_chooses_its_compilers_by_its_size_unless_the_config_chooses
         return [o for o in options(*args, **kwargs) if o in (QUICK_COMPILER, FEWER_COMPILATIONS)]
 
     assert compilers(JobSize(100, 1000)) == [QUICK_COMPILER]
+    # With both compilers' room for compiled code (the quick one alone reserves 48 MB, which a
+    # job of twenty merges filled), unless the config chose another.
+    assert QUICK_COMPILER_CODE_CACHE in options(JobSize(100, 1000))
+    chosen = options(JobSize(100, 1000), configured="-XX:ReservedCodeCacheSize=64m")
+    assert QUICK_COMPILER in chosen and QUICK_COMPILER_CODE_CACHE not in chosen
+    assert QUICK_COMPILER_CODE_CACHE not in options(JobSize(101, 10))
     # A job that may last minutes keeps the optimising compiler, compiling fewer methods.
     assert compilers(JobSize(101, 10)) == [FEWER_COMPILATIONS]
     assert compilers(JobSize(10, 1001)) == [FEWER_COMPILATIONS]
