@@ -110,9 +110,9 @@ def collector_options(
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 # With the quick compiler only, the JVM reserves 48 MB for compiled code, not the 240 MB of both
 # compilers; Spark compiles new classes for every statement, and a job of twenty small merges
-# (into tables of hundreds of files) filled it ("CodeCache is full. Compiler has been disabled", then "Out of space in
-# CodeCache for adapters", a VirtualMachineError that stopped the SparkContext). The space is
-# reserved address space, used as code is compiled.
+# (into tables of hundreds of files) filled it ("CodeCache is full. Compiler has been
+# disabled", then "Out of space in CodeCache for adapters", a VirtualMachineError that stopped
+# the SparkContext). The space is reserved address space, used as code is compiled.
 QUICK_COMPILER_CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
 _CHOSEN_CODE_CACHE = re.compile(r"-XX:ReservedCodeCacheSize=\S+$")
 # Both compilers, each compiling a method only after ten times the JVM's count of its calls and
