@@ -70,8 +70,16 @@ sys.path.insert(0, str(ROOT))
 
 from bench import oltp_cycle  # noqa: E402
 from bench.binlog_decode import settle, start_server, stop_server  # noqa: E402
-from bench.delta_cycle import Cycle, checksum, connect, loader, timed_cycle, write_config  # noqa: E402
-from bench.oltp_cycle import COLUMNS, DELETE, INSERT  # noqa: E402
+from bench.delta_cycle import (  # noqa: E402
+    Cycle,
+    checksum,
+    connect,
+    loader,
+    redo_flushed_once_a_second,
+    timed_cycle,
+    write_config,
+)
+from bench.oltp_cycle import COLUMNS, DELETE, INSERT, SETS  # noqa: E402  (SETS: the baseline's update)
 from loader.core.config import SparkConfig  # noqa: E402
 from loader.warehouse.materialize import LOCAL_READ_BYTES, LOCAL_READ_ROWS  # noqa: E402
 
@@ -103,8 +111,6 @@ WIDE = (
         "JSON_SET(doc, '$.rev', r)",
     ),
 )
-# The baseline's update (oltp_cycle.make_changes's).
-SETS = "b1 = b1 + 1, i1 = i1 + 1, d1 = d1 + 0.5, v1 = CONCAT('upd-', id, '-', r), t1 = t1 + INTERVAL 1 DAY"
 
 
 @dataclass(frozen=True)
@@ -236,14 +242,8 @@ def make_changes(port: int, shape: Shape, tables: int, rows: int, changes: int) 
                 f"{begin}SET k = IF(r % 5 = {INSERT}, {insert}, IF(r % 5 = {DELETE}, {delete}, {update})); "
                 f"{' '.join(branches)} END IF; {commit}SET r = r + 1; END WHILE; END"
             )
-            cur.execute("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
-            (flush,) = cur.fetchone()
-            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
-            try:
-                with concurrent.futures.ThreadPoolExecutor(SESSIONS) as pool:
-                    done = list(pool.map(work, range(tables)))
-            finally:
-                cur.execute(f"SET GLOBAL innodb_flush_log_at_trx_commit = {flush}")
+            with redo_flushed_once_a_second(cur), concurrent.futures.ThreadPoolExecutor(SESSIONS) as pool:
+                done = list(pool.map(work, range(tables)))
     finally:
         conn.close()
     bad = {f"bench.oltp{t}": n for t, n in enumerate(done) if n != changes}

@@ -55,7 +55,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.binlog_decode import start_server, stop_server  # noqa: E402
-from bench.delta_cycle import checksum, connect, loader, timed_cycle, write_config  # noqa: E402
+from bench.delta_cycle import (  # noqa: E402
+    checksum,
+    connect,
+    loader,
+    redo_flushed_once_a_second,
+    timed_cycle,
+    write_config,
+)
 
 OLAKE_PER_VCPU = 940.0  # OLake's published MySQL CDC into Iceberg, changes/s per vCPU
 CYCLE_TARGET = 60.0  # seconds
@@ -83,6 +90,8 @@ COLUMNS = (
     ("t2", "DATE NULL", "IF(k % 19 = 0, NULL, DATE('2000-01-01') + INTERVAL k % 9000 DAY)"),
     ("t3", "DATE NOT NULL", "DATE('2024-06-30') - INTERVAL k % 500 DAY"),
 )
+# An update's SET clause (r: the change's number in its table).
+SETS = "b1 = b1 + 1, i1 = i1 + 1, d1 = d1 + 0.5, v1 = CONCAT('upd-', id, '-', r), t1 = t1 + INTERVAL 1 DAY"
 
 
 def fill(
@@ -124,9 +133,6 @@ def make_changes(port: int, tables: int, rows: int, changes: int) -> dict[str, i
     an insert of a new key (above ``rows``), three updates of even keys (never deleted) and a
     delete of the next odd key. Returns the row changes made per kind (affected rows)."""
     values = ", ".join(value for _, _, value in COLUMNS)
-    sets = (
-        "b1 = b1 + 1, i1 = i1 + 1, d1 = d1 + 0.5, v1 = CONCAT('upd-', id, '-', r), t1 = t1 + INTERVAL 1 DAY"
-    )
     branches = []
     for t in range(tables):
         branches.append(
@@ -134,7 +140,7 @@ def make_changes(port: int, tables: int, rows: int, changes: int) -> dict[str, i
             f"IF r % 5 = {INSERT} THEN INSERT INTO bench.oltp{t} SELECT {values} FROM "
             f"(SELECT CAST({rows} + r DIV 5 + 1 AS SIGNED) AS k) s; "
             f"ELSEIF r % 5 = {DELETE} THEN DELETE FROM bench.oltp{t} WHERE id = 2 * (r DIV 5) + 1; "
-            f"ELSE UPDATE bench.oltp{t} SET {sets} WHERE id = 2 * ((r * 7919) % ({rows} DIV 2)) + 2; "
+            f"ELSE UPDATE bench.oltp{t} SET {SETS} WHERE id = 2 * ((r * 7919) % ({rows} DIV 2)) + 2; "
             "END IF; SET done = done + ROW_COUNT();"
         )
     conn = connect(port)
@@ -146,13 +152,10 @@ def make_changes(port: int, tables: int, rows: int, changes: int) -> dict[str, i
                 f"DECLARE r INT; SET done = 0; WHILE i < n DO SET r = i DIV {tables}; {' '.join(branches)} "
                 "END IF; SET i = i + 1; END WHILE; END"
             )
-            cur.execute("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
-            (flush,) = cur.fetchone()
-            cur.execute("SET GLOBAL innodb_flush_log_at_trx_commit = 2")
-            cur.execute(f"CALL bench.oltp_work({changes}, @done)")
-            cur.execute("SELECT @done")
-            (done,) = cur.fetchone()
-            cur.execute(f"SET GLOBAL innodb_flush_log_at_trx_commit = {flush}")
+            with redo_flushed_once_a_second(cur):
+                cur.execute(f"CALL bench.oltp_work({changes}, @done)")
+                cur.execute("SELECT @done")
+                (done,) = cur.fetchone()
     finally:
         conn.close()
     # Per table, r runs over 0 .. its changes - 1: a fifth insert, a fifth delete, the rest update.

@@ -151,15 +151,11 @@ def compiler_options(
     tables, 46 s of compiler threads' time on two cores; the hot methods pass thresholds ten
     times as high within a table's first merge.
     """
-    if (
-        job is None
-        or not spark.master.startswith("local")
-        or any(_CHOSEN_COMPILER.match(o) for o in _chosen(configured, environ))
-    ):
+    chosen = _chosen(configured, environ)
+    if job is None or not spark.master.startswith("local") or any(_CHOSEN_COMPILER.match(o) for o in chosen):
         return []
     if job.changes > spark.quick_compiler_changes or job.table_rows > spark.quick_compiler_table_rows:
         return [FEWER_COMPILATIONS]
-    chosen = _chosen(configured, environ)
     return [QUICK_COMPILER] + (
         [] if any(_CHOSEN_CODE_CACHE.match(o) for o in chosen) else [QUICK_COMPILER_CODE_CACHE]
     )
