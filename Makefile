@@ -59,6 +59,7 @@ $(UI_STAMP): tests/ui/package-lock.json
 setup: $(NATIVE_STAMP) ## create the virtual environment, install missing Debian packages, build the native module, fetch the pinned jars
 	@infra/install-deps.sh
 	@infra/jars/fetch.sh $(JARS_CACHE)
+	@$(BIN)/python -m loader.warehouse.local_fs $(JARS_CACHE)/spark
 	@infra/mysql/install.sh $(MYSQL_CACHE)
 	@$(BIN)/python -m loader.warehouse.class_archive
 	@$(MAKE) --no-print-directory $(UI_STAMP)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from loader.core.config import DEFAULT_JARS, Config, SparkConfig, StagingConfig, WarehouseConfig
 from loader.core.errors import ConfigError
 from loader.staging.aws import connection_keys
+from loader.warehouse import local_fs
 from loader.warehouse.tables import ICEBERG_CATALOG
 
 # The embedded Iceberg catalog's file, in the warehouse's metastore folder.
@@ -49,9 +50,10 @@ ARCHIVE_LAYOUT = "cp"
 def archive_path() -> Path | None:
     """Where the archive for the installed PySpark and pinned jars is (None without PySpark).
 
-    Keyed by Spark's version, the pinned jars' pom (infra/jars/fetch.sh's stamp) and where the
-    jobs put those jars (``ARCHIVE_LAYOUT``): an archive of another class path would only be
-    refused, so a new pin, Spark or layout builds a new one.
+    Keyed by Spark's version, the pinned jars' pom (infra/jars/fetch.sh's stamp), the jar of the
+    forkless local file system (``local_fs``) and where the jobs put those jars
+    (``ARCHIVE_LAYOUT``): an archive of another class path would only be refused, so a new pin,
+    Spark, file system or layout builds a new one.
     """
     # Imported here: importlib.metadata costs every command's start ~15 ms for this one lookup.
     from importlib.metadata import PackageNotFoundError, version
@@ -62,7 +64,10 @@ def archive_path() -> Path | None:
         return None
     stamp = DEFAULT_JARS / ".pom.sha256"
     jars = stamp.read_text().strip()[:12] if stamp.is_file() else "nojars"
-    return ARCHIVE_DIR / f"spark-{spark}-{jars}-{ARCHIVE_LAYOUT}.jsa"
+    built = sorted(
+        p.stem.removeprefix(local_fs.JAR_PREFIX) for p in DEFAULT_JARS.glob(f"{local_fs.JAR_PREFIX}*.jar")
+    )
+    return ARCHIVE_DIR / f"spark-{spark}-{'-'.join([jars, *built])}-{ARCHIVE_LAYOUT}.jsa"
 
 
 def archive_java_options() -> list[str]:
@@ -225,6 +230,7 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
         if cfg.spark.master.startswith("local"):  # the driver is the executor: nothing to ship
             jars = [j for j in jars if j not in pinned]
     conf["spark.jars"] = ",".join(jars)
+    conf.update(local_fs.file_system_conf(cfg.spark.master, conf.get(CLASS_PATH, ""), cfg.spark.conf))
     if cfg.staging.scheme == "s3" and cfg.staging.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(cfg.staging.uri, cfg.staging.s3_endpoint_url))
     if wh.scheme == "s3" and wh.s3_endpoint_url:
