@@ -241,6 +241,9 @@ class LoadConfig:
     jdbc_url: str = ""
     # Key ranges per table, read at once (each a source connection and a Spark task).
     parallelism: int = 4
+    # Tables a load's job copies at once: one table's start and commit run while another's
+    # rows are read (the arrow engine reads ``parallelism`` key ranges at once in all).
+    tables_at_once: int = 2
     # Rows per round trip; the reader streams, so memory does not grow with the table.
     fetch_size: int = 10_000
 
@@ -717,8 +720,8 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
             f"{origin}: spark.quick_compiler_changes and quick_compiler_table_rows must be >= 0 (or -1: never)"
         )
     _one_of(cfg.load.engine, LOAD_ENGINES, "load.engine", origin)
-    if cfg.load.parallelism < 1 or cfg.load.fetch_size < 1:
-        raise ConfigError(f"{origin}: load.parallelism and load.fetch_size must be >= 1")
+    if cfg.load.parallelism < 1 or cfg.load.fetch_size < 1 or cfg.load.tables_at_once < 1:
+        raise ConfigError(f"{origin}: load.parallelism, load.fetch_size and load.tables_at_once must be >= 1")
     if not wh.database.replace("_", "").isalnum():
         raise ConfigError(f"{origin}: warehouse.database {wh.database!r} must be letters, digits and '_'")
     for pattern in (

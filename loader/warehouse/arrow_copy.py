@@ -21,6 +21,7 @@ says why).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime as dt
 import itertools
@@ -93,9 +94,11 @@ def copy_table(
     ranges: list[str],
     load: Load,
     progress: Progress,
+    readers: threading.Semaphore | None = None,
 ) -> int:
     """Copy ``info`` (an ``initial_load.SourceTableInfo``) read in key ``ranges`` (predicates on
-    the key's columns) into its warehouse table, new or replaced; the rows copied."""
+    the key's columns) into its warehouse table, new or replaced; the rows copied. ``readers``:
+    taken by each range while it is read, when tables copied at once share their readers."""
     mode = cfg.tables.mode_of(info.schema, info.table)
     columns = [(c.name, type_map.spark_type(c.mysql_type)) for c in info.columns]
     constants = resync.copied_change_values(load.seqno, load.started_at, load.id)
@@ -130,6 +133,10 @@ def copy_table(
     told = _Told(info.qualified, len(ranges), info.estimated_rows, progress)
 
     def copy_range(predicate: str) -> tuple[int, list[tuple[str, Partition]]]:
+        with readers or contextlib.nullcontext():
+            return read_range(predicate)
+
+    def read_range(predicate: str) -> tuple[int, list[tuple[str, Partition]]]:
         conn = connect(creds)
         try:
             with conn.cursor() as cur:

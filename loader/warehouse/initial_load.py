@@ -30,6 +30,7 @@ running meanwhile.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import threading
 import time
@@ -53,7 +54,7 @@ from loader.state import lease
 from loader.state.ledger import Ledger
 from loader.state.records import Load, layout_record
 from loader.warehouse import iceberg, resync, types
-from loader.warehouse.materialize import catch_up
+from loader.warehouse.materialize import at_once, catch_up
 from loader.warehouse.tables import (
     PART,
     Target,
@@ -222,8 +223,10 @@ def copy_table(
     info: SourceTableInfo,
     load: Load,
     progress: Progress,
+    readers: threading.Semaphore | None = None,
 ) -> TableLoadResult:
-    """Copy one table into a new version of its warehouse table and swap it in."""
+    """Copy one table into a new version of its warehouse table and swap it in (``readers``:
+    taken by each key range the job's Python process reads, shared by the tables copied at once)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -239,7 +242,7 @@ def copy_table(
             )
             ranges = key_ranges(conn, info, cfg.load.parallelism, [quote_identifier(k) for k in info.key])
             progress(f"{info.qualified}: copying ~{info.estimated_rows:,} rows in {len(ranges)} key ranges")
-            rows = arrow_copy.copy_table(spark, cfg, creds, info, ranges, load, progress)
+            rows = arrow_copy.copy_table(spark, cfg, creds, info, ranges, load, progress, readers)
             return _copied(info, rows, started, len(ranges), progress)
         if arrow_engine_problem(cfg.warehouse) is None:  # else said once for the load
             progress(f"{info.qualified}: copied by Spark: {why}")
@@ -480,7 +483,9 @@ def _record_p0(
 def copy_tables(
     spark: Any, cfg: Config, load_id: str, only: list[str] | None = None, progress: Progress = print
 ) -> list[TableLoadResult]:
-    """Copy the load's tables (or some of them), recording each one's rows in the ledger.
+    """Copy the load's tables (or some of them), ``[load] tables_at_once`` at a time, recording
+    each one's rows in the ledger as it is copied; a table that fails lets the others finish,
+    then its error is raised (the first in the tables' order).
 
     The deltas may run meanwhile: their merges pass a table over while its copy is pending
     (``Ledger.awaiting_copy``), and once the copy committed, under the source's lease, the changes
@@ -500,29 +505,40 @@ def copy_tables(
     conn = connect(creds)
     try:
         tables = selected_tables(conn, cfg.tables, names, cfg.warehouse.format)
-        ensure_database(spark, cfg.warehouse)
-        problem = arrow_engine_problem(cfg.warehouse)
-        if cfg.load.engine == "arrow" and problem:
-            progress(f"initial load {load_id}: the tables are copied by Spark: {problem}")
-        results = []
-        for info in tables:
-            result = copy_table(spark, cfg, creds, conn, info, load, progress)
-            with lease.of_source(cfg, f"the copy of {info.qualified}", LEASE_WAIT, progress):
-                caught = catch_up(spark, cfg, store, ledger, load, info.schema, info.table)
-                if caught:
-                    progress(f"{info.qualified}: {caught} intervals merged meanwhile applied to the copy")
-                # Other copies of the same load may have been recorded meanwhile.
-                load = _find_load(ledger, load_id)
-                load.rows[info.qualified] = result.rows
-                load.layouts = [
-                    *(r for r in load.layouts or [] if (r[0], r[1]) != (info.schema, info.table)),
-                    layout_record(info.schema, info.table, info.columns),
-                ]
-                ledger.save_load(load)
-            results.append(result)
     finally:
         conn.close()
-    return results
+    ensure_database(spark, cfg.warehouse)
+    problem = arrow_engine_problem(cfg.warehouse)
+    if cfg.load.engine == "arrow" and problem:
+        progress(f"initial load {load_id}: the tables are copied by Spark: {problem}")
+    # Tables copied at once read ``parallelism`` key ranges together, as one table does: one
+    # table's start and commit overlap another's reading, and the memory stays that of one.
+    readers = threading.BoundedSemaphore(cfg.load.parallelism)
+    # The lease is the process's (re-entrant, released by whoever took it first): the tables'
+    # bookkeeping takes it one table at a time.
+    recording = threading.Lock()
+
+    def copy(info: SourceTableInfo, session: Any) -> TableLoadResult:
+        own = connect(creds)
+        try:
+            result = copy_table(session, cfg, creds, own, info, load, progress, readers)
+        finally:
+            own.close()
+        with recording, lease.of_source(cfg, f"the copy of {info.qualified}", LEASE_WAIT, progress):
+            caught = catch_up(session, cfg, store, ledger, load, info.schema, info.table)
+            if caught:
+                progress(f"{info.qualified}: {caught} intervals merged meanwhile applied to the copy")
+            # Other copies of the same load may have been recorded meanwhile.
+            now = _find_load(ledger, load_id)
+            now.rows[info.qualified] = result.rows
+            now.layouts = [
+                *(r for r in now.layouts or [] if (r[0], r[1]) != (info.schema, info.table)),
+                layout_record(info.schema, info.table, info.columns),
+            ]
+            ledger.save_load(now)
+        return result
+
+    return at_once(spark, cfg.load.tables_at_once, [functools.partial(copy, info) for info in tables])
 
 
 def finish_load(cfg: Config, load_id: str) -> Load:

@@ -338,11 +338,14 @@ def test_a_copy_that_fails_says_which_table_and_range_and_leaves_no_table(
         "CREATE DATABASE ac",
         "CREATE TABLE ac.items (id INT PRIMARY KEY, v VARCHAR(20))",
         "INSERT INTO ac.items SELECT seq, CONCAT('v', seq) FROM ac.seq_1_to_100",
+        "CREATE TABLE ac.others (id INT PRIMARY KEY)",
+        "INSERT INTO ac.others SELECT seq FROM ac.seq_1_to_10",
     )
     cfg = _config(mariadb, tmp_path, spark_config, "ac_failed", "arrow")
+    assert cfg.load.tables_at_once == 2  # the default: both tables copied at once
 
     def table_goes_away(line: str) -> None:  # once the ranges are planned, before they are read
-        if "copying ~" in line:
+        if "ac.items: copying ~" in line:
             mariadb.execute("RENAME TABLE ac.items TO ac.elsewhere")
 
     with pytest.raises(LoadError) as failed:
@@ -354,6 +357,9 @@ def test_a_copy_that_fails_says_which_table_and_range_and_leaves_no_table(
     assert "run the load again once the cause is mended" in message
     assert not spark.catalog.tableExists(table_name(cfg, "ac", "items"))
     assert Ledger.of(cfg).checkpoint() is None
+    # The other table's copy ran to its end and is recorded.
+    (load,) = Ledger.of(cfg).loads()
+    assert load.state != "complete" and load.rows == {"ac.others": 10}
     # Mended, the load runs again and copies the table.
     mariadb.execute("RENAME TABLE ac.elsewhere TO ac.items")
     run_initial_load(spark, cfg, progress=lambda _: None)
