@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
 from pathlib import Path
 
 from loader.core.config import DEFAULT_JARS
@@ -43,11 +42,17 @@ def jar_name() -> str:
     return f"{JAR_PREFIX}{digest}.jar"
 
 
-def file_system_conf(master: str, class_path: str, configured: Mapping[str, str]) -> dict[str, str]:
+def built(folder: Path) -> list[str]:
+    """The source digests of the jars built into ``folder`` (one after make setup)."""
+    return sorted(p.stem.removeprefix(JAR_PREFIX) for p in folder.glob(f"{JAR_PREFIX}*.jar"))
+
+
+def file_system_conf(master: str, class_path: str) -> dict[str, str]:
     """The setting that makes a job's ``file:`` paths go through the forkless file system: for a
     local master (the driver runs every task) whose driver class path (``class_path``) has the
-    jar, unless ``configured`` (the config's ``[spark] conf``) chooses a file system itself."""
-    if not master.startswith("local") or FILE_SYSTEM in configured:
+    jar. The config's own ``[spark] conf`` is applied after it, so a file system chosen there
+    stays."""
+    if not master.startswith("local"):
         return {}
     if not any(Path(entry).name.startswith(JAR_PREFIX) for entry in class_path.split(os.pathsep)):
         return {}

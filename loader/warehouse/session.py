@@ -64,10 +64,9 @@ def archive_path() -> Path | None:
         return None
     stamp = DEFAULT_JARS / ".pom.sha256"
     jars = stamp.read_text().strip()[:12] if stamp.is_file() else "nojars"
-    built = sorted(
-        p.stem.removeprefix(local_fs.JAR_PREFIX) for p in DEFAULT_JARS.glob(f"{local_fs.JAR_PREFIX}*.jar")
+    return (
+        ARCHIVE_DIR / f"spark-{spark}-{'-'.join([jars, *local_fs.built(DEFAULT_JARS)])}-{ARCHIVE_LAYOUT}.jsa"
     )
-    return ARCHIVE_DIR / f"spark-{spark}-{'-'.join([jars, *built])}-{ARCHIVE_LAYOUT}.jsa"
 
 
 def archive_java_options() -> list[str]:
@@ -230,7 +229,7 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
         if cfg.spark.master.startswith("local"):  # the driver is the executor: nothing to ship
             jars = [j for j in jars if j not in pinned]
     conf["spark.jars"] = ",".join(jars)
-    conf.update(local_fs.file_system_conf(cfg.spark.master, conf.get(CLASS_PATH, ""), cfg.spark.conf))
+    conf.update(local_fs.file_system_conf(cfg.spark.master, conf.get(CLASS_PATH, "")))
     if cfg.staging.scheme == "s3" and cfg.staging.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(cfg.staging.uri, cfg.staging.s3_endpoint_url))
     if wh.scheme == "s3" and wh.s3_endpoint_url:
