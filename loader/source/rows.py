@@ -42,10 +42,13 @@ def row_batches(conn: Any, sql: str, width: int, batch_bytes: int = BATCH_BYTES)
             conn._force_close()
             raise ValueError(f"the query returns {result.field_count} columns, not {width}: {sql}")
         reader = _native.TextRows(width)
+        # A read never takes more than a batch, so batches keep their size however far ahead
+        # the server has sent (a busy client finds a full socket buffer).
+        most = min(READ_BYTES, batch_bytes)
         done, gathered = False, 0
         try:
             while not done:
-                chunk = read_some(conn, READ_BYTES)
+                chunk = read_some(conn, most)
                 done, error = reader.feed(chunk)
                 if error is not None:
                     check_error(error)

@@ -1,18 +1,23 @@
-"""A query's rows read past pymysql into Arrow columns (``loader.source_rows``), on the test server."""
+"""A query's rows read past pymysql into Arrow columns (``loader.source.rows``), on the test server."""
 
 from __future__ import annotations
+
+import time
 
 import pyarrow as pa
 import pytest
 
 from loader.core.driver import pymysql
+from loader.source import rows as source_rows
 from loader.source.rows import row_batches
 from tests.conftest import MariaDB
 
 pytestmark = pytest.mark.integration
 
 
-def test_rows_arrive_as_the_servers_bytes_in_batches_and_null_is_not_the_text_null(mariadb: MariaDB) -> None:
+def test_rows_arrive_as_the_servers_bytes_in_batches_and_null_is_not_the_text_null(
+    mariadb: MariaDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mariadb.execute(
         "DROP DATABASE IF EXISTS sr",
         "CREATE DATABASE sr",
@@ -20,6 +25,13 @@ def test_rows_arrive_as_the_servers_bytes_in_batches_and_null_is_not_the_text_nu
         "INSERT INTO sr.t VALUES (1, 'NULL', x'00ff'), (2, NULL, NULL), (3, '', ''), (4, 'tab\\there', x'0a')",
         "INSERT INTO sr.t SELECT seq + 10, REPEAT('é', 300), x'01' FROM mysql.seq_1_to_3000",
     )
+    read_some = source_rows.read_some
+
+    def busy_reader(conn: object, most: int) -> bytes:
+        time.sleep(0.05)  # a busy client: the socket's window grows and the server sends ahead
+        return read_some(conn, most)
+
+    monkeypatch.setattr(source_rows, "read_some", busy_reader)
     conn = mariadb.connect()
     try:
         batches = list(row_batches(conn, "SELECT id, s, b FROM sr.t ORDER BY id", 3, batch_bytes=256 << 10))
