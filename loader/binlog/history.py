@@ -83,11 +83,13 @@ class SourceHistory:
         name: str,
         where: str,
         transport: Callable[[], Transport],
+        event_batch_bytes: int = 16 << 20,
     ) -> None:
         self.conn = conn
         self.name = name  # the source's name in the config
         self.where = where  # host:port, for messages
         self._transport = transport
+        self._event_batch_bytes = event_batch_bytes  # of SHOW BINLOG EVENTS' rows read at a time
         self._now: tuple[Position, str | None] | None = None  # the last ``current`` answer
         with conn.cursor() as cur:
             cur.execute("SELECT @@version, @@server_id")
@@ -290,11 +292,45 @@ class SourceHistory:
         return None
 
     def _gtid_events(self, file: str) -> Generator[tuple[int, int, str | None], None, None]:
-        """The events of ``file`` as (offset, end offset, the GTID it starts or None)."""
-        with self.conn.cursor(pymysql.cursors.SSCursor) as cur:
-            cur.execute("SHOW BINLOG EVENTS IN %s", (file,))
-            for _, pos, kind, _, end_pos, info in cur:
-                yield int(pos), int(end_pos), gtid_of_event(str(kind), str(info or ""))
+        """The events of ``file`` that may start a GTID, and its last event, in log order, as
+        (offset, end offset, the GTID it starts or None): all that ``_gtid_event_before`` and
+        ``gtids.place_of`` look at.
+
+        A file of a busy server holds millions of events (1 GB by default): they are read as
+        Arrow columns (``source.rows``) and only the rows whose type names a GTID reach Python.
+        Left early, the rest of the rows are still read, so the connection stays usable.
+        """
+        import pyarrow as pa  # here: the loader's commands start ~0.1 s sooner without it
+        import pyarrow.compute as pc
+
+        from loader.source.rows import row_batches
+
+        batches = row_batches(
+            self.conn, f"SHOW BINLOG EVENTS IN {self.conn.escape(file)}", 6, self._event_batch_bytes
+        )
+        try:
+            last: tuple[int, int, str | None] | None = None  # the last event so far, when no GTID's
+            for _, pos, kind, _, end, info in batches:
+                kinds = kind.cast(pa.large_string())
+                picked = pc.indices_nonzero(pc.match_substring(kinds, "gtid", ignore_case=True)).to_pylist()
+                rows = zip(
+                    pos.take(picked).to_pylist(),
+                    end.take(picked).to_pylist(),
+                    kinds.take(picked).to_pylist(),
+                    info.take(picked).to_pylist(),
+                    strict=True,
+                )
+                for p, e, k, i in rows:
+                    yield int(p), int(e), gtid_of_event(k, (i or b"").decode("utf-8", "replace"))
+                final = len(pos) - 1
+                if final >= 0:
+                    end_row = (int(pos[final].as_py()), int(end[final].as_py()), None)
+                    last = None if picked and picked[-1] == final else end_row
+            if last is not None:
+                yield last
+        finally:
+            for _ in batches:  # the rows left unread
+                pass
 
     def _current_gtid(self) -> str:
         with self.conn.cursor() as cur:

@@ -18,6 +18,8 @@ import pytest
 from loader.app import steps
 from loader.binlog import gtids
 from loader.binlog.fingerprint import Fingerprint
+from loader.binlog.history import Mark, SourceHistory
+from loader.binlog.reader import open_transport
 from loader.core.config import Config
 from loader.core.errors import HistoryError, LoadError
 from loader.core.positions import Position
@@ -94,6 +96,48 @@ def test_every_recorded_position_carries_its_server_and_the_gtid_state_there(
     )
     assert "STOPPED" not in said
     assert_equal_to_source(spark, cfg)
+
+
+@pytest.mark.integration
+def test_the_last_transaction_before_a_position_is_found_in_a_file_read_in_many_batches(
+    mariadb: MariaDB, tmp_path: Path
+) -> None:
+    """A busy server's binlog file holds millions of events; the history reads them in batches
+    (here of 4 KB) and must find the same transaction as a plain walk of every event, then leave
+    the connection usable, also when it stopped early."""
+    fresh_schema(mariadb, "hist_walk", "t (id INT PRIMARY KEY, v VARCHAR(60))")
+    end = mariadb.execute(*(f"INSERT INTO hist_walk.t VALUES ({i}, REPEAT('v', 60))" for i in range(80)))
+    events = mariadb.rows(f"SHOW BINLOG EVENTS IN '{end.file}'")
+    assert sum(len(str(e)) for e in events) > 5 * 4096  # the file is read in several batches
+    gtid_events = [
+        (Position(end.file, int(e[1])), str(e[5]).removeprefix("BEGIN ").removeprefix("GTID "))
+        for e in events
+        if e[2] == "Gtid"
+    ]
+    (last_at, last_gtid), (before_at, before_gtid) = gtid_events[-1], gtid_events[-2]
+    inside = Position(end.file, last_at.pos + 1)  # not an event boundary: inside the last transaction
+    cfg = mariadb.config(tmp_path, tables={"include": '["hist_walk.*"]'})
+    conn = mariadb.connect(user="loader")
+    try:
+        history = SourceHistory(
+            conn, "hist_walk", "here", lambda: open_transport(cfg.source, server_id=0), 4096
+        )
+        for at, (want_at, want_gtid) in [
+            (end, (last_at, last_gtid)),
+            (inside, (last_at, last_gtid)),
+            (last_at, (before_at, before_gtid)),
+        ]:
+            found = history.last_transaction(at)
+            assert found is not None and (found.at, found.gtid) == (want_at, want_gtid), at
+        # Stopped early in the file, the rest of its events were read: the connection answers.
+        found = history.last_transaction(gtid_events[1][0])
+        assert found is not None and (found.at, found.gtid) == gtid_events[0]
+        assert history.gtid_at(end) == _gtid_at(mariadb, end)
+        # The state where the file ends is found at the end of its last event (not a GTID's).
+        followed = history.follow(Mark(None, _gtid_at(mariadb, end)))
+        assert followed is not None and followed[0] == end
+    finally:
+        conn.close()
 
 
 @pytest.mark.integration
