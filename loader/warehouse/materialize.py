@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -230,14 +230,15 @@ def materialize_table(
     run_id: str,
     copy_seqno: int | None = None,
     summary: dict[str, str] | None = None,
-    table_rows: int | None = None,
+    table_now: Mapping[str, str] | None = None,
 ) -> TableResult:
     """Apply one table's staged changes from several intervals in one pass (those after
     ``copy_seqno``, the seqno of its latest copy: the copy holds the others).
 
-    An Iceberg table gets them in one snapshot whose summary carries ``summary``; ``table_rows``
-    (the rows its data files hold, if known) with the changes' rows says whether its merge is
-    small (``iceberg.small_merge_conf``).
+    An Iceberg table gets them in one snapshot whose summary carries ``summary``; ``table_now``
+    (the summary of its current snapshot, empty for a table without one; None: not known) says
+    with the changes' rows whether its merge is small, and how its files are read then
+    (``iceberg.small_merge_conf``).
     """
     started, began = time.monotonic(), time.time()
     entries = [part.entry for part in staged]
@@ -256,6 +257,8 @@ def materialize_table(
     reads = _reads(store, staged, local)
     changes = _changes(spark, reads, columns, warehouse_types, copy_seqno)
     if target.warehouse.format == "iceberg":
+        # the rows its data files hold: none before its first snapshot
+        table_rows = None if table_now is None else iceberg.total_records(table_now) if table_now else 0
         # the key ranges the changes touch, as Hive's partitions
         width = target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None
         by_name = {c.name: c for c in columns}
@@ -275,6 +278,7 @@ def materialize_table(
             mode,
             small=table_rows is not None
             and table_rows + sum(f.rows for f in files) <= iceberg.SMALL_MERGE_ROWS,
+            table_now=table_now,
             key_filter=_key_filter(reads, by_name[key[0]], warehouse_types[key[0]], width) if local else None,
         )
         seconds = time.monotonic() - started
@@ -437,16 +441,18 @@ def _merge_table(
     """One table's merge of the intervals: its result (None when it was committed before), and
     ``[schema, table, rows]`` when its row count is known."""
     name = table_name(cfg, schema, table)
-    rows: int | None = 0  # a table made by this merge is empty
+    now: dict[str, str] = {}  # a table made by this merge has no snapshot
+    rows: int | None = 0
     if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
         summaries = iceberg.current_summaries(spark, name)
         rows = _rows_of(summaries)
+        now = summaries[0] if summaries else {}
         if iceberg.committed_interval(summaries, cfg.source.name, last):
             # Committed before the ledger heard of it (a crash in between): its count stays.
             return None, [schema, table, rows] if rows is not None else None
     try:
         result = materialize_table(
-            spark, Target.of(cfg), store, staged, run_id, copy_seqno, summary=summary, table_rows=rows
+            spark, Target.of(cfg), store, staged, run_id, copy_seqno, summary=summary, table_now=now
         )
     except MaterializeError as exc:
         raise MaterializeError(f"interval {span}: {exc}") from None
@@ -459,9 +465,13 @@ def _rows_of(summaries: list[dict[str, str]]) -> int | None:
     return iceberg.total_records(summaries[0]) if summaries else 0
 
 
-def _table_rows(spark: Any, name: str, table_format: str) -> int | None:
-    """``_rows_of`` the Iceberg table ``name`` (which exists); None for another format."""
-    return _rows_of(iceberg.current_summaries(spark, name)) if table_format == "iceberg" else None
+def _table_now(spark: Any, name: str, table_format: str) -> dict[str, str] | None:
+    """The summary of the Iceberg table ``name``'s current snapshot (the table exists; empty
+    when it has none); None for another format."""
+    if table_format != "iceberg":
+        return None
+    summaries = iceberg.current_summaries(spark, name)
+    return summaries[0] if summaries else {}
 
 
 T = TypeVar("T")
@@ -546,7 +556,7 @@ def catch_up(
                 f"v{last.id}-{uuid.uuid4().hex[:8]}",
                 load.seqno,
                 summary,
-                table_rows=_table_rows(spark, table_name(cfg, schema, table), cfg.warehouse.format),
+                table_now=_table_now(spark, table_name(cfg, schema, table), cfg.warehouse.format),
             )
         except MaterializeError as exc:
             raise MaterializeError(

@@ -464,3 +464,30 @@ def test_a_tables_metadata_is_fetched_whole_in_pieces(spark: Any) -> None:
     assert fetched.isascii()
     assert json.loads(fetched) == json.loads(whole)
     assert [f["name"] for f in json.loads(fetched)["schemas"][0]["fields"]][1:3] == names[:2]
+
+
+def test_a_small_merge_reads_a_table_of_many_small_files_in_one_scan_task(spark: Any) -> None:
+    # Each merge into a small table leaves a small data file (and deletion vectors): Iceberg's
+    # adaptive split size, never below 16 MB, reads about four of them a task.
+    name = "iceberg.scan_split.t"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS iceberg.scan_split")
+    spark.sql(
+        f"CREATE OR REPLACE TABLE {name} (id INT, v STRING) USING iceberg TBLPROPERTIES "
+        "('format-version' = '3', 'write.update.mode' = 'merge-on-read')"
+    )
+    spark.sql(f"INSERT INTO {name} SELECT id, 'v' FROM range(100)")
+    for i in range(12):
+        spark.sql(f"UPDATE {name} SET v = 'u' WHERE id = {i}")
+    now = iceberg.current_summaries(spark, name)[0]
+    assert int(now["total-data-files"]) > 12  # the first rows, then a file a merge
+
+    def scan_tasks() -> int:
+        return int(spark.table(name).rdd.getNumPartitions())
+
+    assert scan_tasks() > spark.sparkContext.defaultParallelism  # as Iceberg plans it by itself
+    with iceberg.session_conf(spark, iceberg.small_merge_conf(spark, now)):
+        assert scan_tasks() == 1  # a few KB of rows
+        assert sorted(r.id for r in spark.table(name).where("v = 'u'").collect()) == list(range(12))
+    # A split size the config sets is kept.
+    with iceberg.session_conf(spark, {iceberg.SPLIT_SIZE: str(1 << 20)}):
+        assert iceberg.SPLIT_SIZE not in iceberg.small_merge_conf(spark, now)
