@@ -83,7 +83,7 @@ class SourceHistory:
         name: str,
         where: str,
         transport: Callable[[], Transport],
-        event_batch_bytes: int = 16 << 20,
+        event_batch_bytes: int | None = None,
     ) -> None:
         self.conn = conn
         self.name = name  # the source's name in the config
@@ -303,21 +303,21 @@ class SourceHistory:
         import pyarrow as pa  # here: the loader's commands start ~0.1 s sooner without it
         import pyarrow.compute as pc
 
-        from loader.source.rows import row_batches
+        from loader.source.rows import BATCH_BYTES, row_batches
 
-        batches = row_batches(
-            self.conn, f"SHOW BINLOG EVENTS IN {self.conn.escape(file)}", 6, self._event_batch_bytes
-        )
+        sql = f"SHOW BINLOG EVENTS IN {self.conn.escape(file)}"
+        batches = row_batches(self.conn, sql, 6, self._event_batch_bytes or BATCH_BYTES)
         try:
             last: tuple[int, int, str | None] | None = None  # the last event so far, when no GTID's
             for _, pos, kind, _, end, info in batches:
                 kinds = kind.cast(pa.large_string())
-                picked = pc.indices_nonzero(pc.match_substring(kinds, "gtid", ignore_case=True)).to_pylist()
+                indices = pc.indices_nonzero(pc.match_substring(kinds, "gtid", ignore_case=True))
+                picked = indices.to_pylist()  # none in a batch of one large transaction's events
                 rows = zip(
-                    pos.take(picked).to_pylist(),
-                    end.take(picked).to_pylist(),
-                    kinds.take(picked).to_pylist(),
-                    info.take(picked).to_pylist(),
+                    pos.take(indices).to_pylist(),
+                    end.take(indices).to_pylist(),
+                    kinds.take(indices).to_pylist(),
+                    info.take(indices).to_pylist(),
                     strict=True,
                 )
                 for p, e, k, i in rows:

@@ -106,7 +106,12 @@ def test_the_last_transaction_before_a_position_is_found_in_a_file_read_in_many_
     (here of 4 KB) and must find the same transaction as a plain walk of every event, then leave
     the connection usable, also when it stopped early."""
     fresh_schema(mariadb, "hist_walk", "t (id INT PRIMARY KEY, v VARCHAR(60))")
-    end = mariadb.execute(*(f"INSERT INTO hist_walk.t VALUES ({i}, REPEAT('v', 60))" for i in range(80)))
+    mariadb.execute(*(f"INSERT INTO hist_walk.t VALUES ({i}, REPEAT('v', 60))" for i in range(40)))
+    # A transaction of 100 statements: batches of its events alone, without a GTID event.
+    mariadb.execute(
+        "BEGIN", *(f"INSERT INTO hist_walk.t VALUES ({i}, 'one')" for i in range(100, 200)), "COMMIT"
+    )
+    end = mariadb.execute(*(f"INSERT INTO hist_walk.t VALUES ({i}, REPEAT('v', 60))" for i in range(40, 80)))
     events = mariadb.rows(f"SHOW BINLOG EVENTS IN '{end.file}'")
     assert sum(len(str(e)) for e in events) > 5 * 4096  # the file is read in several batches
     gtid_events = [
