@@ -65,7 +65,6 @@ def shape(
 ) -> Shape:
     """``tables`` tables ``bench.oltp*`` of ``rows`` rows, loaded (timed) into a warehouse of their
     own, then ``changes`` changes over them and one timed ``run-once``; checked equal."""
-    t0 = time.perf_counter()
     fill(port, tables, rows, replace=True)
     config = write_config(
         tmp / name,

@@ -93,7 +93,7 @@ def small_merge_conf(spark: Any, table_now: Mapping[str, str] | None = None) -> 
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.shuffle.partitions": str(min(cores, SMALL_MERGE_PARTITIONS)),
     }
-    split = scan_split_bytes(table_now, min(cores, SMALL_MERGE_PARTITIONS)) if table_now else None
+    split = scan_split_bytes(table_now or {}, min(cores, SMALL_MERGE_PARTITIONS))
     if split is not None and spark.conf.get(SPLIT_SIZE, None) is None:
         conf[SPLIT_SIZE] = str(split)
     return conf

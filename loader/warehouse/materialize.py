@@ -257,8 +257,7 @@ def materialize_table(
     reads = _reads(store, staged, local)
     changes = _changes(spark, reads, columns, warehouse_types, copy_seqno)
     if target.warehouse.format == "iceberg":
-        # the rows its data files hold: none before its first snapshot
-        table_rows = None if table_now is None else iceberg.total_records(table_now) if table_now else 0
+        table_rows = _rows_of(table_now)
         # the key ranges the changes touch, as Hive's partitions
         width = target.warehouse.partitioning(schema, table)[0] if has_integer_key(columns, key) else None
         by_name = {c.name: c for c in columns}
@@ -442,13 +441,12 @@ def _merge_table(
     ``[schema, table, rows]`` when its row count is known."""
     name = table_name(cfg, schema, table)
     now: dict[str, str] = {}  # a table made by this merge has no snapshot
-    rows: int | None = 0
     if cfg.warehouse.format == "iceberg" and spark.catalog.tableExists(name):
         summaries = iceberg.current_summaries(spark, name)
-        rows = _rows_of(summaries)
         now = summaries[0] if summaries else {}
         if iceberg.committed_interval(summaries, cfg.source.name, last):
             # Committed before the ledger heard of it (a crash in between): its count stays.
+            rows = _rows_of(now)
             return None, [schema, table, rows] if rows is not None else None
     try:
         result = materialize_table(
@@ -459,10 +457,12 @@ def _merge_table(
     return result, [schema, table, result.data_file_rows] if result.data_file_rows is not None else None
 
 
-def _rows_of(summaries: list[dict[str, str]]) -> int | None:
-    """The rows a table's data files hold, of its ``current_summaries`` (0 with no snapshot);
-    None when the summary does not say."""
-    return iceberg.total_records(summaries[0]) if summaries else 0
+def _rows_of(now: Mapping[str, str] | None) -> int | None:
+    """The rows a table's data files hold, from the summary of its current snapshot (empty: no
+    snapshot, none); None when not known or the summary does not say."""
+    if now is None:
+        return None
+    return iceberg.total_records(now) if now else 0
 
 
 def _table_now(spark: Any, name: str, table_format: str) -> dict[str, str] | None:
