@@ -225,7 +225,9 @@ def test_a_frozen_or_stopped_server_fails_the_step_as_transient_and_the_rerun_ca
     with db.frozen():
         frozen = run_loader(db, toml, "extract", env=quick)
     assert frozen.returncode == 3, frozen.stdout + frozen.stderr
-    assert f"cannot connect to source loader@127.0.0.1:{db.port} within 2 s" in _last_line(frozen)
+    assert f"cannot connect to source {cfg.source.name} (127.0.0.1:{db.port}) within 2 s" in _last_line(
+        frozen
+    )
     # A connection made before the server froze waits for an answer only as long as the read
     # timeout: transient too.
     conn = connect(credentials(dataclasses.replace(cfg.source, read_timeout_seconds=2)))
@@ -324,11 +326,15 @@ def test_a_server_frozen_or_stopped_in_the_middle_of_the_binlog_stream_fails_ext
         # Earlier tests on this server may have rotated its binlog: name the file the interval ends in.
         end_file = Ledger.of(cfg).intervals()[0].end.file
         said = {
-            "frozen": "lost the replication connection to the source: Lost connection",
+            "frozen": f"lost the replication connection to source {cfg.source.name} (127.0.0.1:{db.port}): Lost connection",
             "stopped": f"the source stopped sending its binlog in {end_file}, before the end position",
         }[fault]
         if workers[1] == "2":  # the reader's timeout, or a decoding process's if it came first
-            said = said if said in last else f"cannot connect to source loader@127.0.0.1:{db.port} within 2 s"
+            said = (
+                said
+                if said in last
+                else f"cannot connect to source {cfg.source.name} (127.0.0.1:{db.port}) within 2 s"
+            )
         else:
             assert "range 1 (" not in err  # one process: nothing spooled
         assert last.startswith(f"loader extract: error: {said}"), last

@@ -58,17 +58,29 @@ def cmd_config(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_check(args: argparse.Namespace, cfg: Config) -> int:
     """Connect to the source, verify its binlog settings and print its current position."""
     from loader.source import connection as source
+    from loader.source import tls
 
-    conn = source.connect(source.credentials(cfg.source))
+    creds = source.credentials(cfg.source)
+    conn = source.connect(creds)
     try:
+        connected = tls.got(conn, creds.tls)
         settings = source.check_binlog_settings(conn)
         pos = source.current_position(conn)
         warnings = source.privilege_warnings(conn, settings.get("version", ""))
     finally:
         conn.close()
-    data = {"source": cfg.source.name, "position": str(pos), "settings": settings, "warnings": warnings}
+    unverified = tls.warning(creds.tls, connected, creds.where)
+    warnings = [unverified, *warnings] if unverified else warnings
+    data = {
+        "source": cfg.source.name,
+        "position": str(pos),
+        "tls": {"mode": creds.tls.mode, **dataclasses.asdict(connected)},
+        "settings": settings,
+        "warnings": warnings,
+    }
     text = "\n".join(
-        [f"source {cfg.source.name}: {cfg.source.host}:{cfg.source.port}, current position {pos}"]
+        [f"source {cfg.source.name}: {creds.host}:{creds.port}, current position {pos}"]
+        + [f"  tls: {connected.text()} (tls = {creds.tls.mode})"]
         + [f"  {k} = {v}" for k, v in sorted(settings.items())]
         + [f"WARNING: {w}" for w in warnings]
     )

@@ -115,14 +115,16 @@ class BinlogServer:
             code = exc.args[0] if exc.args else 0
             message = exc.args[-1] if exc.args else str(exc)
             if code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
-                raise SourceError(f"the source cannot send its binlog from {start}: {message}") from None
+                raise SourceError(
+                    f"{self.creds.where} cannot send its binlog from {start}: {message}"
+                ) from None
             if code in (2003, 2006, 2013):
                 raise TransientError(
-                    f"lost the replication connection to the source: {message}; the binlog was read "
+                    f"lost the replication connection to {self.creds.where}: {message}; the binlog was read "
                     f"from {start} to {Position(*self._read_to) if self._read_to else start}, and the next "
                     "run reads it again"
                 ) from None
-            raise SourceError(f"the source refused the binlog dump from {start}: {message}") from None
+            raise SourceError(f"{self.creds.where} refused the binlog dump from {start}: {message}") from None
         finally:
             self.close()
 

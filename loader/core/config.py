@@ -43,6 +43,7 @@ TRANSPORTS = ("server", "files")
 SCHEMA_CHANGES = ("evolve", "stop")
 FAILOVER = ("follow", "stop")
 DECODERS = ("native", "python")
+TLS_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
 CATALOGS = ("derby", "hive")
 # "": the Iceberg catalog follows `catalog` (the embedded SQLite file, or the Hive metastore).
 ICEBERG_CATALOGS = ("", "jdbc", "rest")
@@ -72,6 +73,14 @@ class SourceConfig:
     # as transient after them, instead of hanging it.
     connect_timeout_seconds: int = 10
     read_timeout_seconds: int = 60
+    # TLS to the server (``loader.source.tls``), as MySQL's clients name the modes: "disabled",
+    # "preferred", "required", "verify_ca" or "verify_identity"; tls_ca the CA certificates (PEM)
+    # the server's certificate is checked against (else the system's), tls_cert and tls_key a
+    # client certificate and its key, for accounts that require one.
+    tls: str = "preferred"
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
     # A run holds the source's lease while a step changes the ledger or the warehouse; renewed
     # while it works, it expires this long after a killed run stopped renewing it.
     lease_seconds: int = 120
@@ -632,6 +641,16 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     _one_of(src.transport, TRANSPORTS, "source.transport", origin)
     _one_of(src.failover, FAILOVER, "source.failover", origin)
     _one_of(src.decoder, DECODERS, "source.decoder", origin)
+    _one_of(src.tls, TLS_MODES, "source.tls", origin)
+    if src.tls_ca and src.tls not in ("verify_ca", "verify_identity"):
+        raise ConfigError(
+            f"{origin}: source.tls_ca is set but source.tls = {src.tls!r} does not check the server's "
+            "certificate: set tls = 'verify_identity' (or 'verify_ca'), or remove tls_ca"
+        )
+    if src.tls == "disabled" and (src.tls_cert or src.tls_key):
+        raise ConfigError(f"{origin}: source.tls_cert and tls_key need TLS; source.tls = 'disabled'")
+    if src.tls_key and not src.tls_cert:
+        raise ConfigError(f"{origin}: source.tls_key is set without source.tls_cert (its certificate)")
     _one_of(cfg.tables.schema_changes, SCHEMA_CHANGES, "tables.schema_changes", origin)
     _one_of(cfg.tables.mode, MODES, "tables.mode", origin)
     for pattern, mode in cfg.tables.modes.items():
@@ -758,13 +777,18 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
         local = stg.uri[len("file://") :] if stg.uri.startswith("file://") else stg.uri
         staging_uri = "file://" + str((base / local).resolve())
     binlog_dir = str((base / src.binlog_dir).resolve()) if src.binlog_dir else ""
+    tls_ca, tls_cert, tls_key = (
+        str((base / value).resolve()) if value else "" for value in (src.tls_ca, src.tls_cert, src.tls_key)
+    )
     jars = [str((base / j.strip()).resolve()) for j in cfg.spark.jars.split(",") if j.strip()]
     jdbc_jar = str((base / cfg.load.jdbc_jar).resolve()) if cfg.load.jdbc_jar else ""
     wh_dir = str((base / wh.dir.removeprefix("file://")).resolve()) if wh.scheme == "file" else wh.dir
     metastore_dir = str((base / (wh.metastore_dir or Path(wh_dir, "metastore"))).resolve())
     return dataclasses.replace(
         cfg,
-        source=dataclasses.replace(src, binlog_dir=binlog_dir),
+        source=dataclasses.replace(
+            src, binlog_dir=binlog_dir, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key
+        ),
         staging=dataclasses.replace(stg, uri=staging_uri),
         warehouse=dataclasses.replace(wh, dir=wh_dir, metastore_dir=metastore_dir),
         load=dataclasses.replace(cfg.load, jdbc_jar=jdbc_jar),

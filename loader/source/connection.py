@@ -7,13 +7,15 @@ import os
 import re
 import ssl
 import time
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any
 
 from loader.core.config import SourceConfig
 from loader.core.driver import pymysql
 from loader.core.errors import SourceError, TransientError
 from loader.core.positions import Position
+from loader.source import tls
+from loader.source.tls import Tls
 
 
 @dataclass(frozen=True)
@@ -27,13 +29,23 @@ class Credentials:
     connect_timeout: int = 10  # seconds, the handshake included
     read_timeout: int = 60  # seconds to wait for any answer once connected
     unset_password_env: str = ""  # the variable that should hold the password, when it is unset
+    name: str = "source"  # the source's name in the deployment
+    tls: Tls = field(default_factory=Tls)
 
     def __repr__(self) -> str:  # never print the password
         return f"Credentials(host={self.host!r}, port={self.port}, user={self.user!r})"
 
+    @property
+    def where(self) -> str:
+        """The source as errors name it: ``source NAME (host:port)``."""
+        return f"source {self.name} ({self.host}:{self.port})"
+
 
 def credentials(cfg: SourceConfig) -> Credentials:
-    """Resolve the source's credentials: an Airflow connection when one is named, else the config."""
+    """Resolve the source's credentials: an Airflow connection when one is named, else the config.
+
+    An Airflow connection's TLS extras (``tls.of_airflow_extra``) take the place of the config's.
+    """
     if cfg.airflow_conn_id:
         from airflow.sdk import BaseHook  # heavy import, only when asked for
 
@@ -45,6 +57,8 @@ def credentials(cfg: SourceConfig) -> Credentials:
             conn.password or "",
             cfg.connect_timeout_seconds,
             cfg.read_timeout_seconds,
+            name=cfg.name,
+            tls=tls.of_airflow_extra(conn.extra_dejson or {}, tls.of_config(cfg), cfg.airflow_conn_id),
         )
     unset = cfg.password_env if cfg.password_env and cfg.password_env not in os.environ else ""
     return Credentials(
@@ -55,71 +69,127 @@ def credentials(cfg: SourceConfig) -> Credentials:
         cfg.connect_timeout_seconds,
         cfg.read_timeout_seconds,
         unset,
+        cfg.name,
+        tls.of_config(cfg),
     )
 
 
 class _Connection(pymysql.connections.Connection):
-    """pymysql's connection with its default TLS context built once per process, without the
-    CA certificates it never uses.
+    """pymysql's connection with the TLS context of the source's settings, built once per
+    process (``tls.context``).
 
-    Without TLS options pymysql offers TLS to a server that has it with no certificate check,
-    and builds that context for every connection, loading the system's CA certificates (20-50
-    ms, more than the rest of a connection to a near server) that a context checking nothing
-    never reads. The same context, as pymysql sets it but for those, serves every connection.
+    Offering TLS without options (``preferred``), pymysql builds a context for every connection,
+    loading the system's CA certificates (20-50 ms, more than the rest of a connection to a near
+    server) that a context checking nothing never reads; ``connect`` gives it the settings' own.
     """
 
-    _preferred: ClassVar[ssl.SSLContext | None] = None
-
     def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
-        if sslp:  # TLS options given: built as pymysql builds them
-            return super()._create_ssl_ctx(sslp)
-        if _Connection._preferred is None:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # what create_default_context makes
-            ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            _Connection._preferred = ctx
-        return _Connection._preferred
+        if isinstance(sslp, ssl.SSLContext):
+            return sslp
+        return tls.context(Tls())  # replaced by the connection's own before it connects
+
+
+# The server refused the login (access denied, no such database), or any connection in plain
+# text (MySQL's ER_SECURE_TRANSPORT_REQUIRED, MariaDB's ER_SECURE_TRANSPORT_REQUIRED).
+LOGIN_REFUSED = (1044, 1045, 1049)
+PLAIN_TEXT_REFUSED = (3159, 4127)
+# pymysql's error when the settings insist on TLS and the server's greeting offers none.
+CR_SSL_CONNECTION_ERROR = 2026
 
 
 def connect(creds: Credentials, database: str | None = None, **extra: Any) -> pymysql.connections.Connection:
-    """Open a SQL connection; a refused or timed-out connection is a TransientError.
+    """Open a SQL connection with the source's TLS settings (``loader.source.tls``); a refused
+    or timed-out connection is a TransientError.
 
     Every wait for the server is bounded: ``creds.connect_timeout`` for the connection and its
     handshake (pymysql's own connect timeout stops at the TCP connect, and a frozen server
     accepts those), then ``creds.read_timeout`` (or ``read_timeout`` in ``extra``) for each answer.
+
+    Raises:
+        SourceError: the login refused, or TLS the settings ask for not had (no TLS offered, a
+            certificate not verified): nothing was read, and the password was not sent in plain text.
+        ConfigError: a TLS file of the settings that cannot be read.
     """
     read_timeout = extra.pop("read_timeout", creds.read_timeout)
-    where = f"{creds.user}@{creds.host}:{creds.port}"
+    options = tls.connect_options(creds.tls)
+    conn = _Connection(
+        host=creds.host,
+        port=creds.port,
+        user=creds.user,
+        password=creds.password,
+        database=database,
+        charset="utf8mb4",
+        connect_timeout=creds.connect_timeout,
+        read_timeout=creds.connect_timeout,
+        write_timeout=creds.connect_timeout,
+        autocommit=True,
+        defer_connect=True,
+        **options,
+        **extra,
+    )
+    if creds.tls.mode == "preferred":
+        conn.ctx = tls.context(creds.tls)
     try:
-        conn = _Connection(
-            host=creds.host,
-            port=creds.port,
-            user=creds.user,
-            password=creds.password,
-            database=database,
-            charset="utf8mb4",
-            connect_timeout=creds.connect_timeout,
-            read_timeout=creds.connect_timeout,
-            write_timeout=creds.connect_timeout,
-            autocommit=True,
-            **extra,
-        )
+        conn.connect()
     except pymysql.err.OperationalError as exc:
-        code = exc.args[0] if exc.args else 0
-        if code in (1044, 1045, 1049):
-            hint = (
-                f" (the password variable {creds.unset_password_env} is not set)"
-                if creds.unset_password_env
-                else ""
-            )
-            raise SourceError(f"source {where} refused the login: {exc.args[-1]}{hint}") from None
-        raise TransientError(
-            f"cannot connect to source {where} within {creds.connect_timeout} s: {exc.args[-1]}"
-        ) from None
+        raise _connect_error(creds, exc, secure=conn._secure) from None
     # pymysql takes one read timeout for a connection's life; past the handshake, the longer one.
     conn._read_timeout = conn._write_timeout = read_timeout
     return conn
+
+
+def _connect_error(creds: Credentials, exc: pymysql.err.OperationalError, secure: bool) -> Exception:
+    """What a failed connection to the source tells its user: the source, what failed, what to set
+    (``secure``: whether the login went over TLS)."""
+    code = exc.args[0] if exc.args else 0
+    said = exc.args[-1] if exc.args else str(exc)
+    where, mode = creds.where, creds.tls.mode
+    if code in LOGIN_REFUSED:
+        if creds.unset_password_env:
+            hint = f" (the password variable {creds.unset_password_env} is not set)"
+        elif not secure:  # MariaDB answers a plain-text login it requires TLS for as a wrong password
+            hint = (
+                f" (it went in plain text, [source] tls = {mode!r}: a server with require_secure_transport, "
+                "or an account created REQUIRE SSL, refuses that; set tls = 'verify_identity' with tls_ca)"
+            )
+        elif not creds.tls.cert:
+            hint = " (an account created REQUIRE X509 also needs [source] tls_cert and tls_key)"
+        else:
+            hint = ""
+        return SourceError(f"{where} refused the login of {creds.user}: {said}{hint}")
+    if code in PLAIN_TEXT_REFUSED:
+        return SourceError(
+            f"{where} refuses connections without TLS ([source] tls = {mode!r}): {said}; "
+            "set tls = 'verify_identity' with tls_ca (or 'required')"
+        )
+    if code == CR_SSL_CONNECTION_ERROR:
+        return SourceError(
+            f"{where} offers no TLS in its greeting and [source] tls = {mode!r} requires it: nothing was "
+            "sent. Turn TLS on at the server (ssl_cert and ssl_key), or, on a network you trust, set "
+            "tls = 'preferred'"
+        )
+    cause = getattr(exc, "original_exception", None)
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        if cause.verify_code == X509_V_ERR_HOSTNAME_MISMATCH:
+            return SourceError(
+                f"{where}: the server's certificate is not made out to {creds.host} ({cause.verify_message}; "
+                f"[source] tls = {mode!r}): connect by a name the certificate holds, or set tls = 'verify_ca'"
+            )
+        against = creds.tls.ca or "the system's CA certificates"
+        return SourceError(
+            f"{where}: the server's certificate was not verified against {against} ({cause.verify_message}; "
+            f"[source] tls = {mode!r}): set tls_ca to the CA certificate that signed the server's"
+        )
+    if isinstance(cause, ssl.SSLError) and not isinstance(cause, ssl.SSLEOFError | ssl.SSLZeroReturnError):
+        return SourceError(
+            f"{where}: the TLS handshake failed ({cause.reason or cause}; [source] tls = {mode!r}); "
+            "a server that wants a client certificate needs tls_cert and tls_key"
+        )
+    return TransientError(f"cannot connect to {where} within {creds.connect_timeout} s: {said}")
+
+
+# OpenSSL's verify code for a certificate made out to other names than the host.
+X509_V_ERR_HOSTNAME_MISMATCH = 62
 
 
 def current_position(conn: pymysql.connections.Connection) -> Position:

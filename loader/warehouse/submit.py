@@ -108,6 +108,11 @@ def build_spark_job(
                 "LOADER__SOURCE__AIRFLOW_CONN_ID": '""',
                 "LOADER__SOURCE__PASSWORD_ENV": PASSWORD_ENV,
                 PASSWORD_ENV: source.password,
+                # An Airflow connection's TLS extras, as the launcher read them.
+                "LOADER__SOURCE__TLS": source.tls.mode,
+                "LOADER__SOURCE__TLS_CA": source.tls.ca,
+                "LOADER__SOURCE__TLS_CERT": source.tls.cert,
+                "LOADER__SOURCE__TLS_KEY": source.tls.key,
             }
         )
     chosen = ["--source", cfg.source.name] if cfg.source_file else []  # one of a deployment's

@@ -40,7 +40,7 @@ def test_unreachable_source_is_transient_exit_3(tmp_path: Path) -> None:
     cfg.write_text("[source]\nport = 1\n")
     out = run("check", "--config", str(cfg))
     assert out.returncode == 3, out.stderr
-    assert "cannot connect to source loader@127.0.0.1:1" in out.stderr
+    assert "cannot connect to source demo (127.0.0.1:1)" in out.stderr
 
 
 def test_rollback_of_hive_format_tables_is_refused_before_spark_starts(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from loader.core.errors import SourceError
 from loader.core.positions import Position
 from loader.source import connection as source
+from loader.source.tls import Tls
 from tests.conftest import MariaDB
 
 pytestmark = pytest.mark.integration
@@ -153,9 +154,12 @@ def test_connections_offer_tls_as_pymysql_does_from_one_context_and_options_stil
     finally:
         first.close()
         second.close()
-    # With options, a context of their own that requires TLS: refused by a server without it.
-    with pytest.raises(Exception, match="SSL is required"):
-        source.connect(creds(mariadb), ssl_verify_cert=True)
+    # Settings that insist on TLS get a context of their own: refused by a server without it.
+    insisting = source.Credentials(
+        mariadb.host, mariadb.port, "loader", mariadb.password, tls=Tls("required")
+    )
+    with pytest.raises(SourceError, match="offers no TLS in its greeting"):
+        source.connect(insisting)
 
 
 def test_a_schema_reader_connects_only_when_a_tables_schema_is_asked_for(mariadb: MariaDB) -> None:

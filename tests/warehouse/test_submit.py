@@ -13,6 +13,7 @@ import pytest
 from loader.core.config import Config, load_config
 from loader.core.errors import ConfigError, SparkJobError
 from loader.source.connection import Credentials
+from loader.source.tls import Tls
 from loader.warehouse.session import CLASS_PATH, iceberg_secret_conf
 from loader.warehouse.submit import (
     APPLICATION,
@@ -144,7 +145,8 @@ def test_without_jars_only_a_job_that_reads_the_source_is_refused(tmp_path: Path
 def test_resolved_credentials_reach_the_job_and_the_password_stays_off_the_command_line(
     tmp_path: Path,
 ) -> None:
-    creds = Credentials("db.internal", 3307, "reader", "s3cret")
+    ca = tmp_path / "ca.pem"
+    creds = Credentials("db.internal", 3307, "reader", "s3cret", tls=Tls("verify_identity", str(ca)))
     job = _job(_config(tmp_path), tmp_path, name="initial-load", source=creds)
     assert job.env["LOADER__SOURCE__HOST"] == "db.internal"
     assert job.env["LOADER__SOURCE__PORT"] == "3307"
@@ -155,6 +157,8 @@ def test_resolved_credentials_reach_the_job_and_the_password_stays_off_the_comma
     seen = load_config(tmp_path / "loader.toml", env=job.env)
     assert (seen.source.host, seen.source.port, seen.source.user) == ("db.internal", 3307, "reader")
     assert seen.source.airflow_conn_id == ""
+    # TLS as the launcher resolved it (an Airflow connection's extras, say).
+    assert (seen.source.tls, seen.source.tls_ca, seen.source.tls_cert) == ("verify_identity", str(ca), "")
 
 
 def test_a_job_needs_a_config_file_and_a_known_name(tmp_path: Path) -> None:
