@@ -325,6 +325,46 @@ def mysql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MySQL]:
         yield db
 
 
+class TlsMariaDB(MariaDB):
+    """A private MariaDB with the suite's certificates (``tests.certificates``) that refuses
+    plain text (``require_secure_transport``): the test's own writes go over TLS too."""
+
+    def connect(self, user: str = "app", database: str | None = None) -> pymysql.connections.Connection:
+        from loader.source.tls import Tls, context
+
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=user,
+            password=self.password,
+            database=database,
+            charset="utf8mb4",
+            autocommit=True,
+            ssl=context(Tls("required")),
+        )
+
+
+@pytest.fixture(scope="session")
+def tls_certificates(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate it signed, and another
+    CA (``tests.certificates.Certificates``)."""
+    from tests.certificates import make_certificates
+
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="session")
+def tls_mariadb(tmp_path_factory: pytest.TempPathFactory, tls_certificates: Any) -> Iterator[TlsMariaDB]:
+    """A private MariaDB with TLS, its certificate from ``tls_certificates``, refusing plain text."""
+    certs = tls_certificates
+    args = (
+        f"--ssl-ca={certs.ca} --ssl-cert={certs.server_cert} --ssl-key={certs.server_key} "
+        "--require-secure-transport=ON"
+    )
+    with private_server(TlsMariaDB, tmp_path_factory, "tls-mariadb", args) as db:
+        yield db
+
+
 @pytest.fixture
 def replicated_mysql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MySQL, MySQL]]:
     """A MySQL primary and its replica (server_id 2, GTID auto-positioning, its own binlog file

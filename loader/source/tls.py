@@ -197,3 +197,72 @@ def warning(tls: Tls, connected: Got, where: str) -> str | None:
             "signed the server's certificate"
         )
     return None
+
+
+# Connector/J's sslMode for each mode; ``preferred`` follows what the server offered.
+JDBC_SSL_MODES = {
+    "disabled": "disable",
+    "required": "trust",
+    "verify_ca": "verify-ca",
+    "verify_identity": "verify-full",
+}
+
+
+def jdbc_properties(tls: Tls, offered: bool) -> dict[str, str]:
+    """MariaDB Connector/J's connection properties for ``tls`` (Spark's copy): its ``sslMode``
+    (``preferred`` takes TLS when the server ``offered`` it to the job's own connection), the CA
+    certificates inline (``serverSslCert``: executors on other machines need no file), a client
+    certificate as a PKCS12 keystore file (``keystore``).
+
+    Raises:
+        ConfigError: a certificate or key file that cannot be read, named with its setting.
+    """
+    mode = JDBC_SSL_MODES.get(tls.mode) or ("trust" if offered else "disable")
+    properties = {"sslMode": mode}
+    if tls.verifies and tls.ca:
+        _readable(tls.ca, "tls_ca")
+        properties["serverSslCert"] = Path(tls.ca).read_text(encoding="ascii")
+    if tls.cert and mode != "disable":
+        path, password = keystore(tls)
+        properties.update(keyStore=path, keyStorePassword=password, keyStoreType="PKCS12")
+    return properties
+
+
+@functools.lru_cache(maxsize=4)
+def keystore(tls: Tls) -> tuple[str, str]:
+    """``tls``'s client certificate and key as a PKCS12 file (Connector/J reads no PEM key) in a
+    folder only this user can read, removed when the process ends; its path and password."""
+    import atexit
+    import secrets
+    import shutil
+    import tempfile
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    _readable(tls.cert, "tls_cert")
+    pem = Path(tls.cert).read_bytes()
+    key_pem = Path(tls.key).read_bytes() if tls.key else pem
+    _readable(tls.key or tls.cert, "tls_key")
+    try:
+        chain = x509.load_pem_x509_certificates(pem)
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except ValueError as exc:
+        raise ConfigError(
+            f"source.tls_cert {tls.cert} and tls_key {tls.key or '(in the same file)'}: not a certificate and "
+            f"its unencrypted private key in PEM ({exc})"
+        ) from None
+    password = secrets.token_urlsafe(24)
+    data = pkcs12.serialize_key_and_certificates(
+        b"loader",
+        key,
+        chain[0],
+        chain[1:] or None,
+        serialization.BestAvailableEncryption(password.encode("ascii")),
+    )
+    folder = tempfile.mkdtemp(prefix="loader-tls-")  # mode 0700
+    atexit.register(shutil.rmtree, folder, True)
+    path = Path(folder, "client.p12")
+    path.write_bytes(data)
+    return str(path), password

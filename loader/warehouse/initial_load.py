@@ -43,10 +43,11 @@ from loader.binlog.history import SourceHistory
 from loader.binlog.schema import InformationSchema
 from loader.core import modes
 from loader.core.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
-from loader.core.errors import LoadError
+from loader.core.errors import LoadError, SourceError
 from loader.core.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.core.results import LoadSummary, TableLoadResult
 from loader.core.tables import TableSelector, key_columns
+from loader.source import tls
 from loader.source.connection import Credentials, base_tables, check_binlog_settings, connect, credentials
 from loader.staging.manifest import ColumnSpec
 from loader.staging.stores import open_store
@@ -215,6 +216,26 @@ def jdbc_url(load: LoadConfig, creds: Credentials) -> str:
     return f"{base}{separator}sessionVariables=time_zone='+00:00'"
 
 
+def jdbc_tls(cfg: Config, creds: Credentials, conn: Any, url: str) -> dict[str, str]:
+    """The source's TLS settings as Connector/J's properties (``tls.jdbc_properties``), the same
+    TLS the job's own connection ``conn`` got; none when ``[load] jdbc_url`` sets ``sslMode``.
+
+    Raises:
+        SourceError: a client certificate with a cluster's executors, which could not read the
+            keystore the driver writes.
+    """
+    if "sslmode=" in url.lower():
+        return {}
+    if creds.tls.cert and not cfg.spark.master.startswith("local"):
+        raise SourceError(
+            f"{creds.where}: Spark's copy on {cfg.spark.master} cannot present [source] tls_cert: the "
+            "executors' driver (Connector/J) reads a client certificate from a keystore file on their own "
+            "machine. Load with a local master, or set [load] jdbc_url with keyStore options naming a "
+            "keystore every executor has"
+        )
+    return tls.jdbc_properties(creds.tls, offered=tls.got(conn, creds.tls).version is not None)
+
+
 def copy_table(
     spark: Any,
     cfg: Config,
@@ -260,8 +281,9 @@ def copy_table(
         old = spark.table(name).where(own_rows) if own_rows else spark.table(name)
     ensure_table(spark, Target.of(cfg), info.schema, info.table, info.columns, key=info.key, replace=True)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
+    url = jdbc_url(cfg.load, creds)
     frame = spark.read.jdbc(
-        jdbc_url(cfg.load, creds),
+        url,
         f"({select_sql(info)}) AS loader_copy",
         predicates=ranges,
         properties={
@@ -269,6 +291,7 @@ def copy_table(
             "password": creds.password,
             "driver": cfg.load.jdbc_driver,
             "fetchsize": str(cfg.load.fetch_size),
+            **jdbc_tls(cfg, creds, conn, url),
         },
     )
     p0_seqno = load.seqno

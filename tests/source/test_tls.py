@@ -6,10 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import ssl
-from collections.abc import Iterator
 from pathlib import Path
 
-import pymysql
 import pytest
 
 from loader.core.config import load_config
@@ -17,42 +15,20 @@ from loader.core.errors import ConfigError, SourceError
 from loader.source import connection as source
 from loader.source import tls
 from loader.source.tls import Tls
-from tests.certificates import Certificates, make_certificates
-from tests.conftest import MariaDB, private_server, run_loader
+from tests.certificates import Certificates
+from tests.conftest import MariaDB, TlsMariaDB, run_loader
 
 pytestmark = pytest.mark.integration
 
 
-class TlsMariaDB(MariaDB):
-    """A private MariaDB with the test's certificates and ``require_secure_transport``: the test's
-    own writes go over TLS too."""
-
-    def connect(self, user: str = "app", database: str | None = None) -> pymysql.connections.Connection:
-        return pymysql.connect(
-            host=self.host,
-            port=self.port,
-            user=user,
-            password=self.password,
-            database=database,
-            charset="utf8mb4",
-            autocommit=True,
-            ssl=tls.context(Tls("required")),
-        )
+@pytest.fixture(scope="module")
+def certs(tls_certificates: Certificates) -> Certificates:
+    return tls_certificates
 
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture(scope="module")
-def tls_db(tmp_path_factory: pytest.TempPathFactory, certs: Certificates) -> Iterator[TlsMariaDB]:
-    args = (
-        f"--ssl-ca={certs.ca} --ssl-cert={certs.server_cert} --ssl-key={certs.server_key} "
-        "--require-secure-transport=ON"
-    )
-    with private_server(TlsMariaDB, tmp_path_factory, "tls-mariadb", args) as db:
-        yield db
+def tls_db(tls_mariadb: TlsMariaDB) -> TlsMariaDB:
+    return tls_mariadb
 
 
 def creds(db: MariaDB, settings: Tls, host: str | None = None, user: str = "loader") -> source.Credentials:

@@ -21,7 +21,8 @@ from loader.state.records import Checkpoint
 from loader.warehouse.initial_load import run_initial_load
 from loader.warehouse.materialize import run_materialize
 from loader.warehouse.tables import table_name
-from tests.conftest import TABLE_FORMATS, MariaDB
+from tests.certificates import Certificates
+from tests.conftest import TABLE_FORMATS, MariaDB, TlsMariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -226,6 +227,35 @@ def test_a_load_during_writes_then_one_delta_equals_the_source(
         ("words", "w, n", "w"),
     ):
         _same_as_source(mariadb, spark, cfg, table, columns, order)
+
+
+def test_spark_copy_reads_a_source_that_requires_tls_and_a_client_certificate(
+    tls_mariadb: TlsMariaDB, tls_certificates: Certificates, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    """Spark's copy (Connector/J in the executors) with the settings of the job's own connections:
+    the server refuses plain text and the account a connection without the client certificate."""
+    db, certs = tls_mariadb, tls_certificates
+    db.execute(
+        "DROP DATABASE IF EXISTS il",
+        "CREATE DATABASE il",
+        "CREATE TABLE il.t (id INT PRIMARY KEY, v VARCHAR(20))",
+        "INSERT INTO il.t SELECT seq, CONCAT('v', seq) FROM il.seq_1_to_500",
+    )
+    cfg = _config(db, tmp_path, spark_config, "il", "il_tls", parallelism=2, engine="spark")
+    source = dataclasses.replace(
+        cfg.source,
+        tls="verify_identity",
+        tls_ca=str(certs.ca),
+        tls_cert=str(certs.client_cert),
+        tls_key=str(certs.client_key),
+    )
+    db.execute("ALTER USER 'loader'@'127.0.0.1' REQUIRE X509")
+    try:
+        summary = run_initial_load(spark, dataclasses.replace(cfg, source=source), progress=_quiet)
+    finally:
+        db.execute("ALTER USER 'loader'@'127.0.0.1' REQUIRE NONE")
+    assert [t.rows for t in summary.tables] == [500]
+    _same_as_source(db, spark, cfg, "t", "id, v", "id")
 
 
 def test_each_key_range_is_written_by_the_task_that_read_it_where_ranges_follow_partitions(
