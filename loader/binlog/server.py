@@ -18,7 +18,7 @@ from loader.binlog.transport import RUN_BYTES, EventRun, RawEvent
 from loader.core.driver import pymysql
 from loader.core.errors import DecodeError, SourceError, TransientError
 from loader.core.positions import Position
-from loader.source.connection import Credentials, connect, current_position
+from loader.source.connection import LOST_CONNECTION, Credentials, connect, current_position
 from loader.source.wire import check_error, read_some
 
 COM_BINLOG_DUMP = 0x12
@@ -118,7 +118,7 @@ class BinlogServer:
                 raise SourceError(
                     f"{self.creds.where} cannot send its binlog from {start}: {message}"
                 ) from None
-            if code in (2003, 2006, 2013):
+            if code in LOST_CONNECTION:
                 raise TransientError(
                     f"lost the replication connection to {self.creds.where}: {message}; the binlog was read "
                     f"from {start} to {Position(*self._read_to) if self._read_to else start}, and the next "

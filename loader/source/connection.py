@@ -93,6 +93,8 @@ class _Connection(pymysql.connections.Connection):
 # text (MySQL's ER_SECURE_TRANSPORT_REQUIRED, MariaDB's ER_SECURE_TRANSPORT_REQUIRED).
 LOGIN_REFUSED = (1044, 1045, 1049)
 PLAIN_TEXT_REFUSED = (3159, 4127)
+# The client's errors for a server that cannot be reached, went away or stopped answering.
+LOST_CONNECTION = (2003, 2006, 2013)
 # pymysql's error when the settings insist on TLS and the server's greeting offers none.
 CR_SSL_CONNECTION_ERROR = 2026
 

@@ -37,9 +37,9 @@ import pyarrow as pa
 from loader.core import modes
 from loader.core.config import Config, arrow_engine_problem
 from loader.core.driver import pymysql
-from loader.core.errors import LoadError
+from loader.core.errors import LoadError, TransientError
 from loader.core.naming import INVALID_DATES_COLUMN
-from loader.source.connection import Credentials, connect
+from loader.source.connection import LOST_CONNECTION, Credentials, connect
 from loader.source.rows import row_batches
 from loader.state.records import Load
 from loader.warehouse import arrow_types, iceberg, resync
@@ -132,6 +132,13 @@ def copy_table(
 
     told = _Told(info.qualified, len(ranges), info.estimated_rows, progress)
 
+    def _failed(predicate: str, why: str) -> LoadError:
+        return LoadError(
+            f"{info.qualified}: the copy of key range {predicate} for initial load {load.id} (P0 "
+            f"{load.p0}) failed: {why}. Nothing of the table was committed; run the load again "
+            "once the cause is mended"
+        )
+
     def copy_range(predicate: str) -> tuple[int, list[tuple[str, Partition]]]:
         with readers or contextlib.nullcontext():
             return read_range(predicate)
@@ -151,12 +158,16 @@ def copy_table(
                     told.rows(batch.num_rows)
             finally:
                 written = out.close()
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] in LOST_CONNECTION:
+                raise TransientError(
+                    f"{creds.where}: lost the connection copying key range {predicate} of {info.qualified} "
+                    f"for initial load {load.id} (P0 {load.p0}): {exc.args[-1]}. Nothing of the table was "
+                    "committed; the load's next run copies it again"
+                ) from exc
+            raise _failed(predicate, f"{creds.where} answered {exc.args[-1] if exc.args else exc}") from exc
         except (pymysql.err.Error, ValueError, pa.ArrowException) as exc:
-            raise LoadError(
-                f"{info.qualified}: the copy of key range {predicate} for initial load {load.id} (P0 "
-                f"{load.p0}) failed: {exc}. Nothing of the table was committed; run the load again "
-                "once the cause is mended"
-            ) from exc
+            raise _failed(predicate, str(exc)) from exc
         finally:
             conn.close()
         told.range_done()

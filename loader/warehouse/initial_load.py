@@ -43,7 +43,7 @@ from loader.binlog.history import SourceHistory
 from loader.binlog.schema import InformationSchema
 from loader.core import modes
 from loader.core.config import Config, LoadConfig, TablesConfig, arrow_engine_problem
-from loader.core.errors import LoadError, SourceError
+from loader.core.errors import LoadError, SourceError, TransientError
 from loader.core.naming import INVALID_DATES_COLUMN, reserved_column_problem, warehouse_tables
 from loader.core.results import LoadSummary, TableLoadResult
 from loader.core.tables import TableSelector, key_columns
@@ -346,9 +346,40 @@ def copy_table(
             )
         else:
             publish_version(spark, Target.of(cfg), info.schema, info.table, observed, load.id, None)
+    except Exception as exc:
+        failed = source_failure(exc)
+        if failed is None:
+            raise
+        said, lost = failed
+        if lost:
+            raise TransientError(
+                f"{creds.where}: Spark's copy of {info.qualified} for initial load {load.id} (P0 {load.p0}) "
+                f"lost its connection: {said}. Nothing of the table was committed; the load's next run "
+                "copies it again"
+            ) from exc
+        raise LoadError(
+            f"{creds.where}: Spark's copy of {info.qualified} for initial load {load.id} (P0 {load.p0}) "
+            f"failed: {said}. Nothing of the table was committed; run the load again once the cause is mended"
+        ) from exc
     finally:
         watcher.stop()
     return _copied(info, int(observation.get["rows"]), started, len(ranges), progress)
+
+
+def source_failure(exc: BaseException) -> tuple[str, bool] | None:
+    """The source's error inside a failed Spark action (the JDBC driver's, ``java.sql``): its
+    message and whether it lost the connection (SQLSTATE class 08); None for any other failure."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    for _ in range(32):  # a cause chain is short; a cycle is not followed
+        if java is None:
+            return None
+        name = str(java.getClass().getName())
+        if name.startswith("java.sql."):
+            said = (str(java.getMessage() or "").strip().splitlines() or [name])[0]
+            return said, str(java.getSQLState() or "").startswith("08")
+        cause = java.getCause()
+        java = None if cause is None or cause.equals(java) else cause
+    return None
 
 
 def _copied(

@@ -17,6 +17,7 @@ from loader.source import tls
 from loader.source.tls import Tls
 from tests.certificates import Certificates
 from tests.conftest import MariaDB, TlsMariaDB, run_loader
+from tests.proxy import proxy
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +78,24 @@ def test_required_stops_before_the_login_at_a_server_without_tls(mariadb: MariaD
     assert plain.version is None and plain.text() == "plain text (no TLS)"
     warned = tls.warning(Tls("preferred"), plain, "source shop (x)")
     assert warned and "read in plain text" in warned
+
+
+def test_a_proxy_that_strips_tls_from_the_servers_greeting_gets_no_login(
+    tls_db: TlsMariaDB, certs: Certificates
+) -> None:
+    with proxy((tls_db.host, tls_db.port), strip_tls=True) as middle:
+        for settings in (Tls("required"), Tls("verify_identity", str(certs.ca))):
+            with pytest.raises(SourceError) as stopped:
+                source.connect(
+                    source.Credentials("127.0.0.1", middle.port, "loader", tls_db.password, tls=settings)
+                )
+            said = str(stopped.value)
+            assert said.startswith(
+                f"source source (127.0.0.1:{middle.port}) offers no TLS in its greeting"
+            ), said
+        # preferred goes on in plain text (what MySQL's clients do): this server refuses the login.
+        with pytest.raises(SourceError, match="it went in plain text, \\[source\\] tls = 'preferred'"):
+            source.connect(source.Credentials("127.0.0.1", middle.port, "loader", tls_db.password))
 
 
 def test_a_certificate_of_another_ca_or_for_another_host_is_refused(

@@ -13,7 +13,7 @@ import pytest
 
 from loader.core import modes
 from loader.core.config import Config
-from loader.core.errors import LoaderError, LoadError
+from loader.core.errors import LoaderError, LoadError, TransientError
 from loader.extract.interval import run_extract
 from loader.staging.stores import open_store
 from loader.state.ledger import Ledger
@@ -23,6 +23,7 @@ from loader.warehouse.materialize import run_materialize
 from loader.warehouse.tables import table_name
 from tests.certificates import Certificates
 from tests.conftest import TABLE_FORMATS, MariaDB, TlsMariaDB
+from tests.proxy import proxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -256,6 +257,33 @@ def test_spark_copy_reads_a_source_that_requires_tls_and_a_client_certificate(
         db.execute("ALTER USER 'loader'@'127.0.0.1' REQUIRE NONE")
     assert [t.rows for t in summary.tables] == [500]
     _same_as_source(db, spark, cfg, "t", "id, v", "id")
+
+
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_a_copy_that_loses_the_source_names_it_commits_nothing_and_the_rerun_loads_the_table(
+    mariadb: MariaDB, tmp_path: Path, spark_config: Config, spark: Any, engine: str
+) -> None:
+    """A key range's read cut in the middle (a proxy between the copy and the server): the load
+    fails as transient, naming the source and the table, and its next run copies the table."""
+    mariadb.execute(
+        "DROP DATABASE IF EXISTS il",
+        "CREATE DATABASE il",
+        "CREATE TABLE il.cut (id INT PRIMARY KEY, cut_here VARCHAR(100))",
+        "INSERT INTO il.cut SELECT seq, REPEAT('x', 100) FROM il.seq_1_to_4000",
+    )
+    cfg = _config(mariadb, tmp_path, spark_config, "il", f"il_cut_{engine}", parallelism=2, engine=engine)
+    # Only the copy's reads select the column by name; the key ranges' queries do not.
+    with proxy((mariadb.host, mariadb.port), cut_on=b"cut_here", cut_after=50_000) as middle:
+        through = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, port=middle.port))
+        with pytest.raises(TransientError) as lost:
+            run_initial_load(spark, through, progress=_quiet)
+    said = str(lost.value)
+    assert said.startswith(f"source {cfg.source.name} (127.0.0.1:{middle.port}): "), said
+    assert "il.cut" in said and "Nothing of the table was committed" in said, said
+    assert middle.cuts >= 1
+    assert not spark.catalog.tableExists(table_name(cfg, "il", "cut"))
+    run_initial_load(spark, cfg, progress=_quiet)
+    _same_as_source(mariadb, spark, cfg, "cut", "id, cut_here", "id")
 
 
 def test_each_key_range_is_written_by_the_task_that_read_it_where_ranges_follow_partitions(
