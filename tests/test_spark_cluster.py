@@ -59,6 +59,9 @@ def s3_with_keys() -> Iterator[tuple[str, str, str, str]]:
         yield url, "keyed", key["AccessKeyId"], key["SecretAccessKey"]
 
 
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/loader-staging"
+
+
 def test_the_dags_run_on_a_spark_cluster_with_s3_through_the_airflow_connections_keys(
     mariadb: MariaDB,
     s3_with_keys: tuple[str, str, str, str],
@@ -88,6 +91,8 @@ include = ["sc.*"]
 uri = "s3://{bucket}/staging"
 s3_endpoint_url = "{endpoint}"
 aws_conn_id = "loader_s3"
+s3_sse = "aws:kms"
+s3_sse_kms_key = "{KMS_KEY}"
 [warehouse]
 database = "sc_wh"
 dir = "s3://{bucket}/warehouse"
@@ -150,6 +155,11 @@ conf = {{ "spark.sql.shuffle.partitions" = "2", "spark.executor.memory" = "512m"
     merged_data, merged_commits = iceberg_files(keys("warehouse/"), "sc_wh", "sc__orders")
     assert data < merged_data and commits < merged_commits
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loader.toml", "metastore"]
+    # Every object carries the staging's encryption: boto3's staging files and ledger, and the
+    # warehouse files Spark's executors wrote through s3a (its settings are the bucket's).
+    for key in keys(""):
+        head = s3.head_object(Bucket=bucket, Key=key)
+        assert (head.get("ServerSideEncryption"), head.get("SSEKMSKeyId")) == ("aws:kms", KMS_KEY), key
     # The secret key reached boto3 and Spark without being printed (spark-submit's command line
     # and Spark's logs are in the output).
     assert "spark-submit" in delta

@@ -51,6 +51,8 @@ TABLE_FORMATS = ("hive", "iceberg")
 LOAD_ENGINES = ("arrow", "spark")
 # What staging.uri and warehouse.dir may name.
 STORAGE_SCHEMES = ("file", "s3", "hdfs")
+# S3's server-side encryption of staging objects ("": the bucket's default).
+S3_SSE = ("", "AES256", "aws:kms")
 # Where make setup puts the pinned jars Spark runs with (infra/jars/fetch.sh).
 DEFAULT_JARS = Path(__file__).resolve().parents[2] / ".cache" / "jars" / "spark"
 
@@ -156,6 +158,11 @@ class StagingConfig:
     s3_endpoint_url: str = ""
     aws_conn_id: str = ""
     webhdfs_url: str = ""
+    # Server-side encryption of every object written to S3 staging, by boto3 and by Spark's s3a
+    # alike: "" (the bucket's default), "AES256" (S3's keys) or "aws:kms" (KMS, with
+    # s3_sse_kms_key a key id or ARN; empty: the account's aws/s3 key).
+    s3_sse: str = ""
+    s3_sse_kms_key: str = ""
 
     @property
     def scheme(self) -> str:
@@ -683,6 +690,15 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     if not src.name or "/" in src.name or src.name.startswith("."):
         raise ConfigError(f"{origin}: source.name {src.name!r} must be a non-empty name without '/'")
     _one_of(stg.scheme, STORAGE_SCHEMES, "staging.uri scheme", origin)
+    _one_of(stg.s3_sse, S3_SSE, "staging.s3_sse", origin)
+    if stg.s3_sse and stg.scheme != "s3":
+        raise ConfigError(
+            f"{origin}: staging.s3_sse = {stg.s3_sse!r} needs an s3:// staging.uri, got {stg.uri!r}"
+        )
+    if stg.s3_sse_kms_key and stg.s3_sse != "aws:kms":
+        raise ConfigError(
+            f"{origin}: staging.s3_sse_kms_key is set but staging.s3_sse = {stg.s3_sse!r}, not 'aws:kms'"
+        )
     if stg.scheme == "hdfs" and not stg.webhdfs_url:
         raise ConfigError(
             f"{origin}: staging.webhdfs_url (http://namenode:9870) is required for an hdfs:// staging.uri"

@@ -81,7 +81,9 @@ def _open(cfg: StagingConfig) -> Store:
     if scheme == "file":
         return LocalStore(cfg.uri)
     if scheme == "s3":
-        return S3Store(cfg.uri, cfg.s3_endpoint_url or None, cfg.aws_conn_id or None)
+        return S3Store(
+            cfg.uri, cfg.s3_endpoint_url or None, cfg.aws_conn_id or None, cfg.s3_sse, cfg.s3_sse_kms_key
+        )
     if scheme == "hdfs":
         return HdfsStore(cfg.uri, cfg.webhdfs_url)
     raise ConfigError(f"staging URI scheme {scheme!r} is not supported; accepted: file, s3, hdfs")
@@ -241,7 +243,14 @@ class S3Store:
 
     MULTIPART_THRESHOLD = 64 * 1024 * 1024
 
-    def __init__(self, uri: str, endpoint_url: str | None = None, aws_conn_id: str | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        endpoint_url: str | None = None,
+        aws_conn_id: str | None = None,
+        sse: str = "",
+        kms_key: str = "",
+    ) -> None:
         parsed = urlparse(uri)
         if not parsed.netloc:
             raise ConfigError(f"staging URI {uri!r} has no bucket (s3://bucket/prefix)")
@@ -249,6 +258,10 @@ class S3Store:
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self._client = _s3_client(endpoint_url, aws_conn_id)
+        # Every object written carries it ([staging] s3_sse); S3 keeps it with the object.
+        self._encryption = {"ServerSideEncryption": sse} if sse else {}
+        if kms_key:
+            self._encryption["SSEKMSKeyId"] = kms_key
 
     def _key(self, key: str) -> str:
         key = _clean_key(key)
@@ -268,7 +281,14 @@ class S3Store:
             raise TransientError(f"S3 {what} s3://{self.bucket}: {exc}") from None
 
     def put(self, key: str, data: bytes) -> None:
-        self._call("put", self._client.put_object, Bucket=self.bucket, Key=self._key(key), Body=data)
+        self._call(
+            "put",
+            self._client.put_object,
+            Bucket=self.bucket,
+            Key=self._key(key),
+            Body=data,
+            **self._encryption,
+        )
 
     def put_file(self, key: str, path: Path) -> None:
         from boto3.s3.transfer import TransferConfig
@@ -276,7 +296,15 @@ class S3Store:
         config = TransferConfig(
             multipart_threshold=self.MULTIPART_THRESHOLD, multipart_chunksize=self.MULTIPART_THRESHOLD
         )
-        self._call("upload", self._client.upload_file, str(path), self.bucket, self._key(key), Config=config)
+        self._call(
+            "upload",
+            self._client.upload_file,
+            str(path),
+            self.bucket,
+            self._key(key),
+            ExtraArgs=self._encryption or None,
+            Config=config,
+        )
 
     def create(self, key: str, data: bytes) -> bool:
         from botocore.exceptions import ClientError
@@ -289,6 +317,7 @@ class S3Store:
                 Key=self._key(key),
                 Body=data,
                 IfNoneMatch="*",
+                **self._encryption,
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in (

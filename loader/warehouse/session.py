@@ -232,6 +232,7 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
     conf.update(local_fs.file_system_conf(cfg.spark.master, conf.get(CLASS_PATH, "")))
     if cfg.staging.scheme == "s3" and cfg.staging.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(cfg.staging.uri, cfg.staging.s3_endpoint_url))
+    conf.update(s3a_encryption_conf(cfg.staging))
     if wh.scheme == "s3" and wh.s3_endpoint_url:
         conf.update(s3a_endpoint_conf(wh.dir, wh.s3_endpoint_url))
     conf.update(cfg.spark.conf)
@@ -325,6 +326,23 @@ def s3a_endpoint_conf(uri: str, endpoint_url: str) -> dict[str, str]:
         f"{prefix}.path.style.access": "true",
         f"{prefix}.connection.ssl.enabled": str(endpoint_url.startswith("https:")).lower(),
     }
+
+
+# s3a's names for S3's server-side encryption ([staging] s3_sse).
+S3A_ENCRYPTION = {"AES256": "SSE-S3", "aws:kms": "SSE-KMS"}
+
+
+def s3a_encryption_conf(staging: StagingConfig) -> dict[str, str]:
+    """s3a settings that encrypt what Spark writes to the staging bucket as boto3's writes are
+    (``[staging] s3_sse``). Per bucket, as s3a's settings are: a warehouse in the same bucket gets
+    them too."""
+    if staging.scheme != "s3" or not staging.s3_sse:
+        return {}
+    prefix = f"spark.hadoop.fs.s3a.bucket.{urlsplit(staging.uri).netloc}.encryption"
+    conf = {f"{prefix}.algorithm": S3A_ENCRYPTION[staging.s3_sse]}
+    if staging.s3_sse_kms_key:
+        conf[f"{prefix}.key"] = staging.s3_sse_kms_key
+    return conf
 
 
 def s3_connections(staging: StagingConfig, wh: WarehouseConfig) -> list[tuple[str, str, str]]:

@@ -364,6 +364,8 @@ def test_initial_load_then_delta_runs_rerun_and_backfill_keep_the_warehouse_equa
         " ON DUPLICATE KEY UPDATE qty = VALUES(qty)",
     )
     config = tmp_path / "loader.toml"
+    events = tmp_path / "spark-events"  # Spark's event log: what its UI and history server show
+    events.mkdir()
     config.write_text(
         f"""[source]
 name = "af"
@@ -383,7 +385,7 @@ swap_batch = 1
 [load]
 parallelism = 2
 [spark]
-conf = {{ "spark.sql.shuffle.partitions" = "2" }}
+conf = {{ "spark.sql.shuffle.partitions" = "2", "spark.eventLog.enabled" = "true", "spark.eventLog.dir" = "{events}" }}
 """
     )
     env = loader_dag_env(airflow_home, config, mariadb)
@@ -507,11 +509,14 @@ conf = {{ "spark.sql.shuffle.partitions" = "2" }}
     assert "new_state=failed" in said and "LagError: source af is 3,6" in said, said[-3000:]
     assert "more than alert_lag_seconds (1,800 s)" in said
 
-    # Nothing secret in the logs, the XComs shown there, staging files or manifests.
+    # The source's password is nowhere: not in the task logs (with spark-submit's command lines),
+    # nor in any file the runs left: staging files and manifests, the ledger, the warehouse and
+    # its catalog, Spark's event logs, Airflow's database (XComs, rendered fields) and logs.
+    assert list(events.iterdir())
     for text in outputs:
         assert mariadb.password not in text
-    for path in (tmp_path / "staging").rglob("*"):
-        if path.is_file():
-            assert mariadb.password.encode() not in path.read_bytes(), path
-    for path in airflow_home.rglob("*.log"):
-        assert mariadb.password not in path.read_text(errors="replace"), path
+    secret = mariadb.password.encode()
+    for folder in (tmp_path, airflow_home):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert secret not in path.read_bytes(), path

@@ -142,3 +142,35 @@ def test_big_files_go_to_s3_in_parts(
     head = boto3.client("s3", endpoint_url=s3_endpoint).head_object(Bucket=s3_bucket, Key="p/k.csv")
     assert head["ETag"].strip('"').endswith("-3")  # the ETag of a multipart upload counts its parts
     assert store.get("k.csv") == data
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("sse", "kms_key"), [("AES256", ""), ("aws:kms", "arn:aws:kms:us-east-1:123456789012:key/staging")]
+)
+def test_every_object_written_to_s3_staging_carries_the_configured_encryption(
+    s3_endpoint: str, s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sse: str, kms_key: str
+) -> None:
+    import boto3
+
+    from loader.staging.stores import S3Store
+
+    monkeypatch.setattr(S3Store, "MULTIPART_THRESHOLD", 5 * 1024 * 1024)
+    prefix = f"sse-{tmp_path.name}"
+    store = open_store(
+        StagingConfig(
+            uri=f"s3://{s3_bucket}/{prefix}", s3_endpoint_url=s3_endpoint, s3_sse=sse, s3_sse_kms_key=kms_key
+        )
+    )
+    store.put("put.csv", b"a\n")
+    assert store.create("created.json", b"{}")
+    small, big = tmp_path / "small.csv", tmp_path / "big.csv"
+    small.write_bytes(b"b\n")
+    big.write_bytes(bytes(range(256)) * (6 * 4096))  # 6 MB: two parts
+    store.put_file("small.csv", small)
+    store.put_file("big.csv", big)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    for key in ("put.csv", "created.json", "small.csv", "big.csv"):
+        head = s3.head_object(Bucket=s3_bucket, Key=f"{prefix}/{key}")
+        assert head.get("ServerSideEncryption") == sse, (key, head)
+        assert head.get("SSEKMSKeyId", "") == kms_key, (key, head)
