@@ -172,7 +172,7 @@ def _connect_error(creds: Credentials, exc: pymysql.err.OperationalError, secure
         )
     cause = getattr(exc, "original_exception", None)
     if isinstance(cause, ssl.SSLCertVerificationError):
-        if cause.verify_code == X509_V_ERR_HOSTNAME_MISMATCH:
+        if cause.verify_code in NAME_MISMATCH:
             return SourceError(
                 f"{where}: the server's certificate is not made out to {creds.host} ({cause.verify_message}; "
                 f"[source] tls = {mode!r}): connect by a name the certificate holds, or set tls = 'verify_ca'"
@@ -190,8 +190,9 @@ def _connect_error(creds: Credentials, exc: pymysql.err.OperationalError, secure
     return TransientError(f"cannot connect to {where} within {creds.connect_timeout} s: {said}")
 
 
-# OpenSSL's verify code for a certificate made out to other names than the host.
-X509_V_ERR_HOSTNAME_MISMATCH = 62
+# OpenSSL's verify codes for a certificate made out to other names, or other addresses, than
+# the host connected to (X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH).
+NAME_MISMATCH = (62, 64)
 
 
 def current_position(conn: pymysql.connections.Connection) -> Position:

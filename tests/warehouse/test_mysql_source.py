@@ -17,6 +17,8 @@ import pytest
 from loader.binlog.gtids import GtidSet
 from loader.core.config import Config
 from loader.core.errors import ExtractError, SourceError, TransientError
+from loader.source import connection as source
+from loader.source import tls
 from loader.source.connection import mysql_status
 from loader.warehouse import checksum
 from loader.warehouse.checksum import compare_sums, source_sums
@@ -378,4 +380,44 @@ def test_mysqls_zero_dates_and_tinyint_1_keep_their_values_by_either_engine(
     assert str(changed[1][0]) == "2025-01-01" and changed[4][3] == {"dt": "2024-04-31 00:00:00.000"}
     assert changed[5][3] == {"d": "2025-00-01", "dt": "0000-00-00 00:00:00.000", "ts": "0000-00-00 00:00:00"}
     assert all(c.equal for c in compare_tables(spark, cfg, sample=10))
+    assert_equal_to_source(spark, cfg)
+
+
+@pytest.mark.parametrize("table_format", ["iceberg"])
+def test_a_mysql_source_is_loaded_over_tls_verified_against_its_own_ca(
+    mysql: MySQL, tmp_path: Path, spark_config: Config, spark: Any
+) -> None:
+    """MySQL makes its own CA and server certificate (``ca.pem`` in its data folder): with that CA
+    the loader verifies the server (``verify_ca``), its SQL connections, the replication stream and
+    Spark's copy (Connector/J's verify-ca) alike; the certificate names no host, so
+    ``verify_identity`` stops, naming the source and what to set."""
+    ca = str(mysql.datadir / "data" / "ca.pem")
+    schema = "my_tls"
+    fresh_schema(mysql, schema, "t (id INT PRIMARY KEY, v VARCHAR(20))")
+    mysql.execute(f"INSERT INTO {schema}.t VALUES (1, 'a'), (2, 'b')")
+    base = _engine(schema_config(mysql, tmp_path, spark_config, schema), "spark")
+
+    def verified(mode: str) -> Config:
+        return dataclasses.replace(base, source=dataclasses.replace(base.source, tls=mode, tls_ca=ca))
+
+    creds = source.credentials(verified("verify_ca").source)
+    conn = source.connect(creds)
+    try:
+        got = tls.got(conn, creds.tls)
+    finally:
+        conn.close()
+    assert got.version == "TLSv1.3" and got.certificate_verified and not got.host_verified
+    with pytest.raises(SourceError) as other_host:
+        source.connect(source.credentials(verified("verify_identity").source))
+    said = str(other_host.value)
+    assert said.startswith(
+        f"source {base.source.name} (127.0.0.1:{mysql.port}): the server's certificate is not made out to 127.0.0.1"
+    ), said
+
+    cfg = verified("verify_ca")
+    run_initial_load(spark, cfg, progress=quiet)
+    mysql.execute(
+        f"UPDATE {schema}.t SET v = 'changed' WHERE id = 1", f"INSERT INTO {schema}.t VALUES (3, 'c')"
+    )
+    delta(spark, cfg)
     assert_equal_to_source(spark, cfg)
