@@ -178,6 +178,11 @@ def runs_quick_compiler_only(spark: SparkSession) -> bool:
         return False
 
 
+# The settings whose values Spark hides in its UI and event logs: its own default, and a REST
+# catalog's OAuth2 credential (spark.sql.catalog.<name>.credential), which that default shows.
+REDACTION_REGEX = "(?i)secret|password|token|access[.]key|credential"
+
+
 def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> dict[str, str]:
     """Every Spark setting the loader's jobs run with, from the config (``jdbc``: it reads the
     source; ``job``: what it goes through, when its launcher knows)."""
@@ -201,6 +206,7 @@ def spark_conf(cfg: Config, jdbc: bool = False, job: JobSize | None = None) -> d
         # compressing them cost 15% of an OLTP interval's merge CPU (dictionary statistics per
         # value, in boxed hash maps) to save memory that spills to disk when short.
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        "spark.redaction.regex": REDACTION_REGEX,
     }
     if cfg.spark.master.startswith("local"):
         # Tasks that prefer a datanode's host (files on HDFS) wait for an executor there, and

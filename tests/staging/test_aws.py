@@ -73,7 +73,7 @@ def test_s3a_gets_each_buckets_keys_and_only_in_the_drivers_settings(
     assert conf["spark.hadoop.fs.s3a.bucket.lake.session.token"] == "tok"
     assert "spark.hadoop.fs.s3a.bucket.lake.endpoint" not in conf
     # The settings spark-submit gets on its command line carry no key.
-    assert not any("secret" in value for value in spark_conf(cfg).values())
+    assert not any(s in value for value in spark_conf(cfg).values() for s in ("land-secret", "lake-secret"))
 
 
 def test_the_configs_endpoint_wins_over_the_connections(
@@ -85,3 +85,30 @@ def test_the_configs_endpoint_wins_over_the_connections(
     # No keys in the connections: the buckets stay with the usual chain.
     assert s3a_keys_conf(cfg) == {}
     assert spark_conf(cfg)["spark.hadoop.fs.s3a.bucket.landing.endpoint"] == "http://ceph:7480"
+
+
+def test_spark_hides_every_secret_the_loader_gives_it_in_its_ui_and_event_logs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The catalog's secret goes into the session's settings (never on the command line), under a
+    name Spark's redaction pattern hides: a JDBC catalog's password and a REST catalog's OAuth2
+    credential, which Spark's own default pattern would show."""
+    import re
+
+    from loader.warehouse.session import iceberg_secret_conf
+
+    monkeypatch.setenv("CATALOG_SECRET", "client:s3cret")
+    for kind, uri in (("jdbc", "jdbc:mysql://catalog/iceberg"), ("rest", "http://catalog:8181")):
+        cfg = load_config(
+            None,
+            env={
+                "LOADER__WAREHOUSE__ICEBERG_CATALOG": kind,
+                "LOADER__WAREHOUSE__ICEBERG_CATALOG_URI": uri,
+                "LOADER__WAREHOUSE__ICEBERG_CATALOG_PASSWORD_ENV": "CATALOG_SECRET",
+            },
+        )
+        pattern = spark_conf(cfg)["spark.redaction.regex"]
+        assert not any("s3cret" in value for value in spark_conf(cfg).values())
+        [(name, value)] = iceberg_secret_conf(cfg.warehouse).items()
+        assert value == "client:s3cret" and re.search(pattern, name), name
+    assert re.search("(?i)secret|password|token|access[.]key", name) is None  # Spark's default: shown
