@@ -2,6 +2,7 @@
 # Installs the Debian packages the loader runs with, when any is missing:
 #   mariadb-server, mariadb-client  the private MariaDB of the demo and the tests
 #   maven                           fetches the pinned JVM jars once (infra/jars/fetch.sh)
+#   openssl                         makes the private MariaDB's TLS certificate (infra/mariadb/mariadb.sh)
 #   chromium, nodejs, npm           the UI test's headless browser and its driver (playwright-core)
 #   cargo, rustc                    build the native module (native/, PyO3 needs Rust 1.74 or newer):
 #                                   on Debian 12 the -web packages (1.85 and later), whose plain ones
@@ -15,6 +16,7 @@ have() { command -v "$1" >/dev/null 2>&1 || [[ -x "/usr/sbin/$1" ]]; }
 have mariadbd || missing+=(mariadb-server)
 have mariadb || missing+=(mariadb-client)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)

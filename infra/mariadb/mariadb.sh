@@ -11,13 +11,16 @@
 # The 'loader' account gets the grants in grants.sql with password $LOADER_SOURCE_PASSWORD
 # (default 'loader'); an 'app' account with all privileges and the same password does the
 # demo's and the tests' writes. $MARIADB_ARGS adds server options (a replica's --server-id=2).
+# The server speaks TLS with a certificate for 127.0.0.1 and localhost signed by a CA of its own,
+# made at its first start: DIR/tls/ca.pem is what a client verifies it with
+# ([source] tls = "verify_identity", tls_ca = "DIR/tls/ca.pem").
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cmd="${1:-}"
 dir="${2:-}"
 port="${3:-33061}"
-[[ -n "$cmd" && -n "$dir" ]] || { sed -n '2,14p' "$0"; exit 2; }
+[[ -n "$cmd" && -n "$dir" ]] || { sed -n '2,17p' "$0"; exit 2; }
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 pidfile="$dir/mariadbd.pid"
@@ -34,6 +37,21 @@ find_bin() {
     done
     echo "mariadb.sh: none of $* found; install the Debian packages mariadb-server and mariadb-client" >&2
     exit 1
+}
+
+make_tls() {  # make_tls FOLDER: a CA of this server's own, and its certificate signed by that CA
+    local out="$1" ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+    command -v openssl >/dev/null 2>&1 \
+        || { echo "mariadb.sh: openssl not found; install the Debian package openssl" >&2; exit 1; }
+    mkdir -p "$out"
+    openssl req -x509 "${ec[@]}" -days 3650 -subj "/CN=private MariaDB CA" \
+        -keyout "$out/ca-key.pem" -out "$out/ca.pem" 2>/dev/null
+    openssl req -new "${ec[@]}" -subj "/CN=127.0.0.1" -keyout "$out/server-key.pem" -out "$out/server.csr" 2>/dev/null
+    printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' \
+        >"$out/server.ext"
+    openssl x509 -req -in "$out/server.csr" -CA "$out/ca.pem" -CAkey "$out/ca-key.pem" -CAcreateserial \
+        -days 3650 -extfile "$out/server.ext" -out "$out/server-cert.pem" 2>/dev/null
+    rm -f "$out/server.csr" "$out/server.ext" "$out/ca.srl"
 }
 
 case "$cmd" in
@@ -53,9 +71,11 @@ start)
             --auth-root-authentication-method=socket --skip-test-db >"$dir/install.log" 2>&1 \
             || { cat "$dir/install.log" >&2; exit 1; }
     fi
+    [[ -f "$dir/tls/server-cert.pem" ]] || make_tls "$dir/tls"
     "$mariadbd" --defaults-file="$here/binlog.cnf" --datadir="$dir/data" --user="$user" \
         --port="$port" --bind-address=127.0.0.1 --socket="$sock" --pid-file="$pidfile" \
         --tmpdir="$dir/tmp" \
+        --ssl-ca="$dir/tls/ca.pem" --ssl-cert="$dir/tls/server-cert.pem" --ssl-key="$dir/tls/server-key.pem" \
         --log-bin="$dir/binlog/mysql-bin" --log-error="$dir/error.log" \
         --innodb-buffer-pool-size=256M --skip-name-resolve ${MARIADB_ARGS:-} >/dev/null 2>&1 &
     for _ in $(seq 1 300); do
@@ -79,5 +99,5 @@ status)
     server_status
     ;;
 *)
-    sed -n '2,14p' "$0"; exit 2 ;;
+    sed -n '2,17p' "$0"; exit 2 ;;
 esac

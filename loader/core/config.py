@@ -76,10 +76,11 @@ class SourceConfig:
     connect_timeout_seconds: int = 10
     read_timeout_seconds: int = 60
     # TLS to the server (``loader.source.tls``), as MySQL's clients name the modes: "disabled",
-    # "preferred", "required", "verify_ca" or "verify_identity"; tls_ca the CA certificates (PEM)
-    # the server's certificate is checked against (else the system's), tls_cert and tls_key a
-    # client certificate and its key, for accounts that require one.
-    tls: str = "preferred"
+    # "preferred", "required" (the default: never the login in plain text), "verify_ca" or
+    # "verify_identity"; tls_ca the CA certificates (PEM) the server's certificate is checked
+    # against (else the system's), tls_cert and tls_key a client certificate and its key, for
+    # accounts that require one.
+    tls: str = "required"
     tls_ca: str = ""
     tls_cert: str = ""
     tls_key: str = ""

@@ -86,7 +86,7 @@ class _Connection(pymysql.connections.Connection):
     def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
         if isinstance(sslp, ssl.SSLContext):
             return sslp
-        return tls.context(Tls())  # replaced by the connection's own before it connects
+        return tls.context(Tls("preferred"))  # replaced by the connection's own before it connects
 
 
 # The server refused the login (access denied, no such database), or any connection in plain

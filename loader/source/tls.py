@@ -33,7 +33,7 @@ VERIFYING = ("verify_ca", "verify_identity")
 class Tls:
     """A source's TLS settings (see the module's docstring); paths are absolute or as given."""
 
-    mode: str = "preferred"
+    mode: str = SourceConfig.tls  # the config's default
     ca: str = ""
     cert: str = ""
     key: str = ""

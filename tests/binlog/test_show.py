@@ -106,6 +106,8 @@ def test_from_the_server_with_the_config(mariadb: MariaDB, tmp_path: Path) -> No
         **os.environ,
         "LOADER_SOURCE_PASSWORD": mariadb.password,
         "LOADER__SOURCE__PORT": str(mariadb.port),
+        # The example verifies the demo's server; this one is verified against its own CA.
+        "LOADER__SOURCE__TLS_CA": str(mariadb.datadir / "tls" / "ca.pem"),
     }
     example = ROOT / "loader.example.toml"
     demo = subprocess.run(

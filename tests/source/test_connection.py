@@ -81,6 +81,8 @@ def test_demo_writes_changes_and_reports_their_binlog_range(mariadb: MariaDB, tm
         **os.environ,
         "LOADER_SOURCE_PASSWORD": mariadb.password,
         "LOADER__SOURCE__PORT": str(mariadb.port),
+        # The example verifies the demo's server; this one is verified against its own CA.
+        "LOADER__SOURCE__TLS_CA": str(mariadb.datadir / "tls" / "ca.pem"),
         "LOADER__STAGING__URI": str(tmp_path / "staging"),
     }
     example = Path(__file__).resolve().parents[2] / "loader.example.toml"
@@ -131,35 +133,33 @@ def _count(db: MariaDB, sql: str) -> int:
         conn.close()
 
 
-def test_connections_offer_tls_as_pymysql_does_from_one_context_and_options_still_require_it(
+def test_connections_take_tls_from_one_context_built_once_as_pymysql_would_build_it(
     mariadb: MariaDB,
 ) -> None:
-    # Without options: TLS offered when the server has it (this one has not), from one context
-    # built once, not once per connection.
-    first, second = source.connect(creds(mariadb)), source.connect(creds(mariadb))
-    try:
-        assert first.ssl and not first._ssl_required and first.ctx is second.ctx
-        # pymysql's context in every setting but the CA certificates, which it never reads.
-        theirs = pymysql.connections.Connection._create_ssl_ctx(first, {})
-        for attr in (
-            "protocol",
-            "verify_mode",
-            "check_hostname",
-            "options",
-            "verify_flags",
-            "minimum_version",
-        ):
-            assert getattr(first.ctx, attr) == getattr(theirs, attr), attr
-        assert first.ctx.cert_store_stats()["x509_ca"] == 0
-    finally:
-        first.close()
-        second.close()
-    # Settings that insist on TLS get a context of their own: refused by a server without it.
-    insisting = source.Credentials(
-        mariadb.host, mariadb.port, "loader", mariadb.password, tls=Tls("required")
-    )
-    with pytest.raises(SourceError, match="offers no TLS in its greeting"):
-        source.connect(insisting)
+    # Each setting's context is built once, not once per connection; the default insists on TLS,
+    # preferred offers it (pymysql's way without options), both over this server's TLS.
+    for settings, insists in ((Tls(), True), (Tls("preferred"), False)):
+        with_settings = source.Credentials(
+            mariadb.host, mariadb.port, "loader", mariadb.password, tls=settings
+        )
+        first, second = source.connect(with_settings), source.connect(with_settings)
+        try:
+            assert first._secure and first._ssl_required == insists and first.ctx is second.ctx
+            # pymysql's context in every setting but the CA certificates, which it never reads.
+            theirs = pymysql.connections.Connection._create_ssl_ctx(first, {})
+            for attr in (
+                "protocol",
+                "verify_mode",
+                "check_hostname",
+                "options",
+                "verify_flags",
+                "minimum_version",
+            ):
+                assert getattr(first.ctx, attr) == getattr(theirs, attr), attr
+            assert first.ctx.cert_store_stats()["x509_ca"] == 0
+        finally:
+            first.close()
+            second.close()
 
 
 def test_a_schema_reader_connects_only_when_a_tables_schema_is_asked_for(mariadb: MariaDB) -> None:

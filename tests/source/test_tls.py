@@ -16,7 +16,7 @@ from loader.source import connection as source
 from loader.source import tls
 from loader.source.tls import Tls
 from tests.certificates import Certificates
-from tests.conftest import MariaDB, TlsMariaDB, run_loader
+from tests.conftest import MariaDB, TlsMariaDB, private_server, run_loader
 from tests.proxy import proxy
 
 pytestmark = pytest.mark.integration
@@ -67,14 +67,17 @@ def test_each_mode_gets_what_it_asks_of_a_server_that_refuses_plain_text(
     assert "certificate and host name verified" in both.text()
 
 
-def test_required_stops_before_the_login_at_a_server_without_tls(mariadb: MariaDB) -> None:
-    for mode in ("required", "verify_ca", "verify_identity"):
-        with pytest.raises(SourceError) as stopped:
-            got(mariadb, Tls(mode))
-        said = str(stopped.value)
-        assert said.startswith(f"source shop (127.0.0.1:{mariadb.port}) offers no TLS"), said
-        assert f"tls = {mode!r} requires it: nothing was sent" in said
-    plain = got(mariadb, Tls("preferred"))
+def test_required_stops_before_the_login_at_a_server_without_tls(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    with private_server(MariaDB, tmp_path_factory, "plain-mariadb", "--skip-ssl") as plain_db:
+        for mode in ("required", "verify_ca", "verify_identity"):
+            with pytest.raises(SourceError) as stopped:
+                got(plain_db, Tls(mode))
+            said = str(stopped.value)
+            assert said.startswith(f"source shop (127.0.0.1:{plain_db.port}) offers no TLS"), said
+            assert f"tls = {mode!r} requires it: nothing was sent" in said
+        plain = got(plain_db, Tls("preferred"))
     assert plain.version is None and plain.text() == "plain text (no TLS)"
     warned = tls.warning(Tls("preferred"), plain, "source shop (x)")
     assert warned and "read in plain text" in warned
@@ -95,7 +98,9 @@ def test_a_proxy_that_strips_tls_from_the_servers_greeting_gets_no_login(
             ), said
         # preferred goes on in plain text (what MySQL's clients do): this server refuses the login.
         with pytest.raises(SourceError, match="it went in plain text, \\[source\\] tls = 'preferred'"):
-            source.connect(source.Credentials("127.0.0.1", middle.port, "loader", tls_db.password))
+            source.connect(
+                source.Credentials("127.0.0.1", middle.port, "loader", tls_db.password, tls=Tls("preferred"))
+            )
 
 
 def test_a_certificate_of_another_ca_or_for_another_host_is_refused(
@@ -150,7 +155,7 @@ def test_check_prints_what_the_connection_got_and_an_extract_reads_the_binlog_ve
     unverified = tls_db.config_file(tmp_path, "shop", "tls_shop.*", more="")
     checked = run_loader(tls_db, unverified, "check")
     assert checked.returncode == 0, checked.stderr
-    assert "tls: TLSv1." in checked.stdout and "certificate NOT verified (tls = preferred)" in checked.stdout
+    assert "tls: TLSv1." in checked.stdout and "certificate NOT verified (tls = required)" in checked.stdout
     assert f"WARNING: source shop (127.0.0.1:{tls_db.port})'s certificate is not verified" in checked.stdout
 
     toml = unverified.read_text().replace(

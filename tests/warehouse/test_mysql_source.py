@@ -318,6 +318,7 @@ def test_a_mysql_without_tls_takes_caching_sha2_passwords_on_every_connection(
         plain.execute(f"INSERT INTO {schema}.t VALUES (1, 'a', 1.5), (2, 'b', NULL)")
         plain.as_root("FLUSH PRIVILEGES")  # no password cached: every login is the full exchange
         cfg = _engine(schema_config(plain, tmp_path, spark_config, schema), engine)
+        cfg = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, tls="disabled"))
         run_initial_load(spark, cfg, progress=quiet)
         plain.execute(
             f"UPDATE {schema}.t SET v = 'changed' WHERE id = 1", f"INSERT INTO {schema}.t VALUES (3, 'c', 3)"
