@@ -290,9 +290,14 @@ def test_mysqls_position_comes_with_its_gtid_set_with_or_without_backup_admin(
             conn.close()
         assert position == at and GtidSet.parse(gtid_set) == GtidSet.parse(str(executed)), user
     toml = mysql.config_file(tmp_path, "my_status", "my_status.*")
-    full = run_loader(mysql, toml, "check")
+    # The server verified against the CA MySQL made for itself: no warning about TLS either.
+    verified = {
+        "LOADER__SOURCE__TLS": "verify_ca",
+        "LOADER__SOURCE__TLS_CA": str(mysql.datadir / "data" / "ca.pem"),
+    }
+    full = run_loader(mysql, toml, "check", env=verified)
     assert full.returncode == 0 and "WARNING" not in full.stdout, full.stdout + full.stderr
-    lacking = run_loader(mysql, toml, "check", env={"LOADER__SOURCE__USER": "no_backup"})
+    lacking = run_loader(mysql, toml, "check", env={**verified, "LOADER__SOURCE__USER": "no_backup"})
     warnings = [line for line in lacking.stdout.splitlines() if line.startswith("WARNING")]
     assert lacking.returncode == 0 and [w.split(":")[1].strip() for w in warnings] == [
         "'no_backup'@'127.0.0.1' has no RELOAD",
@@ -421,4 +426,44 @@ def test_a_mysql_source_is_loaded_over_tls_verified_against_its_own_ca(
         f"UPDATE {schema}.t SET v = 'changed' WHERE id = 1", f"INSERT INTO {schema}.t VALUES (3, 'c')"
     )
     delta(spark, cfg)
+    assert_equal_to_source(spark, cfg)
+
+
+@pytest.mark.parametrize("table_format", ["iceberg"])
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_a_mysql_that_requires_tls_and_a_client_certificate_is_loaded_with_the_configured_one(
+    mysql: MySQL, tmp_path: Path, spark_config: Config, spark: Any, engine: str
+) -> None:
+    """MySQL with require_secure_transport and the loader's account created REQUIRE X509: every
+    connection presents the client certificate MySQL made for itself (its data folder's
+    client-cert.pem), Spark's copy through the keystore the job writes for Connector/J."""
+    data = mysql.datadir / "data"
+    schema = f"my_x509_{engine}"
+    fresh_schema(mysql, schema, "t (id INT PRIMARY KEY, v VARCHAR(20))")
+    mysql.execute(f"INSERT INTO {schema}.t VALUES (1, 'a'), (2, 'b')")
+    base = _engine(schema_config(mysql, tmp_path, spark_config, schema), engine)
+    cfg = dataclasses.replace(
+        base,
+        source=dataclasses.replace(
+            base.source,
+            tls="verify_ca",
+            tls_ca=str(data / "ca.pem"),
+            tls_cert=str(data / "client-cert.pem"),
+            tls_key=str(data / "client-key.pem"),
+        ),
+    )
+    mysql.as_root("ALTER USER 'loader'@'127.0.0.1' REQUIRE X509; SET GLOBAL require_secure_transport = ON")
+    try:
+        without = dataclasses.replace(cfg.source, tls_cert="", tls_key="")
+        with pytest.raises(SourceError, match="REQUIRE X509 also needs"):
+            source.connect(source.credentials(without))
+        run_initial_load(spark, cfg, progress=quiet)
+        mysql.as_root(
+            f"UPDATE {schema}.t SET v = 'changed' WHERE id = 1; INSERT INTO {schema}.t VALUES (3, 'c')"
+        )
+        delta(spark, cfg)
+    finally:
+        mysql.as_root(
+            "SET GLOBAL require_secure_transport = OFF; ALTER USER 'loader'@'127.0.0.1' REQUIRE NONE"
+        )
     assert_equal_to_source(spark, cfg)
