@@ -195,10 +195,13 @@ class MariaDB:
             database=database,
             charset="utf8mb4",
             autocommit=True,
-            # The test's own writes in plain text: pymysql would build a TLS context (~50 ms) for
-            # each connection to offer TLS.
-            ssl_disabled=True,
+            **self.tls_options(),
         )
+
+    def tls_options(self) -> dict[str, Any]:
+        """pymysql's TLS arguments for the test's own connections: plain text (pymysql would
+        build a TLS context, ~50 ms, for each connection to offer TLS)."""
+        return {"ssl_disabled": True}
 
     def execute(self, *sql: str) -> Position:
         """Run statements as ``app``, one after the other; the binlog position after them."""
@@ -330,19 +333,10 @@ class TlsMariaDB(MariaDB):
     """A private MariaDB with the suite's certificates (``tests.certificates``) that refuses
     plain text (``require_secure_transport``): the test's own writes go over TLS too."""
 
-    def connect(self, user: str = "app", database: str | None = None) -> pymysql.connections.Connection:
+    def tls_options(self) -> dict[str, Any]:
         from loader.source.tls import Tls, context
 
-        return pymysql.connect(
-            host=self.host,
-            port=self.port,
-            user=user,
-            password=self.password,
-            database=database,
-            charset="utf8mb4",
-            autocommit=True,
-            ssl=context(Tls("required")),
-        )
+        return {"ssl": context(Tls("required"))}
 
 
 @pytest.fixture(scope="session")

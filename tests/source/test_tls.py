@@ -213,3 +213,33 @@ def test_the_tls_context_is_built_once_per_setting() -> None:
     assert tls.context(Tls("required")) is tls.context(Tls("required"))
     assert tls.context(Tls("required")).verify_mode == ssl.CERT_NONE
     assert tls.context(Tls("verify_identity")).check_hostname
+
+
+def test_an_airflow_connections_tls_extras_reach_the_connection(
+    tls_db: TlsMariaDB, certs: Certificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source named by an Airflow connection (a MySQL connection as Airflow's provider reads
+    it, defined in the environment): its ssl_mode and ssl extras verify the server."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SHOP_TLS",
+        json.dumps(
+            {
+                "conn_type": "mysql",
+                "host": tls_db.host,
+                "port": tls_db.port,
+                "login": "loader",
+                "password": tls_db.password,
+                "extra": {"ssl_mode": "VERIFY_IDENTITY", "ssl": {"ca": str(certs.ca)}},
+            }
+        ),
+    )
+    cfg = load_config(
+        None, env={"LOADER__SOURCE__NAME": "shop", "LOADER__SOURCE__AIRFLOW_CONN_ID": "shop_tls"}
+    )
+    creds = source.credentials(cfg.source)
+    assert creds.tls == Tls("verify_identity", str(certs.ca))
+    conn = source.connect(creds)
+    try:
+        assert tls.got(conn, creds.tls).host_verified
+    finally:
+        conn.close()
