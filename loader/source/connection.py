@@ -90,9 +90,9 @@ class _Connection(pymysql.connections.Connection):
 
 
 # The server refused the login (access denied, no such database), or any connection in plain
-# text (MySQL's ER_SECURE_TRANSPORT_REQUIRED, MariaDB's ER_SECURE_TRANSPORT_REQUIRED).
+# text (MySQL's ER_SECURE_TRANSPORT_REQUIRED; MariaDB answers that as a refused login).
 LOGIN_REFUSED = (1044, 1045, 1049)
-PLAIN_TEXT_REFUSED = (3159, 4127)
+PLAIN_TEXT_REFUSED = (3159,)
 # The client's errors for a server that cannot be reached, went away or stopped answering.
 LOST_CONNECTION = (2003, 2006, 2013)
 # pymysql's error when the settings insist on TLS and the server's greeting offers none.

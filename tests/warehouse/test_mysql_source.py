@@ -457,6 +457,14 @@ def test_a_mysql_that_requires_tls_and_a_client_certificate_is_loaded_with_the_c
         without = dataclasses.replace(cfg.source, tls_cert="", tls_key="")
         with pytest.raises(SourceError, match="REQUIRE X509 also needs"):
             source.connect(source.credentials(without))
+        # An account without a requirement of its own meets the server's (MySQL's error 3159).
+        plain = dataclasses.replace(
+            cfg.source, user="app", tls="disabled", tls_ca="", tls_cert="", tls_key=""
+        )
+        with pytest.raises(
+            SourceError, match=r"refuses connections without TLS \(\[source\] tls = 'disabled'\)"
+        ):
+            source.connect(source.credentials(plain))
         run_initial_load(spark, cfg, progress=quiet)
         mysql.as_root(
             f"UPDATE {schema}.t SET v = 'changed' WHERE id = 1; INSERT INTO {schema}.t VALUES (3, 'c')"
