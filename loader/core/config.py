@@ -44,6 +44,7 @@ SCHEMA_CHANGES = ("evolve", "stop")
 FAILOVER = ("follow", "stop")
 DECODERS = ("native", "python")
 TLS_MODES = ("disabled", "preferred", "required", "verify_ca", "verify_identity")
+TLS_VERIFYING = ("verify_ca", "verify_identity")  # the modes that check the server's certificate
 CATALOGS = ("derby", "hive")
 # "": the Iceberg catalog follows `catalog` (the embedded SQLite file, or the Hive metastore).
 ICEBERG_CATALOGS = ("", "jdbc", "rest")
@@ -650,7 +651,7 @@ def _validate(cfg: Config, base: Path, origin: str) -> Config:
     _one_of(src.failover, FAILOVER, "source.failover", origin)
     _one_of(src.decoder, DECODERS, "source.decoder", origin)
     _one_of(src.tls, TLS_MODES, "source.tls", origin)
-    if src.tls_ca and src.tls not in ("verify_ca", "verify_identity"):
+    if src.tls_ca and src.tls not in TLS_VERIFYING:
         raise ConfigError(
             f"{origin}: source.tls_ca is set but source.tls = {src.tls!r} does not check the server's "
             "certificate: set tls = 'verify_identity' (or 'verify_ca'), or remove tls_ca"

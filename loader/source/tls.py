@@ -23,10 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loader.core.config import TLS_MODES, SourceConfig
+from loader.core.config import TLS_MODES, TLS_VERIFYING, SourceConfig
 from loader.core.errors import ConfigError
-
-VERIFYING = ("verify_ca", "verify_identity")
 
 
 @dataclass(frozen=True)
@@ -41,12 +39,7 @@ class Tls:
     @property
     def verifies(self) -> bool:
         """Whether the server's certificate is checked."""
-        return self.mode in VERIFYING
-
-    @property
-    def insists(self) -> bool:
-        """Whether a connection without TLS is refused."""
-        return self.mode not in ("disabled", "preferred")
+        return self.mode in TLS_VERIFYING
 
 
 def of_config(cfg: SourceConfig) -> Tls:
@@ -58,7 +51,9 @@ def of_airflow_extra(extra: Mapping[str, Any], base: Tls, conn_id: str) -> Tls:
     """``base`` with what an Airflow connection's extras say, read as Airflow's MySQL provider
     reads them: ``ssl_mode`` (mysqlclient's names, ``VERIFY_CA`` and so on, any case) and ``ssl``
     (a dict, or its JSON, with ``ca``, ``cert``, ``key``), or mysql-connector's flat ``ssl_ca``,
-    ``ssl_cert``, ``ssl_key`` and ``ssl_disabled``. What the extras leave out, ``base`` keeps.
+    ``ssl_cert``, ``ssl_key`` and ``ssl_disabled``. What the extras leave out, ``base`` keeps,
+    but for what their mode does not use (a CA without verifying, files with TLS disabled): the
+    result passes the config's checks, as the jobs read it again from their environment.
 
     Raises:
         ConfigError: naming the connection, for an ``ssl_mode`` or ``ssl`` it cannot read.
@@ -81,12 +76,16 @@ def of_airflow_extra(extra: Mapping[str, Any], base: Tls, conn_id: str) -> Tls:
             f"Airflow connection {conn_id!r}: its extra ssl_mode = {extra.get('ssl_mode')!r} is not accepted; "
             f"accepted values: {', '.join(m.upper() for m in TLS_MODES)}"
         )
-    return Tls(
-        mode,
-        str(nested.get("ca") or extra.get("ssl_ca") or base.ca),
-        str(nested.get("cert") or extra.get("ssl_cert") or base.cert),
-        str(nested.get("key") or extra.get("ssl_key") or base.key),
+    ca = str(nested.get("ca") or extra.get("ssl_ca") or base.ca) if mode in TLS_VERIFYING else ""
+    cert, key = (
+        (
+            str(nested.get("cert") or extra.get("ssl_cert") or base.cert),
+            str(nested.get("key") or extra.get("ssl_key") or base.key),
+        )
+        if mode != "disabled"
+        else ("", "")
     )
+    return Tls(mode, ca, cert, key)
 
 
 def connect_options(tls: Tls) -> dict[str, Any]:

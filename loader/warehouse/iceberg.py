@@ -88,12 +88,9 @@ def small_merge_conf(spark: Any, table_now: Mapping[str, str] | None = None) -> 
     a few thousand rows that bookkeeping, not the rows, was most of its merge's time (a bare
     MERGE of 1,500 changes into 2,000 rows: 0.7 s with it, 0.4 s without, on two cores). Rows
     that fit in memory need no coalescing, nor a task per core of a large cluster."""
-    cores = max(1, spark.sparkContext.defaultParallelism)
-    conf = {
-        "spark.sql.adaptive.enabled": "false",
-        "spark.sql.shuffle.partitions": str(min(cores, SMALL_MERGE_PARTITIONS)),
-    }
-    split = scan_split_bytes(table_now or {}, min(cores, SMALL_MERGE_PARTITIONS))
+    tasks = min(max(1, spark.sparkContext.defaultParallelism), SMALL_MERGE_PARTITIONS)
+    conf = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": str(tasks)}
+    split = scan_split_bytes(table_now or {}, tasks)
     if split is not None and spark.conf.get(SPLIT_SIZE, None) is None:
         conf[SPLIT_SIZE] = str(split)
     return conf

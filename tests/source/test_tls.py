@@ -205,6 +205,13 @@ def test_an_airflow_connection_gives_tls_as_airflows_mysql_provider_reads_it() -
     flat = {"ssl_ca": "/ca.pem", "ssl_mode": "verify_ca"}
     assert tls.of_airflow_extra(flat, base, "db") == Tls("verify_ca", "/ca.pem")
     assert tls.of_airflow_extra({"ssl_disabled": True}, base, "db").mode == "disabled"
+    # Extras that verify less than the config drop what their mode does not use: the jobs read
+    # the result again as their config, which would refuse a CA without verifying.
+    verifying = Tls("verify_identity", "/ca.pem", "/c.pem", "/k.pem")
+    assert tls.of_airflow_extra({"ssl_mode": "REQUIRED"}, verifying, "db") == Tls(
+        "required", "", "/c.pem", "/k.pem"
+    )
+    assert tls.of_airflow_extra({"ssl_mode": "DISABLED"}, verifying, "db") == Tls("disabled")
     with pytest.raises(ConfigError, match="Airflow connection 'db': its extra ssl_mode = 'sometimes'"):
         tls.of_airflow_extra({"ssl_mode": "sometimes"}, base, "db")
 
