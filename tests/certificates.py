@@ -44,17 +44,24 @@ def _write_cert(cert: x509.Certificate, path: Path) -> Path:
     return path
 
 
-def _ca(common: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
+def _builder(subject: str, issuer: x509.Name, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+    """A certificate for ``key`` named ``subject``, valid from yesterday for 30 days."""
     now = datetime.datetime.now(datetime.UTC)
-    cert = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(_name(common))
-        .issuer_name(_name(common))
+        .subject_name(_name(subject))
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=30))
+    )
+
+
+def _ca(common: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        _builder(common, _name(common), key)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
@@ -69,29 +76,14 @@ def _signed(
     common: str, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, server: bool
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
+    usage = x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
+        _builder(common, ca.subject, key)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
-        .add_extension(
-            x509.ExtendedKeyUsage(
-                [
-                    x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
-                    if server
-                    else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH
-                ]
-            ),
-            critical=False,
-        )
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
     if server:
         builder = builder.add_extension(

@@ -56,6 +56,7 @@ from loader.state.ledger import Ledger
 from loader.state.records import Load, layout_record
 from loader.warehouse import iceberg, resync, types
 from loader.warehouse.materialize import at_once, catch_up
+from loader.warehouse.submit import java_causes
 from loader.warehouse.tables import (
     PART,
     Target,
@@ -279,9 +280,10 @@ def copy_table(
         and table_mode(table_properties(spark, name)) == mode
     ):
         old = spark.table(name).where(own_rows) if own_rows else spark.table(name)
+    url = jdbc_url(cfg.load, creds)
+    secured = jdbc_tls(cfg, creds, conn, url)  # refused settings stop before the table changes
     ensure_table(spark, Target.of(cfg), info.schema, info.table, info.columns, key=info.key, replace=True)
     ranges = key_ranges(conn, info, cfg.load.parallelism)
-    url = jdbc_url(cfg.load, creds)
     frame = spark.read.jdbc(
         url,
         f"({select_sql(info)}) AS loader_copy",
@@ -291,7 +293,7 @@ def copy_table(
             "password": creds.password,
             "driver": cfg.load.jdbc_driver,
             "fetchsize": str(cfg.load.fetch_size),
-            **jdbc_tls(cfg, creds, conn, url),
+            **secured,
         },
     )
     p0_seqno = load.seqno
@@ -369,16 +371,11 @@ def copy_table(
 def source_failure(exc: BaseException) -> tuple[str, bool] | None:
     """The source's error inside a failed Spark action (the JDBC driver's, ``java.sql``): its
     message and whether it lost the connection (SQLSTATE class 08); None for any other failure."""
-    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
-    for _ in range(32):  # a cause chain is short; a cycle is not followed
-        if java is None:
-            return None
+    for java in java_causes(getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)):
         name = str(java.getClass().getName())
         if name.startswith("java.sql."):
             said = (str(java.getMessage() or "").strip().splitlines() or [name])[0]
             return said, str(java.getSQLState() or "").startswith("08")
-        cause = java.getCause()
-        java = None if cause is None or cause.equals(java) else cause
     return None
 
 

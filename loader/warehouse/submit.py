@@ -14,7 +14,7 @@ import re
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,15 @@ _TRANSIENT_JAVA = {
 }
 
 
+def java_causes(java: Any) -> Iterator[Any]:
+    """A JVM exception (a py4j object, or None) and its causes, outermost first, the last its
+    root cause; a cause that is its own is not followed again."""
+    while java is not None:
+        yield java
+        cause = java.getCause()
+        java = None if cause is None or cause.equals(java) else cause
+
+
 def error_outcome(error: BaseException) -> tuple[str, str, bool]:
     """An error of a job as (class, one line, transient). Spark's errors come from the JVM
     (``Py4JJavaError``): the root cause names what went wrong (a path, a full disk), where the
@@ -151,9 +160,7 @@ def error_outcome(error: BaseException) -> tuple[str, str, bool]:
         return type(error).__name__, describe(error), is_transient(error)
     java = getattr(error, "java_exception", None)
     if java is not None:
-        cause = java
-        while cause.getCause() is not None and cause.getCause() != cause:
-            cause = cause.getCause()
+        *_, cause = java_causes(java)
         name = str(cause.getClass().getSimpleName())
         lines = str(cause.getMessage() or "").strip().splitlines()
         return name, f"{name}: {lines[0]}" if lines else name, name in _TRANSIENT_JAVA

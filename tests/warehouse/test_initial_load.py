@@ -399,3 +399,25 @@ def test_a_million_rows_stream_through_a_small_driver(mariadb: MariaDB, tmp_path
     summary = json.loads(done.stdout)
     assert [(t["table"], t["rows"]) for t in summary["tables"]] == [("ilbig.big", 1_000_000)]
     assert "ilbig.big: copying ~" in done.stderr and "rows/s" in done.stderr
+
+
+def test_a_client_certificate_for_sparks_copy_on_a_cluster_is_refused_naming_the_source(
+    tmp_path: Path,
+) -> None:
+    """The executors could not read the keystore the driver writes: refused (before the copy
+    touches the table), unless [load] jdbc_url brings its own TLS options."""
+    from loader.core.config import load_config
+    from loader.core.errors import SourceError
+    from loader.source.connection import Credentials
+    from loader.source.tls import Tls
+    from loader.warehouse.initial_load import jdbc_tls
+
+    cfg = load_config(None, env={"LOADER__SPARK__MASTER": "spark://master:7077"})
+    creds = Credentials(
+        "db", 3306, "loader", "pw", name="shop", tls=Tls("required", cert="/c.pem", key="/k.pem")
+    )
+    with pytest.raises(
+        SourceError, match=r"^source shop \(db:3306\): Spark's copy on spark://master:7077 cannot present"
+    ):
+        jdbc_tls(cfg, creds, None, "jdbc:mysql://db:3306/")
+    assert jdbc_tls(cfg, creds, None, "jdbc:mysql://db:3306/?sslMode=verify-full&keyStore=/ks.p12") == {}
